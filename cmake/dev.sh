@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# attnbwd developer entry points (the README's two commands, and CI's).
+#
+#   bash cmake/dev.sh main        build everything (dependencies included) and run the main job
+#   bash cmake/dev.sh test        build everything and run every test (ctest)
+#   bash cmake/dev.sh build-cuda  build the CUDA configuration (compile + link, no run)
+#   bash cmake/dev.sh build       build the host configuration only
+#
+# Builds go to build/<config>. Dependencies (Kokkos, Kokkos Kernels) are built once into a cache
+# (cmake/deps/build-deps.sh; ATTNBWD_DEPS_DIR overrides where), or taken from an installed Kokkos
+# when Kokkos_ROOT / CMAKE_PREFIX_PATH points at one.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+jobs=${ATTNBWD_JOBS:-$(nproc)}
+
+log() { printf '\n== %s\n' "$*"; }
+
+# Has this machine a working NVIDIA GPU?
+have_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+
+deps_prefix() {  # $1 = host|cuda
+  local out
+  out=$(bash "$root/cmake/deps/build-deps.sh" "$1" | tee /dev/stderr)
+  sed -n "s/^ATTNBWD_KOKKOS_PREFIX_$1=//p" <<<"$out" | tail -n 1
+}
+
+build_config() {  # $1 = host|cuda
+  local config=$1 prefix bdir
+  log "dependencies ($config)"
+  prefix=$(deps_prefix "$config")
+  [ -n "$prefix" ] || { echo "no Kokkos prefix for $config" >&2; exit 1; }
+  bdir="$root/build/$config"
+  local extra=()
+  if [ "$config" = cuda ]; then
+    # Kokkos 3.4 compiles CUDA code through its nvcc_wrapper as the C++ compiler.
+    local wrapper="$prefix/bin/nvcc_wrapper"
+    [ -x "$wrapper" ] || wrapper=$(command -v nvcc_wrapper || true)
+    [ -n "$wrapper" ] && extra+=("-DCMAKE_CXX_COMPILER=$wrapper")
+  fi
+  log "configure + build ($config) in $bdir"
+  mkdir -p "$root/build"
+  cmake -S "$root" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH="$prefix" "${extra[@]}" >"$bdir.configure.log" 2>&1 \
+    || { tail -n 60 "$bdir.configure.log"; exit 1; }
+  cmake --build "$bdir" -j "$jobs"
+}
+
+# The best local configuration: cuda on a GPU machine (when nvcc is there), else host.
+best_config() {
+  if have_gpu && command -v nvcc >/dev/null 2>&1; then echo cuda; else echo host; fi
+}
+
+run_main() {
+  local config
+  config=$(best_config)
+  build_config "$config"
+  local cli="$root/build/$config/attnbwd" work="$root/build/$config/demo"
+  mkdir -p "$work"
+  log "main job: one real workload per op on the best local backend ($config build)"
+  # Until the perf suite lands, main is a CLI demo on the smallest real workload of each op.
+  local cases=(
+    "out_proj_backward batch_size=1,seq_len=256"
+    "gqa_rope_backward batch_size=1,seq_len=128"
+    "vision_mha_norm_backward batch_size=1"
+    "vision_varlen_rope_backward total_seq_len=131,num_sequences=1"
+  )
+  for c in "${cases[@]}"; do
+    set -- $c
+    "$cli" gen "$1" --axes "$2" --seed 200 -o "$work/$1.in.safetensors"
+    "$cli" run "$1" -i "$work/$1.in.safetensors" -o "$work/$1.out.safetensors"
+  done
+  log "outputs in $work"
+}
+
+run_tests() {
+  build_config host
+  log "tests (host: Serial + OpenMP)"
+  OMP_PROC_BIND=false ctest --test-dir "$root/build/host" --output-on-failure -j "$jobs"
+  if have_gpu && command -v nvcc >/dev/null 2>&1; then
+    build_config cuda
+    log "tests (cuda)"
+    ctest --test-dir "$root/build/cuda" --output-on-failure
+  fi
+}
+
+case "${1:-}" in
+  main) run_main ;;
+  test) run_tests ;;
+  build) build_config host ;;
+  build-cuda) build_config cuda ;;
+  *) sed -n '2,12p' "$0"; exit 2 ;;
+esac
