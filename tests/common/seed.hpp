@@ -13,7 +13,7 @@ namespace attnbwd::test {
 
 inline std::uint64_t base_seed() {
   static const std::uint64_t seed = [] {
-    if (const char* s = std::getenv("ATTNBWD_TEST_SEED")) return std::strtoull(s, nullptr, 0);
+    if (const char* s = std::getenv("ATTNBWD_TEST_SEED")) return static_cast<std::uint64_t>(std::strtoull(s, nullptr, 0));
     std::random_device rd;
     return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   }();
