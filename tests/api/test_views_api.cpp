@@ -164,6 +164,51 @@ TYPED_TEST(ViewsApi, MatchesOracleBitForBit) {
 #endif
 }
 
+#if defined(KOKKOS_ENABLE_CUDA)
+// Device memory with the serial backend: the oracle runs on host copies staged by the library.
+template <class Fixture>
+void check_device_staging() {
+  using Exec = Kokkos::Cuda;
+  using Bytes = Kokkos::View<unsigned char*, Exec::memory_space>;
+  using HostBytes = Kokkos::View<unsigned char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  Fixture f(fresh_seed(23));
+  oracle(f.a);
+  const auto want = output_bytes(f.a);
+  poison(f.a);
+  auto d = f.a;
+  d.memory = Memory::Device;
+  std::vector<Bytes> keep;
+  detail::for_each_tensor(d, [&](const char* name, auto& t, bool) {
+    const std::size_t n = static_cast<std::size_t>(t.size()) * sizeof(*t.data);
+    Bytes b(std::string(name), n);
+    Kokkos::deep_copy(b, HostBytes(reinterpret_cast<unsigned char*>(const_cast<void*>(
+                                       static_cast<const void*>(t.data))), n));
+    t.data = reinterpret_cast<decltype(t.data)>(b.data());
+    keep.push_back(b);
+  });
+  if constexpr (std::is_same_v<decltype(d), VisionVarlenArgs>) d.cu_seqlens_host = nullptr;
+  Options o;
+  o.backend = Backend::Serial;
+  detail::run(Exec(), d, o);
+  Exec().fence();
+  std::size_t i = 0;
+  detail::for_each_tensor(f.a, [&](const char*, auto& t, bool output) {
+    if (output) {
+      const std::size_t n = static_cast<std::size_t>(t.size()) * sizeof(*t.data);
+      Kokkos::deep_copy(HostBytes(reinterpret_cast<unsigned char*>(const_cast<void*>(
+                                      static_cast<const void*>(t.data))), n), keep[i]);
+    }
+    ++i;
+  });
+  EXPECT_EQ(output_bytes(f.a), want);
+}
+
+TYPED_TEST(ViewsApi, SerialBackendStagesDeviceMemory) {
+  ATTNBWD_SEED_TRACE();
+  check_device_staging<TypeParam>();
+}
+#endif
+
 TEST(ViewsApi, StridedViewIsRejected) {
   ATTNBWD_SEED_TRACE();
   OutProjFixture f(fresh_seed(22));
