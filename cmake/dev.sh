@@ -13,6 +13,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 jobs=${ATTNBWD_JOBS:-$(nproc)}
+# OpenMP thread placement for the OpenMP backend (Kokkos warns when unset).
+export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
 
 log() { printf '\n== %s\n' "$*"; }
 
