@@ -39,6 +39,7 @@ build_config() {  # $1 = host|cuda
     local wrapper="$prefix/bin/nvcc_wrapper"
     [ -x "$wrapper" ] || wrapper=$(command -v nvcc_wrapper || true)
     [ -n "$wrapper" ] && extra+=("-DCMAKE_CXX_COMPILER=$wrapper")
+    extra+=("-DATTNBWD_ENABLE_CUDA=ON")
   fi
   log "configure + build ($config) in $bdir"
   mkdir -p "$root/build"
@@ -57,22 +58,14 @@ run_main() {
   local config
   config=$(best_config)
   build_config "$config"
-  local cli="$root/build/$config/attnbwd" work="$root/build/$config/demo"
-  mkdir -p "$work"
-  log "main job: one real workload per op on the best local backend ($config build)"
-  # Until the perf suite lands, main is a CLI demo on the smallest real workload of each op.
-  local cases=(
-    "out_proj_backward batch_size=1,seq_len=256"
-    "gqa_rope_backward batch_size=1,seq_len=128"
-    "vision_mha_norm_backward batch_size=1"
-    "vision_varlen_rope_backward total_seq_len=131,num_sequences=1"
-  )
-  for c in "${cases[@]}"; do
-    set -- $c
-    "$cli" gen "$1" --axes "$2" --seed 200 -o "$work/$1.in.safetensors"
-    "$cli" run "$1" -i "$work/$1.in.safetensors" -o "$work/$1.out.safetensors"
-  done
-  log "outputs in $work"
+  # The perf suite (perf/README.md) on the best local backend, printing its summary; JSON, plot and
+  # report land in build/<config>/perf-results. A host-only build times the smallest workload of
+  # each op within 15 s per benchmark, so the CPU main job takes minutes; a GPU build runs all 64.
+  local args=(--max-seconds=30)
+  [ "$config" = host ] && args=(--workloads=smallest --max-seconds=15)
+  log "main job: perf suite on the best local backend ($config build)"
+  bash "$root/perf/run.sh" --bin "$root/build/$config/perf/attnbwd_perf" \
+       --out-dir "$root/build/$config/perf-results" -- "${args[@]}"
 }
 
 run_tests() {

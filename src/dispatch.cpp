@@ -4,13 +4,20 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "args_visit.hpp"
 #include "attnbwd/detail/views.hpp"
 #include "attnbwd/error.hpp"
+#include "portable/portable.hpp"
 #include "serial/serial.hpp"
+#if defined(ATTNBWD_HAVE_CUDA_FAST_PATH) && defined(KOKKOS_ENABLE_CUDA)
+#include "cuda/cuda_backend.hpp"
+#define ATTNBWD_DISPATCH_CUDA 1
+#endif
 
 namespace attnbwd::detail {
 namespace {
@@ -70,21 +77,45 @@ void run_serial(const ExecSpace& exec, const Args& args, const Shape& shape,
   exec.fence();
 }
 
-template <class ExecSpace>
-Backend resolve(const ExecSpace& exec, Backend requested) {
-  const Backend b = resolve_backend(exec, requested);
-  if (b == Backend::Portable)
-    throw Error("options.backend", "the portable backend is not built yet (issue: portable path)");
-  if (b == Backend::Cuda)
-    throw Error("options.backend", "the cuda backend is not built yet (issue: CUDA fast path)");
+// The fast path's verdict on one call: empty when it can take it, else why not.
+template <class ExecSpace, class Shape>
+std::string cuda_refusal(const Shape& shape, const Options& o) {
+#ifdef ATTNBWD_DISPATCH_CUDA
+  if constexpr (std::is_same_v<ExecSpace, Kokkos::Cuda>) return cuda::supports(shape, o).reason;
+#endif
+  (void)shape, (void)o;
+  return "this build has no CUDA fast path for this execution space";
+}
+
+// Auto: the CUDA fast path when it takes the call, else the portable path.
+template <class ExecSpace, class Shape>
+Backend resolve(const ExecSpace& exec, const Shape& shape, const Options& o) {
+  const Backend b = resolve_backend(exec, o.backend);
+  if (b == Backend::Cuda || (o.backend == Backend::Auto && b == Backend::Portable)) {
+    const std::string why = cuda_refusal<ExecSpace>(shape, o);
+    if (why.empty()) return Backend::Cuda;
+    if (b == Backend::Cuda) throw Error("options.backend", "cuda backend cannot run this call: " + why);
+  }
   return b;
 }
 
+// One op's three implementations, chosen by the resolved backend.
 template <class ExecSpace, class Args, class Shape>
-void run_op(const ExecSpace& exec, const Args& a, const Shape& shape, const Options& o,
-            void (*oracle)(const Shape&, const Args&)) {
-  switch (resolve(exec, o.backend)) {
-    case Backend::Serial: run_serial(exec, a, shape, oracle); return;
+Backend run_op(const ExecSpace& exec, const Args& a, const Shape& shape, const Options& o,
+            void (*oracle)(const Shape&, const Args&),
+            void (*portable)(const ExecSpace&, const Shape&, const Args&, const Options&)) {
+  const Backend b = resolve(exec, shape, o);
+  switch (b) {
+    case Backend::Serial: run_serial(exec, a, shape, oracle); return b;
+    case Backend::Portable: portable(exec, shape, a, o); return b;
+    case Backend::Cuda:
+#ifdef ATTNBWD_DISPATCH_CUDA
+      if constexpr (std::is_same_v<ExecSpace, Kokkos::Cuda>) {
+        cuda::run(shape, a, o, exec.cuda_stream());
+        return b;
+      }
+#endif
+      break;
     default: break;
   }
   throw Error("options.backend", "no implementation selected");
@@ -99,32 +130,30 @@ Backend resolve_backend(const ExecSpace&, Backend requested) {
       throw Error("options.backend", "the cuda backend needs a CUDA execution space");
     return requested;
   }
-  // Until the portable and CUDA paths land, Auto means the oracle on host spaces.
-  if (host_space<ExecSpace>()) return Backend::Serial;
-  throw Error("options.backend", "no backend for this execution space in this build yet; "
-                                 "request Backend::Serial to run the host oracle on staged copies");
+  // Auto on a host space is the portable path; on a CUDA space run_op asks the fast path first.
+  return Backend::Portable;
 }
 
 template <class ExecSpace>
-void run(const ExecSpace& exec, const OutProjArgs& a, const Options& o) {
+Backend run(const ExecSpace& exec, const OutProjArgs& a, const Options& o) {
   const OutProjShape s = validate(a);
-  run_op(exec, a, s, o, &serial::out_proj_backward);
+  return run_op(exec, a, s, o, &serial::out_proj_backward, &portable::out_proj_backward<ExecSpace>);
 }
 
 template <class ExecSpace>
-void run(const ExecSpace& exec, const GqaRopeArgs& a, const Options& o) {
+Backend run(const ExecSpace& exec, const GqaRopeArgs& a, const Options& o) {
   const GqaRopeShape s = validate(a);
-  run_op(exec, a, s, o, &serial::gqa_rope_backward);
+  return run_op(exec, a, s, o, &serial::gqa_rope_backward, &portable::gqa_rope_backward<ExecSpace>);
 }
 
 template <class ExecSpace>
-void run(const ExecSpace& exec, const VisionMhaArgs& a, const Options& o) {
+Backend run(const ExecSpace& exec, const VisionMhaArgs& a, const Options& o) {
   const VisionMhaShape s = validate(a);
-  run_op(exec, a, s, o, &serial::vision_mha_norm_backward);
+  return run_op(exec, a, s, o, &serial::vision_mha_norm_backward, &portable::vision_mha_norm_backward<ExecSpace>);
 }
 
 template <class ExecSpace>
-void run(const ExecSpace& exec, const VisionVarlenArgs& in, const Options& o) {
+Backend run(const ExecSpace& exec, const VisionVarlenArgs& in, const Options& o) {
   VisionVarlenArgs a = in;
   // Validation needs cu_seqlens on the host; without a host copy from the caller, make one.
   std::vector<std::int32_t> cu_host;
@@ -136,15 +165,15 @@ void run(const ExecSpace& exec, const VisionVarlenArgs& in, const Options& o) {
     a.cu_seqlens_host = cu_host.data();
   }
   const VisionVarlenShape s = validate(a);
-  run_op(exec, a, s, o, &serial::vision_varlen_rope_backward);
+  return run_op(exec, a, s, o, &serial::vision_varlen_rope_backward, &portable::vision_varlen_rope_backward<ExecSpace>);
 }
 
 #define ATTNBWD_INSTANTIATE(SPACE)                                                  \
   template Backend resolve_backend<SPACE>(const SPACE&, Backend);                   \
-  template void run<SPACE>(const SPACE&, const OutProjArgs&, const Options&);       \
-  template void run<SPACE>(const SPACE&, const GqaRopeArgs&, const Options&);       \
-  template void run<SPACE>(const SPACE&, const VisionMhaArgs&, const Options&);     \
-  template void run<SPACE>(const SPACE&, const VisionVarlenArgs&, const Options&);
+  template Backend run<SPACE>(const SPACE&, const OutProjArgs&, const Options&);    \
+  template Backend run<SPACE>(const SPACE&, const GqaRopeArgs&, const Options&);    \
+  template Backend run<SPACE>(const SPACE&, const VisionMhaArgs&, const Options&);  \
+  template Backend run<SPACE>(const SPACE&, const VisionVarlenArgs&, const Options&);
 
 #ifdef KOKKOS_ENABLE_SERIAL
 ATTNBWD_INSTANTIATE(Kokkos::Serial)

@@ -63,13 +63,14 @@ GqaRopeArgs make_args(const GqaRopeInputs<MemorySpace>& in, const GqaRopeOutputs
   return a;
 }
 
-// Runs on `exec`; fence `exec` before reading outputs. Throws attnbwd::Error before any write.
+// Runs on `exec` and returns the backend that ran; fence `exec` before reading outputs.
+// Throws attnbwd::Error before any write.
 template <class ExecSpace>
-void gqa_rope_backward(const ExecSpace& exec,
+Backend gqa_rope_backward(const ExecSpace& exec,
                        const GqaRopeInputs<typename ExecSpace::memory_space>& in,
                        const GqaRopeOutputs<typename ExecSpace::memory_space>& out,
                        const Options& opts = {}) {
-  detail::run(exec, make_args(in, out), opts);
+  return detail::run(exec, make_args(in, out), opts);
 }
 
 }  // namespace attnbwd

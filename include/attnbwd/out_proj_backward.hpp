@@ -35,14 +35,15 @@ OutProjArgs make_args(const OutProjInputs<MemorySpace>& in, const OutProjOutputs
   return a;
 }
 
-// Runs on `exec` (asynchronously where the backend allows; fence `exec` before reading outputs).
-// Throws attnbwd::Error naming the argument, before writing anything, on invalid input.
+// Runs on `exec` (asynchronously where the backend allows; fence `exec` before reading outputs) and
+// returns the backend that ran. Throws attnbwd::Error naming the argument, before writing anything,
+// on invalid input.
 template <class ExecSpace>
-void out_proj_backward(const ExecSpace& exec,
+Backend out_proj_backward(const ExecSpace& exec,
                        const OutProjInputs<typename ExecSpace::memory_space>& in,
                        const OutProjOutputs<typename ExecSpace::memory_space>& out,
                        const Options& opts = {}) {
-  detail::run(exec, make_args(in, out), opts);
+  return detail::run(exec, make_args(in, out), opts);
 }
 
 }  // namespace attnbwd

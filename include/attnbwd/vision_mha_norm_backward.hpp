@@ -67,13 +67,14 @@ VisionMhaArgs make_args(const VisionMhaInputs<MemorySpace>& in, const VisionMhaO
   return a;
 }
 
-// Runs on `exec`; fence `exec` before reading outputs. Throws attnbwd::Error before any write.
+// Runs on `exec` and returns the backend that ran; fence `exec` before reading outputs.
+// Throws attnbwd::Error before any write.
 template <class ExecSpace>
-void vision_mha_norm_backward(const ExecSpace& exec,
+Backend vision_mha_norm_backward(const ExecSpace& exec,
                               const VisionMhaInputs<typename ExecSpace::memory_space>& in,
                               const VisionMhaOutputs<typename ExecSpace::memory_space>& out,
                               const Options& opts = {}) {
-  detail::run(exec, make_args(in, out), opts);
+  return detail::run(exec, make_args(in, out), opts);
 }
 
 }  // namespace attnbwd

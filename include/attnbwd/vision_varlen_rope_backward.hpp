@@ -62,9 +62,10 @@ VisionVarlenArgs make_args(const VisionVarlenInputs<MemorySpace>& in,
   return a;
 }
 
-// Runs on `exec`; fence `exec` before reading outputs. Throws attnbwd::Error before any write.
+// Runs on `exec` and returns the backend that ran; fence `exec` before reading outputs.
+// Throws attnbwd::Error before any write.
 template <class ExecSpace>
-void vision_varlen_rope_backward(const ExecSpace& exec,
+Backend vision_varlen_rope_backward(const ExecSpace& exec,
                                  const VisionVarlenInputs<typename ExecSpace::memory_space>& in,
                                  const VisionVarlenOutputs<typename ExecSpace::memory_space>& out,
                                  const Options& opts = {}) {
@@ -72,7 +73,7 @@ void vision_varlen_rope_backward(const ExecSpace& exec,
   if (a.cu_seqlens_host != nullptr &&
       static_cast<std::int64_t>(in.cu_seqlens_host.extent(0)) != a.cu_seqlens.extent[0])
     throw Error("cu_seqlens_host", "must have the same length as cu_seqlens");
-  detail::run(exec, a, opts);
+  return detail::run(exec, a, opts);
 }
 
 }  // namespace attnbwd

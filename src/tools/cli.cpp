@@ -310,12 +310,11 @@ struct RunReport {
 // Times `call` on `exec` (fenced before and after) cfg.repeat times.
 template <class Exec, class F>
 void time_runs(const Exec& exec, const RunConfig& cfg, RunReport& rep, F&& call) {
-  rep.backend = to_string(detail::resolve_backend(exec, cfg.opts.backend));
   rep.exec_space = Exec::name();
   for (int r = 0; r < cfg.repeat; ++r) {
     exec.fence();
     const auto t0 = std::chrono::steady_clock::now();
-    call();
+    rep.backend = to_string(call());
     exec.fence();
     rep.ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -360,7 +359,7 @@ TensorSet run_out_proj(const Exec& exec, const TensorSet& in, const RunConfig& c
   vo.grad_weight =
       st.template output<bf16**>(out.add("grad_weight", HostTensor::zeros(DType::BF16, {hidden, hidden})));
 
-  time_runs(exec, cfg, rep, [&] { out_proj_backward(exec, vi, vo, cfg.opts); });
+  time_runs(exec, cfg, rep, [&] { return out_proj_backward(exec, vi, vo, cfg.opts); });
   st.copy_back();
   return out;
 }
@@ -406,7 +405,7 @@ TensorSet run_gqa_rope(const Exec& exec, const TensorSet& in, const RunConfig& c
   vo.grad_v_weight = st.template output<bf16**>(add("grad_v_weight", {kvp, hidden}));
   vo.grad_o_weight = st.template output<bf16**>(add("grad_o_weight", {hidden, qp}));
 
-  time_runs(exec, cfg, rep, [&] { gqa_rope_backward(exec, vi, vo, cfg.opts); });
+  time_runs(exec, cfg, rep, [&] { return gqa_rope_backward(exec, vi, vo, cfg.opts); });
   st.copy_back();
   return out;
 }
@@ -453,7 +452,7 @@ TensorSet run_vision_mha(const Exec& exec, const TensorSet& in, const RunConfig&
   vo.grad_ln_weight = st.template output<float*>(add("grad_ln_weight", {E}));
   vo.grad_ln_bias = st.template output<float*>(add("grad_ln_bias", {E}));
 
-  time_runs(exec, cfg, rep, [&] { vision_mha_norm_backward(exec, vi, vo, cfg.opts); });
+  time_runs(exec, cfg, rep, [&] { return vision_mha_norm_backward(exec, vi, vo, cfg.opts); });
   st.copy_back();
   return out;
 }
@@ -495,7 +494,7 @@ TensorSet run_vision_varlen(const Exec& exec, const TensorSet& in, const RunConf
   vo.grad_proj_weight = st.template output<float**>(add("grad_proj_weight", {C, C}));
   vo.grad_proj_bias = st.template output<float*>(add("grad_proj_bias", {C}));
 
-  time_runs(exec, cfg, rep, [&] { vision_varlen_rope_backward(exec, vi, vo, cfg.opts); });
+  time_runs(exec, cfg, rep, [&] { return vision_varlen_rope_backward(exec, vi, vo, cfg.opts); });
   st.copy_back();
   return out;
 }

@@ -148,10 +148,12 @@ void check_space(const char* space) {
   call(Exec(), f.a, o);
   Exec().fence();
   EXPECT_EQ(output_bytes(f.a), want);
-  poison(f.a);
-  call(Exec(), f.a, Options{});  // Auto
-  Exec().fence();
-  EXPECT_EQ(output_bytes(f.a), want);
+}
+
+TEST(ViewsApi, AutoResolvesToPortableBeforeTheOpIsKnown) {
+  EXPECT_EQ(detail::resolve_backend(Kokkos::DefaultHostExecutionSpace(), Backend::Auto), Backend::Portable);
+  EXPECT_EQ(detail::resolve_backend(Kokkos::DefaultExecutionSpace(), Backend::Auto), Backend::Portable);
+  EXPECT_EQ(detail::resolve_backend(Kokkos::DefaultHostExecutionSpace(), Backend::Serial), Backend::Serial);
 }
 
 TYPED_TEST(ViewsApi, MatchesOracleBitForBit) {

@@ -30,17 +30,19 @@ Tensor<typename V::value_type> tensor(const V& v) {
 }
 
 // Compiled into the library for each enabled Kokkos execution space (explicit instantiations in
-// src/dispatch.cpp). They validate, choose the backend and run it on `exec`'s stream/instance.
+// src/dispatch.cpp). They validate, choose the backend, run it on `exec`'s stream/instance and return
+// the backend that ran.
 template <class ExecSpace>
-void run(const ExecSpace& exec, const OutProjArgs& a, const Options& o);
+Backend run(const ExecSpace& exec, const OutProjArgs& a, const Options& o);
 template <class ExecSpace>
-void run(const ExecSpace& exec, const GqaRopeArgs& a, const Options& o);
+Backend run(const ExecSpace& exec, const GqaRopeArgs& a, const Options& o);
 template <class ExecSpace>
-void run(const ExecSpace& exec, const VisionMhaArgs& a, const Options& o);
+Backend run(const ExecSpace& exec, const VisionMhaArgs& a, const Options& o);
 template <class ExecSpace>
-void run(const ExecSpace& exec, const VisionVarlenArgs& a, const Options& o);
+Backend run(const ExecSpace& exec, const VisionVarlenArgs& a, const Options& o);
 
-// The backend Auto resolves to for this execution space in this build.
+// The backend a request resolves to for this execution space before the op is known: Auto gives
+// Portable here, and on a CUDA space the op's run() may still take the CUDA fast path.
 template <class ExecSpace>
 Backend resolve_backend(const ExecSpace& exec, Backend requested);
 

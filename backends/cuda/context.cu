@@ -1,0 +1,63 @@
+#include "context.hpp"
+
+#include <map>
+#include <memory>
+
+#include "check.hpp"
+
+namespace attnbwd::cuda {
+
+Context& Context::current() {
+  int device = 0;
+  ATTNBWD_CUDA_CHECK(cudaGetDevice(&device));
+  thread_local std::map<int, std::unique_ptr<Context>> contexts;
+  auto& slot = contexts[device];
+  if (!slot) slot.reset(new Context(device));
+  return *slot;
+}
+
+Context::Context(int device) : device_(device) {
+  cudaDeviceProp p{};
+  ATTNBWD_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  cc_ = 10 * p.major + p.minor;
+  sms_ = p.multiProcessorCount;
+  ATTNBWD_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+  ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  for (auto& ws : lt_ws_) ATTNBWD_CUDA_CHECK(cudaMalloc(&ws, kLtWorkspaceBytes));
+}
+
+Context::~Context() {
+  // Destructors must not throw: errors here (e.g. at process exit after the driver shut down) are
+  // ignored on purpose.
+  cudaDeviceSynchronize();
+  for (auto* p : scratch_) cudaFree(p);
+  for (auto* p : lt_ws_) cudaFree(p);
+  if (fork_) cudaEventDestroy(fork_);
+  if (join_) cudaEventDestroy(join_);
+  if (side_) cudaStreamDestroy(side_);
+  if (lt_) cublasLtDestroy(lt_);
+}
+
+void Context::fork(cudaStream_t main) {
+  ATTNBWD_CUDA_CHECK(cudaEventRecord(fork_, main));
+  ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
+}
+
+void Context::join(cudaStream_t main) {
+  ATTNBWD_CUDA_CHECK(cudaEventRecord(join_, side_));
+  ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, join_, 0));
+}
+
+void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream) {
+  if (bytes > scratch_bytes_[slot]) {
+    if (scratch_[slot]) ATTNBWD_CUDA_CHECK(cudaFreeAsync(scratch_[slot], stream));
+    scratch_[slot] = nullptr;
+    ATTNBWD_CUDA_CHECK(cudaMallocAsync(&scratch_[slot], bytes, stream));
+    scratch_bytes_[slot] = bytes;
+  }
+  return scratch_[slot];
+}
+
+}  // namespace attnbwd::cuda

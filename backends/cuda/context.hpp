@@ -1,0 +1,64 @@
+// What the CUDA fast path keeps across calls, per thread and device: the device's properties, a
+// cuBLASLt handle, stream-ordered workspaces, a side stream with fork/join events for concurrent
+// GEMMs, and cuBLASLt algorithm choices per GEMM shape. Results are never cached.
+//
+// One Context per (thread, device): calls from different threads never share one, so no locking.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+namespace attnbwd::cuda {
+
+class Context {
+ public:
+  // The calling thread's context for the current CUDA device.
+  static Context& current();
+
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context();
+
+  int device() const { return device_; }
+  int cc() const { return cc_; }  // compute capability as 10·major + minor (90 = Hopper)
+  int sm_count() const { return sms_; }
+  cublasLtHandle_t lt() const { return lt_; }
+
+  // Work slots: 0 runs on the caller's stream, 1 on the side stream. Each has its own workspace.
+  static constexpr int kSlots = 2;
+  cudaStream_t side_stream() const { return side_; }
+  void fork(cudaStream_t main);  // the side stream waits for everything queued on `main` so far
+  void join(cudaStream_t main);  // `main` waits for everything queued on the side stream
+
+  // Device scratch of at least `bytes` for `slot`, valid for work queued on `stream` (the slot's
+  // stream) until the next call that grows it: growth is stream-ordered (cudaFreeAsync/MallocAsync).
+  void* scratch(int slot, std::size_t bytes, cudaStream_t stream);
+
+  // cuBLASLt workspace of the slot (fixed size, allocated once).
+  void* lt_workspace(int slot) const { return lt_ws_[slot]; }
+  static constexpr std::size_t kLtWorkspaceBytes = 32u << 20;
+
+  // Algorithm cache for cuBLASLt, keyed by a GEMM's full description.
+  using AlgoKey = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                             std::int64_t, int, int, int, int>;
+  std::map<AlgoKey, cublasLtMatmulAlgo_t>& algos() { return algos_; }
+
+ private:
+  explicit Context(int device);
+
+  int device_ = 0, cc_ = 0, sms_ = 0;
+  cublasLtHandle_t lt_ = nullptr;
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  void* lt_ws_[kSlots] = {nullptr, nullptr};
+  void* scratch_[kSlots] = {nullptr, nullptr};
+  std::size_t scratch_bytes_[kSlots] = {0, 0};
+  std::map<AlgoKey, cublasLtMatmulAlgo_t> algos_;
+};
+
+}  // namespace attnbwd::cuda

@@ -1,0 +1,28 @@
+// Row-major GEMMs through cuBLASLt: C[M,N] = alpha·op(A)·op(B) + beta·C with A [M,K] (or [K,M] when
+// trans_a) and B [K,N] (or [N,K] when trans_b), all row-major with explicit leading dimensions.
+// fp32 accumulation always; split-K partial sums are reduced in fp32, never in the output type, so a
+// bf16 result is one rounding of an fp32 sum, as the reference's fp32 GEMMs give.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "context.hpp"
+
+namespace attnbwd::cuda {
+
+struct Gemm {
+  bool trans_a = false, trans_b = false;
+  std::int64_t M = 0, N = 0, K = 0;
+  std::int64_t lda = 0, ldb = 0, ldc = 0;
+  cudaDataType_t a_type = CUDA_R_16BF, b_type = CUDA_R_16BF, c_type = CUDA_R_16BF;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+
+// Enqueues the GEMM on `stream` using the workspace of `slot` (Context::fork/join for the side slot).
+void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void* A, const void* B, void* C,
+          float alpha = 1.0f, float beta = 0.0f);
+
+}  // namespace attnbwd::cuda

@@ -1,0 +1,81 @@
+// out_proj_backward on the CUDA fast path (spec §2).
+//   grad_weight = dYᵀ·X       [hidden, hidden], summed over T = B·S tokens
+//   G = dY·W, grad_attn_output[b,h,s,d] = G[b·S+s, h·D+d]
+// bf16 operands, fp32 accumulation, one rounding: what the reference's fp32 GEMMs on upcast operands
+// give (bf16 products are exact in fp32).
+//
+// Today's path (any arch with sm_90a/sm_100a code, any shape): two cuBLASLt GEMMs running
+// concurrently (dW on the side stream), then a head-split copy of G. A hand-tuned sm_90a kernel that
+// writes the head-split layout from the GEMM epilogue is the next step (perf/NOTES.md).
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "check.hpp"
+#include "context.hpp"
+#include "cuda_backend.hpp"
+#include "lt_gemm.hpp"
+
+namespace attnbwd::cuda {
+namespace {
+
+// G [T, H·D] row-major -> out [B, H, S, D]. One thread moves 16 bytes (8 bf16) when D % 8 == 0.
+template <int Vec>
+__global__ void head_split(const __nv_bfloat16* __restrict__ g, __nv_bfloat16* __restrict__ out,
+                           std::int64_t S, std::int64_t H, std::int64_t D, std::int64_t n_vec) {
+  const std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v >= n_vec) return;
+  const std::int64_t per_row = H * D / Vec;
+  const std::int64_t t = v / per_row, col = (v % per_row) * Vec;
+  const std::int64_t b = t / S, s = t % S, h = col / D, d = col % D;
+  const std::int64_t dst = ((b * H + h) * S + s) * D + d;
+  if constexpr (Vec == 8) {
+    *reinterpret_cast<uint4*>(out + dst) = *reinterpret_cast<const uint4*>(g + t * H * D + col);
+  } else {
+    out[dst] = g[t * H * D + col];
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+Support supports(const OutProjShape&, const Options&) {
+  const Context& ctx = Context::current();
+  if (ctx.cc() != 90 && ctx.cc() / 10 != 10)
+    return {"no sm_90a/sm_100a code for compute capability " + std::to_string(ctx.cc())};
+  return {};
+}
+
+void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream_t stream) {
+  Context& ctx = Context::current();
+  const std::int64_t T = s.tokens(), Hd = s.hidden();
+
+  // dW on the side stream, concurrently with dX: small-T workloads fill the GPU only together.
+  ctx.fork(stream);
+  Gemm dw;
+  dw.trans_a = true;  // dYᵀ: dY is [T, Hd]
+  dw.M = Hd, dw.N = Hd, dw.K = T, dw.lda = Hd, dw.ldb = Hd, dw.ldc = Hd;
+  gemm(ctx, 1, ctx.side_stream(), dw, a.grad_output.data, a.reshaped.data, a.grad_weight.data);
+
+  Gemm dx;  // G = dY·W: dY [T, Hd], W [Hd(out), Hd(in)] used as [K=out, N=in]
+  dx.M = T, dx.N = Hd, dx.K = Hd, dx.lda = Hd, dx.ldb = Hd, dx.ldc = Hd;
+  auto* g = static_cast<__nv_bfloat16*>(ctx.scratch(0, static_cast<std::size_t>(T * Hd) * sizeof(bf16), stream));
+  gemm(ctx, 0, stream, dx, a.grad_output.data, a.weight.data, g);
+
+  auto* out = reinterpret_cast<__nv_bfloat16*>(a.grad_attn_output.data);
+  const int threads = 256;
+  if (s.head_dim % 8 == 0 && aligned16(out)) {
+    const std::int64_t n = T * Hd / 8;
+    head_split<8><<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream>>>(
+        g, out, s.seq_len, s.num_heads, s.head_dim, n);
+  } else {
+    const std::int64_t n = T * Hd;
+    head_split<1><<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream>>>(
+        g, out, s.seq_len, s.num_heads, s.head_dim, n);
+  }
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+  ctx.join(stream);
+}
+
+}  // namespace attnbwd::cuda
