@@ -8,17 +8,20 @@
 #   --bin      the suite (default: build/cuda/perf/attnbwd_perf, else build/host/perf/attnbwd_perf)
 #   --out-dir  where results go (default: perf/results)
 #   --torch    a torch_baselines.py JSON to join (x faster than PyTorch eager / best)
+#   --with-torch  time the PyTorch baselines in the same run, right after the suite, on the same
+#              GPU and workloads (needs python3 with torch), and join them
 # Everything else goes to attnbwd_perf (e.g. --workloads=smallest --max-seconds=20).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bin="" out_dir="$root/perf/results" torch_json=""
+bin="" out_dir="$root/perf/results" torch_json="" with_torch=0
 suite_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --bin) bin=$2; shift 2 ;;
     --out-dir) out_dir=$2; shift 2 ;;
     --torch) torch_json=$2; shift 2 ;;
+    --with-torch) with_torch=1; shift ;;
     --) shift; suite_args+=("$@"); break ;;
     *) suite_args+=("$1"); shift ;;
   esac
@@ -52,6 +55,16 @@ echo "results: $json"
 
 # The summary above came from the suite itself; plot and report need python3 (report: stdlib only).
 command -v python3 >/dev/null || { echo "plot and report skipped: no python3"; exit 0; }
+if [ "$with_torch" = 1 ]; then
+  # Same workloads and protocol as the suite; --workloads/--ops of the suite are passed along.
+  torch_args_in=()
+  for a in "${suite_args[@]}"; do
+    case "$a" in --workloads=*|--ops=*|--iters=*|--warmup=*) torch_args_in+=("--${a#--}") ;; esac
+  done
+  torch_json="$out_dir/torch-$tag-$date-$commit.json"
+  python3 "$root/perf/torch_baselines.py" "${torch_args_in[@]}" -o "$torch_json" \
+    || { echo "torch baselines failed; report without them" >&2; torch_json=""; }
+fi
 torch_args=()
 [ -n "$torch_json" ] && torch_args=(--torch "$torch_json")
 if python3 -c 'import matplotlib' 2>/dev/null; then
