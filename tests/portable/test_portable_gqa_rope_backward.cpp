@@ -17,18 +17,12 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "attnbwd/args.hpp"
-#include "attnbwd/detail/views.hpp"
 #include "common/rng.hpp"
-#include "tests/common/compare.hpp"
-#include "tests/common/device_args.hpp"
+#include "tests/common/host_case.hpp"
 #include "tests/common/seed.hpp"
 #include "tools/gen.hpp"
 #include "tools/workloads.hpp"
@@ -39,104 +33,28 @@ namespace {
 using std::int64_t;
 const std::string kOp = "gqa_rope_backward";
 
-template <class T>
-Tensor<T> tensor(T* data, const std::vector<int64_t>& shape) {
-  Tensor<T> t;
-  t.data = data;
-  t.rank = static_cast<int>(shape.size());
-  for (int i = 0; i < t.rank; ++i) t.extent[i] = shape[i];
-  return t;
-}
+using Args = GqaRopeArgs;
 
-const char* const kOutputs[] = {"grad_hidden_states", "grad_q_weight", "grad_k_weight", "grad_v_weight",
-                                "grad_o_weight"};
-constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};  // in kOutputs order
+// Per output, in for_each_tensor order: grad_hidden_states, grad_{q,k,v,o}_weight.
+constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 constexpr double kExact[5] = {0, 0, 0, 0, 0};
-
-// One problem: generated inputs, an output set for the oracle and one for the portable path.
-struct Problem {
-  tools::Axes axes;  // all axes, resolved
-  tools::TensorSet in;
-  std::vector<bf16> want[5], got[5];
-
-  Problem(const tools::Axes& given, std::uint64_t seed, const std::map<std::string, double>& scalars)
-      : axes(tools::load_definition(kOp).resolve_axes(given)),
-        in(tools::generate_inputs(kOp, given, seed, scalars)) {
-    for (int i = 0; i < 5; ++i) {
-      const auto n = static_cast<std::size_t>(tools::shape_numel(shape(i)));
-      want[i].resize(n);
-      got[i].resize(n);
-    }
-  }
-
-  std::vector<int64_t> shape(int output) const {
-    const int64_t B = axes.at("batch_size"), S = axes.at("seq_len"), HS = axes.at("hidden_size"),
-                  QP = axes.at("q_proj_size"), KP = axes.at("kv_proj_size");
-    const std::vector<int64_t> shapes[5] = {{B, S, HS}, {QP, HS}, {KP, HS}, {KP, HS}, {HS, QP}};
-    return shapes[output];
-  }
-
-  GqaRopeArgs args(std::vector<bf16> (&out)[5]) const {
-    const auto input = [&](const char* name) {
-      const tools::HostTensor& t = *in.find(name);
-      return tensor(t.data<bf16>(), t.shape);
-    };
-    GqaRopeArgs a;
-    a.grad_output = input("grad_output");
-    a.hidden_states = input("hidden_states");
-    a.cos = input("cos");
-    a.sin = input("sin");
-    a.q_weight = input("q_weight");
-    a.k_weight = input("k_weight");
-    a.v_weight = input("v_weight");
-    a.o_weight = input("o_weight");
-    a.query_states = input("query_states");
-    a.key_states = input("key_states");
-    a.value_states = input("value_states");
-    a.attn_weights = input("attn_weights");
-    a.attn_output = input("attn_output");
-    a.scaling = tools::scalar(in, "scaling");
-    Tensor<bf16>* outs[5] = {&a.grad_hidden_states, &a.grad_q_weight, &a.grad_k_weight, &a.grad_v_weight,
-                             &a.grad_o_weight};
-    for (int i = 0; i < 5; ++i) *outs[i] = tensor(out[i].data(), shape(i));
-    poison_outputs(a);
-    return a;
-  }
-};
 
 template <class Exec>
 class PortableGqaRope : public ::testing::Test {};
 TYPED_TEST_SUITE(PortableGqaRope, ExecSpaces);
 
-// Runs the oracle on the host and the portable path on Exec, then compares every output element:
-// |got - want| <= atol + rtol·|want| for a share `match` of them, relative L2 <= max_rel_l2[output].
+// Runs the oracle on the host and the portable path on Exec over inputs `in` (axes `given`), then
+// compares every output element: |got - want| <= atol + rtol·|want| for a share `match` of them,
+// relative L2 <= max_rel_l2[output].
 template <class Exec>
-void check(Problem& p, double atol, double rtol, double match, const double (&max_rel_l2)[5], bool report) {
-  Options serial;
-  serial.backend = Backend::Serial;
-  detail::run(Kokkos::DefaultHostExecutionSpace(), p.args(p.want), serial);
-
-  GqaRopeArgs host = p.args(p.got);
-  DeviceArgs<Exec, GqaRopeArgs> dev(host);
-  Options portable;
-  portable.backend = Backend::Portable;
-  detail::run(Exec(), dev.args, portable);
-  Exec().fence();
-  dev.outputs_to(host);
-
-  for (int i = 0; i < 5; ++i) {
-    const Tolerance tol{atol, rtol, match, max_rel_l2[i]};
-    const auto r = close(kOutputs[i], p.got[i].data(), p.want[i].data(), static_cast<int64_t>(p.want[i].size()), tol);
-    if (report) std::printf("[ measured ] %s %s: %s\n", Exec::name(), tools::axes_to_string(p.axes).c_str(), r.message());
-    EXPECT_TRUE(r) << tools::axes_to_string(p.axes);
-  }
-}
-
-double smallest_atol() {
-  const auto w = tools::load_workloads(kOp);
-  double atol = w.at(0).atol;
-  for (const auto& x : w) atol = std::min(atol, x.atol);
-  return atol;
+void check(const tools::TensorSet& in, const tools::Axes& given, double atol, double rtol, double match,
+           const double (&max_rel_l2)[5], bool report) {
+  const Oracle<Args> want(in, given);
+  HostCase<Args> got(in, given);
+  const std::string axes = tools::axes_to_string(got.axes);
+  expect_portable_matches<Exec>(
+      got, want, 5, [&](std::size_t i) { return Tolerance{atol, rtol, match, max_rel_l2[i]}; },
+      print_measured<Exec>(axes, report), axes);
 }
 
 // Tails (S = 1, 7, 33, 65, 131), GQA ratios 1, 2, 4, 8, head_dim 64 and 128, batch > 1.
@@ -149,14 +67,14 @@ TYPED_TEST(PortableGqaRope, MatchesOracleOnSmallShapes) {
                         {1, 131, 8, 1, 64, 64}, {2, 33, 4, 1, 128, 128}};
   std::uint64_t tag = 0;
   for (const Case& c : cases) {
-    Problem p({{"batch_size", c.B},
-               {"seq_len", c.S},
-               {"num_attention_heads", c.Hq},
-               {"num_key_value_heads", c.Hkv},
-               {"head_dim", c.D},
-               {"hidden_size", c.hidden}},
-              fresh_seed(tag++), tools::default_scalars(kOp));
-    check<TypeParam>(p, smallest_atol(), 0.05, 0.99, kMaxRelL2, true);
+    const tools::Axes axes{{"batch_size", c.B},
+                           {"seq_len", c.S},
+                           {"num_attention_heads", c.Hq},
+                           {"num_key_value_heads", c.Hkv},
+                           {"head_dim", c.D},
+                           {"hidden_size", c.hidden}};
+    check<TypeParam>(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
+                     smallest_atol(kOp), 0.05, 0.99, kMaxRelL2, true);
   }
 }
 
@@ -165,8 +83,8 @@ TYPED_TEST(PortableGqaRope, MatchesOracleOnWorkload11) {
   ATTNBWD_SEED_TRACE();
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
   const tools::Workload& w = tools::find_workload(all, "11");
-  Problem p(w.axes, fresh_seed(100), w.scalars);
-  check<TypeParam>(p, w.atol, 0.05, 0.99, kMaxRelL2, true);
+  check<TypeParam>(tools::generate_inputs(kOp, w.axes, fresh_seed(100), w.scalars), w.axes, w.atol, 0.05, 0.99,
+                   kMaxRelL2, true);
 }
 
 // Replaces input `name` with values drawn uniformly from `values`.
@@ -190,21 +108,21 @@ TYPED_TEST(PortableGqaRope, MatchesOracleBitForBitOnExactInputs) {
   std::vector<float> ints, ones{-1, 0, 1}, quarters{0, 0.25f, 0.5f, 0.75f, 1}, tables{-0.75f, -0.5f, 0, 0.5f, 0.75f};
   for (int v = -15; v <= 15; ++v) ints.push_back(static_cast<float>(v));
   for (std::uint64_t round = 0; round < 20; ++round) {
-    Problem p({{"batch_size", 2},
-               {"seq_len", 2},
-               {"num_attention_heads", 4},
-               {"num_key_value_heads", 2},
-               {"head_dim", 2},
-               {"hidden_size", 2}},
-              fresh_seed(200 + round), {{"scaling", 0.75}});
+    const tools::Axes axes{{"batch_size", 2},
+                           {"seq_len", 2},
+                           {"num_attention_heads", 4},
+                           {"num_key_value_heads", 2},
+                           {"head_dim", 2},
+                           {"hidden_size", 2}};
+    tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(200 + round), {{"scaling", 0.75}});
     Rng rng(fresh_seed(300 + round));
-    for (const char* name : {"grad_output", "o_weight", "attn_output"}) draw(p.in, name, rng, ints);
+    for (const char* name : {"grad_output", "o_weight", "attn_output"}) draw(in, name, rng, ints);
     for (const char* name : {"hidden_states", "q_weight", "k_weight", "v_weight", "query_states", "key_states",
                              "value_states"})
-      draw(p.in, name, rng, ones);
-    draw(p.in, "attn_weights", rng, quarters);
-    for (const char* name : {"cos", "sin"}) draw(p.in, name, rng, tables);
-    check<TypeParam>(p, 0.0, 0.0, 1.0, kExact, false);
+      draw(in, name, rng, ones);
+    draw(in, "attn_weights", rng, quarters);
+    for (const char* name : {"cos", "sin"}) draw(in, name, rng, tables);
+    check<TypeParam>(in, axes, 0.0, 0.0, 1.0, kExact, false);
   }
 }
 

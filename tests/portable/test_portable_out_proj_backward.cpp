@@ -15,18 +15,12 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <string>
-#include <tuple>
 #include <vector>
 
-#include "attnbwd/args.hpp"
-#include "attnbwd/detail/views.hpp"
 #include "common/rng.hpp"
-#include "tests/common/compare.hpp"
-#include "tests/common/device_args.hpp"
+#include "tests/common/host_case.hpp"
 #include "tests/common/seed.hpp"
 #include "tools/gen.hpp"
 #include "tools/workloads.hpp"
@@ -38,78 +32,21 @@ using std::int64_t;
 const std::string kOp = "out_proj_backward";
 constexpr double kRelL2 = 1e-3;
 
-template <class T>
-Tensor<T> tensor(T* data, const std::vector<int64_t>& shape) {
-  Tensor<T> t;
-  t.data = data;
-  t.rank = static_cast<int>(shape.size());
-  for (int i = 0; i < t.rank; ++i) t.extent[i] = shape[i];
-  return t;
-}
-
-// One problem: generated inputs, an output set for the oracle and one for the portable path.
-struct Problem {
-  tools::Axes axes;  // all axes, resolved
-  tools::TensorSet in;
-  std::vector<bf16> want_g, want_w, got_g, got_w;
-
-  Problem(const tools::Axes& given, std::uint64_t seed)
-      : axes(tools::load_definition(kOp).resolve_axes(given)), in(tools::generate_inputs(kOp, given, seed)) {
-    const int64_t F = axes.at("hidden_size");
-    for (auto* v : {&want_g, &got_g}) v->resize(static_cast<std::size_t>(axes.at("batch_size") * axes.at("seq_len") * F));
-    for (auto* v : {&want_w, &got_w}) v->resize(static_cast<std::size_t>(F * F));
-  }
-
-  OutProjArgs args(std::vector<bf16>& g, std::vector<bf16>& w) const {
-    const auto input = [&](const char* name) {
-      const tools::HostTensor& t = *in.find(name);
-      return tensor(t.data<bf16>(), t.shape);
-    };
-    const int64_t B = axes.at("batch_size"), S = axes.at("seq_len"), H = axes.at("num_heads"),
-                  D = axes.at("head_dim"), F = axes.at("hidden_size");
-    OutProjArgs a;
-    a.grad_output = input("grad_output");
-    a.reshaped = input("reshaped");
-    a.weight = input("weight");
-    a.grad_attn_output = tensor(g.data(), {B, H, S, D});
-    a.grad_weight = tensor(w.data(), {F, F});
-    poison_outputs(a);
-    return a;
-  }
-};
+using Args = OutProjArgs;
 
 template <class Exec>
 class PortableOutProj : public ::testing::Test {};
 TYPED_TEST_SUITE(PortableOutProj, ExecSpaces);
 
-// Runs the oracle on the host and the portable path on Exec, then compares every output element.
+// Runs the oracle on the host and the portable path on Exec over inputs `in` (axes `given`), then
+// compares every output element.
 template <class Exec>
-void check(Problem& p, const Tolerance& tol, bool report) {
-  Options serial;
-  serial.backend = Backend::Serial;
-  detail::run(Kokkos::DefaultHostExecutionSpace(), p.args(p.want_g, p.want_w), serial);
-
-  OutProjArgs host = p.args(p.got_g, p.got_w);
-  DeviceArgs<Exec, OutProjArgs> dev(host);
-  Options portable;
-  portable.backend = Backend::Portable;
-  detail::run(Exec(), dev.args, portable);
-  Exec().fence();
-  dev.outputs_to(host);
-
-  for (const auto& [name, got, want] : {std::tuple{"grad_attn_output", &p.got_g, &p.want_g},
-                                        std::tuple{"grad_weight", &p.got_w, &p.want_w}}) {
-    const auto r = close(name, got->data(), want->data(), static_cast<int64_t>(want->size()), tol);
-    if (report) std::printf("[ measured ] %s %s: %s\n", Exec::name(), tools::axes_to_string(p.axes).c_str(), r.message());
-    EXPECT_TRUE(r) << tools::axes_to_string(p.axes);
-  }
-}
-
-double smallest_atol() {
-  const auto w = tools::load_workloads(kOp);
-  double atol = w.at(0).atol;
-  for (const auto& x : w) atol = std::min(atol, x.atol);
-  return atol;
+void check(const tools::TensorSet& in, const tools::Axes& given, const Tolerance& tol, bool report) {
+  const Oracle<Args> want(in, given);
+  HostCase<Args> got(in, given);
+  const std::string axes = tools::axes_to_string(got.axes);
+  expect_portable_matches<Exec>(got, want, 2, [&](std::size_t) { return tol; }, print_measured<Exec>(axes, report),
+                                axes);
 }
 
 // Tails (S = 1, 7, 65, 131: not multiples of 64), head_dim 64 and 128, batch > 1, non-square
@@ -122,9 +59,10 @@ TYPED_TEST(PortableOutProj, MatchesOracleOnSmallShapes) {
   const Case cases[] = {{2, 7, 4, 64}, {1, 65, 2, 128}, {3, 1, 3, 64}, {2, 131, 2, 64}};
   std::uint64_t tag = 0;
   for (const Case& c : cases) {
-    Problem p({{"batch_size", c.B}, {"seq_len", c.S}, {"num_heads", c.H}, {"head_dim", c.D}, {"hidden_size", c.H * c.D}},
-              fresh_seed(tag++));
-    check<TypeParam>(p, Tolerance{smallest_atol(), 0.05, 0.99, kRelL2}, true);
+    const tools::Axes axes{
+        {"batch_size", c.B}, {"seq_len", c.S}, {"num_heads", c.H}, {"head_dim", c.D}, {"hidden_size", c.H * c.D}};
+    check<TypeParam>(tools::generate_inputs(kOp, axes, fresh_seed(tag++)), axes,
+                     Tolerance{smallest_atol(kOp), 0.05, 0.99, kRelL2}, true);
   }
 }
 
@@ -133,8 +71,8 @@ TYPED_TEST(PortableOutProj, MatchesOracleOnWorkload8) {
   ATTNBWD_SEED_TRACE();
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
   const tools::Workload& w = tools::find_workload(all, "8");
-  Problem p(w.axes, fresh_seed(100));
-  check<TypeParam>(p, Tolerance{w.atol, 0.05, 0.99, kRelL2}, true);
+  check<TypeParam>(tools::generate_inputs(kOp, w.axes, fresh_seed(100)), w.axes,
+                   Tolerance{w.atol, 0.05, 0.99, kRelL2}, true);
 }
 
 // Integers in [-15, 15], B=2, S=3, 2 heads of 4: |G| <= 8·15² = 1800, |dW| <= 6·15² = 1350, so every
@@ -145,19 +83,19 @@ TYPED_TEST(PortableOutProj, MatchesOracleBitForBitOnExactInputs) {
   int64_t rounded = 0;
   for (std::uint64_t round = 0; round < 10; ++round) {
     const int64_t B = 2, S = 3, H = 2, D = 4, F = H * D, T = B * S;
-    Problem p({{"batch_size", B}, {"seq_len", S}, {"num_heads", H}, {"head_dim", D}, {"hidden_size", F}},
-              fresh_seed(200 + round));
+    const tools::Axes axes{{"batch_size", B}, {"seq_len", S}, {"num_heads", H}, {"head_dim", D}, {"hidden_size", F}};
+    tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(200 + round));
     Rng rng(fresh_seed(300 + round));
     for (const char* name : {"grad_output", "reshaped", "weight"}) {
-      bf16* x = p.in.find(name)->data<bf16>();
-      for (int64_t i = 0; i < p.in.find(name)->numel(); ++i)
+      bf16* x = in.find(name)->data<bf16>();
+      for (int64_t i = 0; i < in.find(name)->numel(); ++i)
         x[i] = bf16(static_cast<float>(static_cast<int>(rng.uniform() * 31.0) - 15));
     }
-    check<TypeParam>(p, Tolerance{0.0, 0.0, 1.0, 0.0}, false);
+    check<TypeParam>(in, axes, Tolerance{0.0, 0.0, 1.0, 0.0}, false);
 
     // Not vacuous: some exact dW = dYᵀ·X element is not a bf16 value, so rounding was exercised.
-    const bf16* dY = p.in.find("grad_output")->data<bf16>();
-    const bf16* X = p.in.find("reshaped")->data<bf16>();
+    const bf16* dY = in.find("grad_output")->data<bf16>();
+    const bf16* X = in.find("reshaped")->data<bf16>();
     for (int64_t i = 0; i < F; ++i)
       for (int64_t j = 0; j < F; ++j) {
         float exact = 0.0f;  // an integer below 2^11: exact

@@ -8,17 +8,11 @@
 // properties (--gtest_output=xml).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <vector>
 
-#include "args_visit.hpp"
-#include "attnbwd/detail/views.hpp"
-#include "serial/serial.hpp"
-#include "tests/common/compare.hpp"
-#include "tests/common/device_args.hpp"
+#include "tests/common/host_case.hpp"
 #include "tests/common/seed.hpp"
 #include "tools/gen.hpp"
 #include "tools/workloads.hpp"
@@ -30,61 +24,8 @@ using Args = VisionVarlenArgs;
 const std::string kOp = "vision_varlen_rope_backward";
 constexpr double kRtol = 1e-5, kMaxRelNorm = 1e-5;
 
-// Host arguments over generated inputs, each output in an owned buffer of its definition shape.
-struct HostCase {
-  HostCase(const tools::TensorSet& in, const tools::Axes& given) {
-    const tools::Definition def = tools::load_definition(kOp);
-    const tools::Axes axes = def.resolve_axes(given);
-    detail::for_each_tensor(args, [&](const char* name, auto& t, bool output) {
-      using Elem = std::remove_pointer_t<decltype(t.data)>;
-      std::vector<std::int64_t> shape;
-      if (output) {
-        for (const auto& o : def.outputs)
-          if (o.name == name) shape = def.shape_of(o, axes);
-      } else {
-        shape = in.find(name)->shape;
-      }
-      t.rank = static_cast<int>(shape.size());
-      for (std::size_t i = 0; i < shape.size(); ++i) t.extent[i] = shape[i];
-      if constexpr (std::is_const_v<Elem>) {
-        t.data = in.find(name)->template data<std::remove_const_t<Elem>>();
-      } else {
-        outputs.emplace_back(static_cast<std::size_t>(t.size()));
-        t.data = outputs.back().data();
-      }
-    });
-    args.attention_dropout = tools::scalar(in, "attention_dropout");
-    args.scaling = tools::scalar(in, "scaling");
-    args.cu_seqlens_host = args.cu_seqlens.data;  // host memory here; DeviceArgs keeps this copy
-    test::poison_outputs(args);
-  }
-  HostCase(const HostCase&) = delete;  // args point into outputs
-  HostCase& operator=(const HostCase&) = delete;
-  Args args;
-  std::vector<std::vector<float>> outputs;  // for_each_tensor order
-};
-
-struct Output {
-  std::string name;
-  const float* data;
-  std::int64_t size;
-};
-std::vector<Output> outputs_of(Args a) {
-  std::vector<Output> out;
-  detail::for_each_tensor(a, [&](const char* name, auto& t, bool output) {
-    if constexpr (!std::is_const_v<std::remove_pointer_t<decltype(t.data)>>)
-      if (output) out.push_back({name, t.data, t.size()});
-  });
-  return out;
-}
-
-// The oracle's outputs for `in` (host, double accumulation).
-struct Oracle {
-  Oracle(const tools::TensorSet& in, const tools::Axes& axes) : host(in, axes) {
-    serial::vision_varlen_rope_backward(validate(host.args), host.args);
-  }
-  HostCase host;
-};
+using HostCase = test::HostCase<Args>;
+using Oracle = test::Oracle<Args>;
 
 // Runs the portable path on Exec and checks every output against the oracle.
 template <class Exec>
@@ -92,30 +33,9 @@ void expect_portable_matches(const std::string& label, const tools::TensorSet& i
                              const Oracle& want, double atol, bool host_cu_seqlens = true) {
   HostCase got(in, axes);
   if (!host_cu_seqlens) got.args.cu_seqlens_host = nullptr;
-  {
-    test::DeviceArgs<Exec, Args> device(got.args);
-    Options o;
-    o.backend = Backend::Portable;
-    EXPECT_EQ(detail::run(Exec(), device.args, o), Backend::Portable);
-    Exec().fence();
-    device.outputs_to(got.args);
-  }
-  const auto g = outputs_of(got.args), w = outputs_of(want.host.args);
-  ASSERT_EQ(g.size(), 5u);
-  ASSERT_EQ(g.size(), w.size());
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    ASSERT_EQ(g[i].size, w[i].size);
-    const auto r = test::close(g[i].name, g[i].data, w[i].data, g[i].size, {atol, kRtol, 0.99, kMaxRelNorm});
-    EXPECT_TRUE(r);
-    ::testing::Test::RecordProperty(label + " " + g[i].name, r.message());
-  }
-}
-
-// The tightest atol of the op's workloads, for shapes that are not workloads.
-double smallest_atol() {
-  double atol = 1e30;
-  for (const tools::Workload& w : tools::load_workloads(kOp)) atol = std::min(atol, w.atol);
-  return atol;
+  test::expect_portable_matches<Exec>(
+      got, want, 5, [&](std::size_t) { return test::Tolerance{atol, kRtol, 0.99, kMaxRelNorm}; },
+      test::record_property(label), label);
 }
 
 template <class Exec>
@@ -161,7 +81,7 @@ TYPED_TEST(PortableVisionVarlenRope, SequenceMixes) {
       {{31, 1, 96, 0, 130, 3, 47}, 2, 64, 4.0f},
       {{4, 0, 5}, 1, 600, 1.0f},
   };
-  const double atol = smallest_atol();
+  const double atol = test::smallest_atol(kOp);
   std::uint64_t tag = 0;
   for (const Case& c : cases) {
     std::string lengths;
@@ -182,7 +102,7 @@ TYPED_TEST(PortableVisionVarlenRope, WithoutHostCuSeqlens) {
   tools::Axes axes;
   const tools::TensorSet in = varlen_inputs({5, 0, 70, 1, 20}, 2, 64, 4.0f, test::fresh_seed(50), axes);
   const Oracle want(in, axes);
-  expect_portable_matches<TypeParam>("no host cu_seqlens", in, axes, want, smallest_atol(),
+  expect_portable_matches<TypeParam>("no host cu_seqlens", in, axes, want, test::smallest_atol(kOp),
                                      /*host_cu_seqlens=*/false);
 }
 

@@ -19,23 +19,15 @@
 #include "serial/exact_fp32.hpp"
 #include "serial/loops.hpp"
 #include "serial/serial.hpp"
+#include "tests/common/fd_check.hpp"
 #include "tests/common/seed.hpp"
 
 namespace attnbwd {
 namespace {
 
-using Floats = std::vector<float>;
-using Vec = std::vector<double>;
+using namespace test;  // fd_check.hpp: Floats, Vec, sz, normals, all_close, max_abs, dot, central_differences
 using Cu = std::vector<std::int32_t>;
 using serial::exact::VisionVarlenGrads;
-
-std::size_t sz(std::int64_t n) { return static_cast<std::size_t>(n); }
-
-Floats normals(Rng& rng, std::int64_t n, double scale = 1.0) {
-  Floats v(sz(n));
-  for (float& x : v) x = static_cast<float>(scale * rng.normal());
-  return v;
-}
 
 // ---- Inputs, outputs, running the oracle
 
@@ -120,33 +112,6 @@ auto outputs_of(Grads& g) {
   return std::vector<decltype(&g.grad_hidden_states)>{&g.grad_hidden_states, &g.grad_qkv_weight,
                                                       &g.grad_qkv_bias, &g.grad_proj_weight,
                                                       &g.grad_proj_bias};
-}
-
-// Every element within atol + rtol·|want| (NaN fails); names the worst element.
-template <class T>
-::testing::AssertionResult all_close(const std::vector<T>& got, const Vec& want, double rtol,
-                                     double atol) {
-  if (got.size() != want.size())
-    return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
-  std::size_t bad = 0, worst = 0;
-  double worst_ratio = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double err = std::abs(double(got[i]) - want[i]), tol = atol + rtol * std::abs(want[i]);
-    if (err <= tol) continue;
-    const double ratio = std::isnan(err) ? INFINITY : err / tol;
-    if (bad++ == 0 || ratio > worst_ratio) worst = i, worst_ratio = ratio;
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << bad << " of " << got.size() << " elements off; worst [" << worst << "] got "
-         << double(got[worst]) << " want " << want[worst] << " (error " << worst_ratio
-         << "x tolerance)";
-}
-
-double max_abs(const Vec& v) {
-  double m = 0.0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
 }
 
 // ---- The forward being differentiated, and its backward, in double
@@ -274,29 +239,6 @@ Vec reference_dqkv(const Inputs& in, const Forward& f) {
       std::copy(head.begin(), head.end(), g);
     }
   return dqkv;
-}
-
-double dot(const Vec& a, const Floats& b) {
-  double acc = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) acc += a[i] * b[i];
-  return acc;
-}
-
-// Central differences of `loss` w.r.t. every element of `param` (perturbed in place, then
-// restored).
-template <class Loss>
-Vec central_differences(Vec& param, const Loss& loss, double h = 1e-4) {
-  Vec g(param.size());
-  for (std::size_t i = 0; i < param.size(); ++i) {
-    const double saved = param[i];
-    param[i] = saved + h;
-    const double up = loss();
-    param[i] = saved - h;
-    const double down = loss();
-    param[i] = saved;
-    g[i] = (up - down) / (2 * h);
-  }
-  return g;
 }
 
 // Rows [r0, r1) of an [S, C] output.
