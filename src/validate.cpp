@@ -1,6 +1,7 @@
 // Argument validation for the four operations: everything is checked before any output is written.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +18,13 @@ std::string shape_str(int rank, const std::int64_t* e) {
   for (int i = 0; i < rank; ++i) os << (i ? "," : "") << e[i];
   os << ']';
   return os.str();
+}
+
+// a·b for non-negative extents; an Error naming `name` when it overflows int64.
+std::int64_t product(const char* name, std::int64_t a, std::int64_t b) {
+  if (a > 0 && b > 0 && a > std::numeric_limits<std::int64_t>::max() / b)
+    throw Error(name, "extents too large: " + std::to_string(a) + " * " + std::to_string(b) + " overflows");
+  return a * b;
 }
 
 // Byte ranges of every tensor seen, to reject outputs that overlap inputs or each other.
@@ -36,7 +44,9 @@ class Checker {
                             shape_str(t.rank, t.extent));
     }
     if (!t.contiguous) throw Error(name, "must be contiguous (row-major, no strides)");
-    const std::int64_t n = t.size();
+    std::int64_t n = 1;  // t.size(), without overflow: extents this large cannot describe real memory
+    for (int i = 0; i < t.rank; ++i) n = product(name, n, t.extent[i]);
+    product(name, n, static_cast<std::int64_t>(sizeof(T)));
     if (n > 0 && t.data == nullptr) throw Error(name, "is null");
     if (n > 0) {
       const auto b = reinterpret_cast<std::uintptr_t>(t.data);
@@ -100,7 +110,7 @@ OutProjShape validate(const OutProjArgs& a) {
   positive("grad_attn_output", s.num_heads, "num_heads");
   positive("grad_attn_output", s.seq_len, "seq_len");
   positive("grad_attn_output", s.head_dim, "head_dim");
-  const std::int64_t B = s.batch, S = s.seq_len, Hd = s.hidden();
+  const std::int64_t B = s.batch, S = s.seq_len, Hd = product("grad_attn_output", s.num_heads, s.head_dim);
   Checker c;
   c.tensor("grad_output", a.grad_output, {B, S, Hd}, false);
   c.tensor("reshaped", a.reshaped, {B, S, Hd}, false);
@@ -138,7 +148,7 @@ GqaRopeShape validate(const GqaRopeArgs& a) {
                                 std::to_string(s.num_kv_heads));
   finite("scaling", a.scaling);
   const std::int64_t B = s.batch, S = s.seq_len, Hq = s.num_heads, D = s.head_dim;
-  const std::int64_t Hd = s.hidden_size, Pq = s.q_proj_size(), Pkv = s.kv_proj_size();
+  const std::int64_t Hd = s.hidden_size, Pq = product("query_states", Hq, D), Pkv = s.kv_proj_size();
   Checker c;
   c.tensor("grad_output", a.grad_output, {B, S, Hd}, false);
   c.tensor("hidden_states", a.hidden_states, {B, S, Hd}, false);
@@ -175,13 +185,14 @@ VisionMhaShape validate(const VisionMhaArgs& a) {
   positive("q", s.num_heads, "num_heads");
   positive("q", s.seq_len, "seq_len");
   positive("q", s.head_dim, "head_dim");
-  if (s.embed_dim != s.num_heads * s.head_dim)
+  if (s.embed_dim != product("q", s.num_heads, s.head_dim))
     throw Error("grad_output", "embed_dim " + std::to_string(s.embed_dim) + " must equal num_heads*head_dim = " +
                                    std::to_string(s.num_heads * s.head_dim));
   finite("scale", a.scale);
   finite("norm_eps", a.norm_eps);
   if (a.norm_eps < 0) throw Error("norm_eps", "must be non-negative");
   const std::int64_t B = s.batch, S = s.seq_len, E = s.embed_dim, H = s.num_heads, D = s.head_dim;
+  product("grad_output", 3, E);  // 3E rows of qkv_weight
   Checker c;
   c.tensor("grad_output", a.grad_output, {B, S, E}, false);
   c.tensor("x", a.x, {B, S, E}, false);
@@ -215,7 +226,7 @@ VisionVarlenShape validate(const VisionVarlenArgs& a) {
   s.total_seq_len = a.grad_output.extent[0];
   s.hidden_size = a.grad_output.extent[1];
   s.head_dim = a.cos.extent[1];
-  s.num_sequences = a.cu_seqlens.extent[0] - 1;
+  s.num_sequences = a.cu_seqlens.extent[0] > 0 ? a.cu_seqlens.extent[0] - 1 : 0;
   positive("grad_output", s.total_seq_len, "total_seq_len");
   positive("grad_output", s.hidden_size, "hidden_size");
   positive("cos", s.head_dim, "head_dim");
@@ -228,6 +239,7 @@ VisionVarlenShape validate(const VisionVarlenArgs& a) {
   finite("attention_dropout", a.attention_dropout);
   finite("scaling", a.scaling);
   const std::int64_t S = s.total_seq_len, C = s.hidden_size, D = s.head_dim;
+  product("grad_output", 3, C);  // 3C rows of qkv_weight
   Checker c;
   c.tensor("grad_output", a.grad_output, {S, C}, false);
   c.tensor("hidden_states", a.hidden_states, {S, C}, false);

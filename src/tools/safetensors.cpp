@@ -51,7 +51,12 @@ HostTensor parse_tensor_info(const std::string& path, const std::string& name, c
       throw Error(path, quoted(name) + "shape entries must be non-negative integers, got " + shape->dump());
     t.shape.push_back(e.as_int());
   }
-  const auto numel = static_cast<std::uint64_t>(shape_numel(t.shape, path + ": tensor \"" + name + "\""));
+  std::uint64_t numel = 0;
+  try {
+    numel = static_cast<std::uint64_t>(shape_numel(t.shape, "tensor \"" + name + "\""));
+  } catch (const Error& e) {
+    throw Error(path, e.what());  // argument() is the file, as for every other malformed header
+  }
   const std::uint64_t nbytes = numel * dtype_size(t.dtype);
 
   if (!offsets->is_array() || offsets->as_array().size() != 2 || !offsets->as_array()[0].is_integer() ||
@@ -202,7 +207,8 @@ void write_safetensors(const std::string& path, const TensorSet& set, const Meta
             std::fwrite(text.data(), 1, text.size(), f.get()) == text.size();
   for (const auto& entry : set) {
     const auto& bytes = entry.second.bytes;
-    ok = ok && std::fwrite(bytes.data(), 1, bytes.size(), f.get()) == bytes.size();
+    // (an empty tensor's data() may be null, which fwrite must not get)
+    ok = ok && (bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f.get()) == bytes.size());
   }
   if (std::fclose(f.release()) != 0) ok = false;
   if (!ok) throw Error(path, std::string("write failed: ") + std::strerror(errno));
