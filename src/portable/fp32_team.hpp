@@ -94,6 +94,16 @@ struct Carve {
   }
 };
 
+// Floats a scratch layout `Tiles` (constructed from a Carve and its dimensions) takes: built once on a
+// counting Carve, so the count can never disagree with the layout the kernel carves.
+template <class Tiles, class... Dims>
+std::size_t floats_of(Dims... dims) {
+  Carve c;
+  const Tiles layout(c, dims...);
+  (void)layout;
+  return c.used;
+}
+
 // Row stride of a scratch tile holding rows of head_dim floats: one spare float so that threads
 // reading the same column of consecutive rows hit different shared-memory banks.
 KOKKOS_INLINE_FUNCTION int padded(std::int64_t head_dim) { return static_cast<int>(head_dim) + 1; }

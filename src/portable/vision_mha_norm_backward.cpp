@@ -27,11 +27,6 @@ struct QueryTiles {
   KOKKOS_INLINE_FUNCTION QueryTiles(Carve& c, int bq, int bk, int ld)
       : dO(c.take(bq * ld)), V(c.take(bk * ld)), K(c.take(bk * ld)), dS(c.take(bq * bk)),
         dQ(c.take(bq * ld)), r(c.take(bq)) {}
-  static std::size_t floats(int bq, int bk, int ld) {
-    Carve c;
-    const QueryTiles count(c, bq, bk, ld);
-    return c.used;
-  }
 };
 
 // dQ rows of dQKV and r = rowsum(dP⊙P) per query row. For its block of query rows a team streams
@@ -42,7 +37,7 @@ void query_blocks(const ExecSpace& exec, const VisionMhaShape& s, const VisionMh
                   float* dqkv, float* rowsum) {
   const int D = static_cast<int>(s.head_dim), ld = padded(D);
   const std::int64_t S = s.seq_len, E = s.embed_dim, H = s.num_heads;
-  const TilePlan plan = plan_tiles<ExecSpace>([&](int bq, int bk) { return QueryTiles::floats(bq, bk, ld); });
+  const TilePlan plan = plan_tiles<ExecSpace>([&](int bq, int bk) { return floats_of<QueryTiles>(bq, bk, ld); });
   const std::int64_t blocks = (S + plan.block - 1) / plan.block;
   const float *P = a.attn_weights.data, *K = a.k.data, *V = a.v.data;
   const float scale = static_cast<float>(a.scale);
@@ -108,11 +103,6 @@ struct KeyTiles {
   KOKKOS_INLINE_FUNCTION KeyTiles(Carve& c, int bk, int bq, int ld)
       : V(c.take(bk * ld)), dV(c.take(bk * ld)), dK(c.take(bk * ld)), dO(c.take(bq * ld)), Q(c.take(bq * ld)),
         P(c.take(bq * bk)), dS(c.take(bq * bk)), r(c.take(bq)) {}
-  static std::size_t floats(int bk, int bq, int ld) {
-    Carve c;
-    const KeyTiles count(c, bk, bq, ld);
-    return c.used;
-  }
 };
 
 // dV = Pᵀ·dO and dK = dSᵀ·(Q·scale) rows of dQKV: a team owns a block of key rows and streams the
@@ -122,7 +112,7 @@ void key_blocks(const ExecSpace& exec, const VisionMhaShape& s, const VisionMhaA
                 const float* rowsum, float* dqkv) {
   const int D = static_cast<int>(s.head_dim), ld = padded(D);
   const std::int64_t S = s.seq_len, E = s.embed_dim, H = s.num_heads;
-  const TilePlan plan = plan_tiles<ExecSpace>([&](int bk, int bq) { return KeyTiles::floats(bk, bq, ld); });
+  const TilePlan plan = plan_tiles<ExecSpace>([&](int bk, int bq) { return floats_of<KeyTiles>(bk, bq, ld); });
   const std::int64_t blocks = (S + plan.block - 1) / plan.block;
   const float *P = a.attn_weights.data, *Q = a.q.data, *V = a.v.data;
   const float scale = static_cast<float>(a.scale);

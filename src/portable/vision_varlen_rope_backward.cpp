@@ -119,11 +119,6 @@ struct QueryTiles {
   KOKKOS_INLINE_FUNCTION QueryTiles(Carve& c, int bq, int bk, int ld)
       : Q(c.take(bq * ld)), dO(c.take(bq * ld)), acc(c.take(bq * ld)), K(c.take(bk * ld)), V(c.take(bk * ld)),
         T(c.take(bq * bk)), m(c.take(bq)), l(c.take(bq)), r(c.take(bq)), alpha(c.take(bq)) {}
-  static std::size_t floats(int bq, int bk, int ld) {
-    Carve c;
-    const QueryTiles count(c, bq, bk, ld);
-    return c.used;
-  }
 };
 
 // Per (query block, head): the forward O = softmax(q'k'ᵀ·scaling)·v with an online softmax (AO and
@@ -134,7 +129,7 @@ void query_blocks(const ExecSpace& exec, const VisionVarlenShape& s, const Visio
   const int D = static_cast<int>(s.head_dim), ld = padded(D);
   const std::int64_t S = s.total_seq_len, C = s.hidden_size, C3 = s.qkv_out_size(), H = s.num_heads;
   const std::int64_t n = s.num_sequences;
-  const TilePlan plan = plan_tiles<ExecSpace>([&](int bq, int bk) { return QueryTiles::floats(bq, bk, ld); });
+  const TilePlan plan = plan_tiles<ExecSpace>([&](int bq, int bk) { return floats_of<QueryTiles>(bq, bk, ld); });
   const std::int64_t blocks = (S + plan.block - 1) / plan.block;
   const std::int32_t* cu = a.cu_seqlens.data;
   const float *cos = a.cos.data, *sin = a.sin.data;
@@ -230,11 +225,6 @@ struct KeyTiles {
       : K(c.take(bk * ld)), V(c.take(bk * ld)), dK(c.take(bk * ld)), dV(c.take(bk * ld)), Q(c.take(bq * ld)),
         dO(c.take(bq * ld)), P(c.take(bq * bk)), dS(c.take(bq * bk)), m(c.take(bq)), l(c.take(bq)),
         r(c.take(bq)) {}
-  static std::size_t floats(int bk, int bq, int ld) {
-    Carve c;
-    const KeyTiles count(c, bk, bq, ld);
-    return c.used;
-  }
 };
 
 // Per (key block, head): dV = Pᵀ·dO and dK' = dSᵀ·q' over the query tiles of the sequence, P from
@@ -245,7 +235,7 @@ void key_blocks(const ExecSpace& exec, const VisionVarlenShape& s, const VisionV
   const int D = static_cast<int>(s.head_dim), ld = padded(D);
   const std::int64_t S = s.total_seq_len, C = s.hidden_size, C3 = s.qkv_out_size(), H = s.num_heads;
   const std::int64_t n = s.num_sequences;
-  const TilePlan plan = plan_tiles<ExecSpace>([&](int bk, int bq) { return KeyTiles::floats(bk, bq, ld); });
+  const TilePlan plan = plan_tiles<ExecSpace>([&](int bk, int bq) { return floats_of<KeyTiles>(bk, bq, ld); });
   const std::int64_t blocks = (S + plan.block - 1) / plan.block;
   const std::int32_t* cu = a.cu_seqlens.data;
   const float *cos = a.cos.data, *sin = a.sin.data;
