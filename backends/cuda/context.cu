@@ -1,5 +1,6 @@
 #include "context.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -25,6 +26,7 @@ Context::Context(int device) : device_(device) {
   ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&handoff_, cudaEventDisableTiming));
   for (auto& ws : lt_ws_) ATTNBWD_CUDA_CHECK(cudaMalloc(&ws, kLtWorkspaceBytes));
 }
 
@@ -34,6 +36,8 @@ Context::~Context() {
   cudaDeviceSynchronize();
   for (auto* p : scratch_) cudaFree(p);
   for (auto* p : lt_ws_) cudaFree(p);
+  if (counters_) cudaFree(counters_);
+  if (handoff_) cudaEventDestroy(handoff_);
   if (fork_) cudaEventDestroy(fork_);
   if (join_) cudaEventDestroy(join_);
   if (side_) cudaStreamDestroy(side_);
@@ -48,6 +52,32 @@ void Context::fork(cudaStream_t main) {
 void Context::join(cudaStream_t main) {
   ATTNBWD_CUDA_CHECK(cudaEventRecord(join_, side_));
   ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, join_, 0));
+}
+
+void Context::claim(cudaStream_t stream) {
+  // handoff_ was recorded at the end of the previous op (its stream may be gone by now; the event
+  // keeps what it captured).
+  if (claimed_ && stream != last_stream_) ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(stream, handoff_, 0));
+}
+
+void Context::release(cudaStream_t stream) {
+  ATTNBWD_CUDA_CHECK(cudaEventRecord(handoff_, stream));
+  last_stream_ = stream;
+  claimed_ = true;
+}
+
+unsigned* Context::counters(std::size_t n, cudaStream_t stream) {
+  if (n > counters_n_) {
+    if (counters_) ATTNBWD_CUDA_CHECK(cudaFreeAsync(counters_, stream));
+    counters_ = nullptr;
+    const std::size_t grown = std::max<std::size_t>(n, 4096);
+    void* p = nullptr;
+    ATTNBWD_CUDA_CHECK(cudaMallocAsync(&p, grown * sizeof(unsigned), stream));
+    ATTNBWD_CUDA_CHECK(cudaMemsetAsync(p, 0, grown * sizeof(unsigned), stream));
+    counters_ = static_cast<unsigned*>(p);
+    counters_n_ = grown;
+  }
+  return counters_;
 }
 
 void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream) {

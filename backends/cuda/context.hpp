@@ -35,6 +35,17 @@ class Context {
   void fork(cudaStream_t main);  // the side stream waits for everything queued on `main` so far
   void join(cudaStream_t main);  // `main` waits for everything queued on the side stream
 
+  // claim() at the start of every op on `stream`, release() at its end: when the previous op of this
+  // context ran on another stream, `stream` first waits for it, so two ops of one thread on two
+  // streams never use the scratch, counters or side stream at once (they serialise; distinct
+  // threads have distinct contexts and run in parallel).
+  void claim(cudaStream_t stream);
+  void release(cudaStream_t stream);
+
+  // `n` zeroed unsigned counters for kernels that leave them zero when they finish (split-K arrival
+  // counts). Grown, and zeroed, on `stream` when needed.
+  unsigned* counters(std::size_t n, cudaStream_t stream);
+
   // Device scratch of at least `bytes` for `slot`, valid for work queued on `stream` (the slot's
   // stream) until the next call that grows it: growth is stream-ordered (cudaFreeAsync/MallocAsync).
   void* scratch(int slot, std::size_t bytes, cudaStream_t stream);
@@ -59,6 +70,11 @@ class Context {
   void* scratch_[kSlots] = {nullptr, nullptr};
   std::size_t scratch_bytes_[kSlots] = {0, 0};
   std::map<AlgoKey, cublasLtMatmulAlgo_t> algos_;
+  cudaStream_t last_stream_ = nullptr;
+  bool claimed_ = false;
+  cudaEvent_t handoff_ = nullptr;
+  unsigned* counters_ = nullptr;
+  std::size_t counters_n_ = 0;
 };
 
 }  // namespace attnbwd::cuda

@@ -4,17 +4,25 @@
 // bf16 operands, fp32 accumulation, one rounding: what the reference's fp32 GEMMs on upcast operands
 // give (bf16 products are exact in fp32).
 //
-// Today's path (any arch with sm_90a/sm_100a code, any shape): two cuBLASLt GEMMs running
-// concurrently (dW on the side stream), then a head-split copy of G. A hand-tuned sm_90a kernel that
-// writes the head-split layout from the GEMM epilogue is the next step (perf/NOTES.md).
+// Paths, chosen per call:
+//   sm_90 (Hopper) and a shape the kernel takes: out_proj_backward_sm90.cu, both GEMMs in one
+//     persistent TMA + wgmma launch, dX written in the head-split layout by its epilogue;
+//   otherwise (sm_100 until it has its own kernel, odd shapes or alignments): two cuBLASLt GEMMs
+//     running concurrently (dW on the side stream), then a head-split copy of G.
+// ATTNBWD_CUDA_OUT_PROJ=sm90|cublaslt (environment, read per call) forces one path, for A/B timing
+// and tests; forcing sm90 where it cannot run is an Error naming the variable.
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "check.hpp"
 #include "context.hpp"
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
+#include "out_proj_backward_sm90.hpp"
 
 namespace attnbwd::cuda {
 namespace {
@@ -47,8 +55,39 @@ Support supports(const OutProjShape&, const Options&) {
   return {};
 }
 
-void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream_t stream) {
-  Context& ctx = Context::current();
+namespace {
+
+enum class Path { Auto, Sm90, CublasLt };
+
+Path forced_path() {
+  const char* v = std::getenv("ATTNBWD_CUDA_OUT_PROJ");
+  if (!v || !*v || std::strcmp(v, "auto") == 0) return Path::Auto;
+  if (std::strcmp(v, "sm90") == 0) return Path::Sm90;
+  if (std::strcmp(v, "cublaslt") == 0) return Path::CublasLt;
+  throw Error("ATTNBWD_CUDA_OUT_PROJ", std::string("expected auto, sm90 or cublaslt, got \"") + v + "\"");
+}
+
+// The hand-tuned kernel, when the device and the problem suit it. Returns false to fall back.
+bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool forced) {
+  sm90::OutProjProblem p;
+  p.grad_output = a.grad_output.data, p.reshaped = a.reshaped.data, p.weight = a.weight.data;
+  p.grad_attn_output = a.grad_attn_output.data, p.grad_weight = a.grad_weight.data;
+  p.batch = s.batch, p.seq_len = s.seq_len, p.heads = s.num_heads, p.head_dim = s.head_dim;
+  std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::out_proj_unsupported(p);
+  if (!why.empty()) {
+    if (forced) throw Error("ATTNBWD_CUDA_OUT_PROJ", "sm90 kernel cannot take this call: " + why);
+    return false;
+  }
+  const sm90::OutProjPlan plan = sm90::out_proj_plan(p, ctx.sm_count());
+  // Measured (perf/NOTES.md, H200): with split-K over dX (small T) the last-arrival reduction still
+  // loses to the cuBLASLt pair (T=256: 22.7 vs 18.5 µs); without it the kernel is at par or ahead.
+  if (!forced && plan.splits_dx > 1) return false;
+  void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
+  sm90::out_proj_launch(p, plan, ws, ctx.counters(plan.counters, stream), stream);
+  return true;
+}
+
+void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream) {
   const std::int64_t T = s.tokens(), Hd = s.hidden();
 
   // dW on the side stream, concurrently with dX: small-T workloads fill the GPU only together.
@@ -76,6 +115,16 @@ void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream
   }
   ATTNBWD_CUDA_CHECK_LAUNCH();
   ctx.join(stream);
+}
+
+}  // namespace
+
+void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream_t stream) {
+  Context& ctx = Context::current();
+  const Path path = forced_path();
+  ctx.claim(stream);
+  if (path == Path::CublasLt || !run_sm90(ctx, s, a, stream, path == Path::Sm90)) run_cublaslt(ctx, s, a, stream);
+  ctx.release(stream);
 }
 
 }  // namespace attnbwd::cuda

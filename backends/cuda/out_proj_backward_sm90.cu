@@ -1,0 +1,527 @@
+// out_proj_backward on sm_90a (spec §2): one persistent launch computes both GEMMs,
+//   dX: G[T, Hd]  = dY · W       written straight into grad_attn_output [B, H, S, D] (head split)
+//   dW: [Hd, Hd]  = dYᵀ · X      summed over the T tokens
+// bf16 operands, fp32 accumulation, one rounding per output (as the reference's fp32 GEMMs on upcast
+// operands: bf16 products are exact in fp32).
+//
+// Kernel: 3 warpgroups. Warpgroup 0 (one thread) streams 128x64 A and 64x256 B tiles with TMA (128-byte
+// swizzle) into a 4-stage shared-memory ring guarded by mbarriers; warpgroups 1 and 2 each own 64 rows
+// of the 128x256 output tile and run wgmma m64n256k16 (fp32 accumulators in registers) on the ring.
+// Operand majorness: dX has A = dY K-major, B = W N-major; dW has A = dYᵀ M-major (dY is [T, Hd]),
+// B = X N-major. Both N-major/M-major cases use wgmma's transpose bits.
+//
+// Work units: every (GEMM, 128x256 tile, K range). The host picks how many K ranges (split-K) each GEMM
+// gets so that the units of both GEMMs, longest first, dealt round-robin to one CTA per SM, finish
+// together (small T: dX has few tiles but K = Hd; dW has many tiles with K = T). Split-K partials are
+// fp32 in the workspace; the last unit of a tile to arrive (per-tile counter) sums them in split order
+// (deterministic) and stores the bf16 result.
+#include "out_proj_backward_sm90.hpp"
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "sm90/ptx.cuh"
+
+namespace attnbwd::cuda::sm90 {
+namespace {
+
+#ifndef ATTNBWD_OUT_PROJ_STAGES  // tuning knobs (perf/NOTES.md); the defaults are the measured best
+#define ATTNBWD_OUT_PROJ_STAGES 4
+#endif
+#ifndef ATTNBWD_OUT_PROJ_STAGING_BUFS
+#define ATTNBWD_OUT_PROJ_STAGING_BUFS 2
+#endif
+constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = ATTNBWD_OUT_PROJ_STAGES;
+constexpr int kThreads = 384;                     // producer warpgroup + 2 consumer warpgroups
+constexpr int kABytes = kBM * kBK * 2;            // 16 KB
+constexpr int kBBytes = kBK * kBN * 2;            // 32 KB
+constexpr int kStageBytes = kABytes + kBBytes;    // 48 KB
+[[maybe_unused]] constexpr int kChunkBytes = 64 * 64 * 2;  // one 64x64 TMA box, 8 KB
+constexpr int kTileFloats = kBM * kBN;            // fp32 partial of one tile
+// Epilogue staging: per consumer warpgroup kStagingBufs buffers of 64 rows x 64 bf16 columns in the TMA box
+// layout with the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which also makes
+// the fragment's 4-byte writes (8 rows x 4 lanes per instruction) hit 32 distinct banks.
+constexpr int kStagingBuf = 64 * 128;
+constexpr int kStagingBufs = ATTNBWD_OUT_PROJ_STAGING_BUFS;
+constexpr int kStagingBytes = kStagingBufs * kStagingBuf;  // per warpgroup
+constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStagingBytes + 1024 /*alignment*/ + 256 /*barriers*/;
+static_assert(kSmemBytes <= 227 * 1024, "shared memory of one H100/H200 CTA");
+
+// One GEMM of the launch: C[M, N] = Σ_k A[m, k] B[k, n], stored at
+//   out[(m / rows_per_b)·stride_b + (m % rows_per_b)·stride_r + (n / cols_per_h)·stride_h + n % cols_per_h].
+struct GemmDesc {
+  int M, N, kb_total;  // kb_total = ceil(K / 64)
+  int tiles_n, splits, kb_per_split, units;
+  int a_kmajor;
+  __nv_bfloat16* out;
+  int rows_per_b, cols_per_h;  // rows per batch element, columns per head
+  int vec16;                   // 8-column groups are contiguous and 16-byte aligned in `out`
+  int tma_store;               // 64x64 blocks of the tile are boxes of the output tensor map
+  int heads;                   // output map: z = (m / rows_per_b)·heads + n / cols_per_h
+  long long stride_b, stride_r, stride_h;
+  float* partial;      // [tiles][splits][kTileFloats] when splits > 1
+  unsigned* counters;  // [tiles]
+};
+
+struct Params {
+  GemmDesc dx, dw;
+  int ctas_dx;  // CTAs [0, ctas_dx) take dX units, the others dW units
+};
+
+struct Unit {
+  int tm, tn, tile, split, kb0, kb1;
+};
+
+[[maybe_unused]] __device__ __forceinline__ Unit decode(const GemmDesc& g, int idx) {
+  Unit w;
+  w.split = idx % g.splits;
+  w.tile = idx / g.splits;
+  w.tm = w.tile / g.tiles_n;
+  w.tn = w.tile % g.tiles_n;
+  w.kb0 = w.split * g.kb_per_split;
+  w.kb1 = min(w.kb0 + g.kb_per_split, g.kb_total);
+  return w;
+}
+
+#if defined(ATTNBWD_SM90_DEVICE)
+
+// Stores this thread's accumulator fragment as bf16 pairs: rows row0 and row0 + 8, columns
+// col0 + 8·j (j < 32) and the next one. Only 32-bit divisions, two per call: the head index of the
+// columns advances incrementally (64-bit divisions per element cost more than the whole mainloop).
+__device__ __forceinline__ void store_tile(const GemmDesc& g, const float (&acc)[128], int row0, int col0) {
+  long long roff[2];
+  bool rok[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + 8 * half;
+    rok[half] = row < g.M;
+    const int rb = row / g.rows_per_b;
+    roff[half] = rb * g.stride_b + static_cast<long long>(row - rb * g.rows_per_b) * g.stride_r;
+  }
+  int h = col0 / g.cols_per_h;
+  int c = col0 - h * g.cols_per_h;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    if (col0 + 8 * j < g.N) {
+      const long long coff = h * g.stride_h + c;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        if (!rok[half]) continue;
+        *reinterpret_cast<__nv_bfloat162*>(g.out + roff[half] + coff) =
+            __floats2bfloat162_rn(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+      }
+    }
+    c += 8;
+    while (c >= g.cols_per_h) c -= g.cols_per_h, ++h;
+  }
+}
+
+// Stores this warpgroup's 64x256 slice of the tile (rows row_base.., columns col_base..), 64 columns
+// at a time through the staging buffers: with g.tma_store as TMA bulk stores that drain while the
+// next tile's MMAs run; else (g.vec16) as 16-byte coalesced stores by every thread.
+__device__ __forceinline__ void store_slice(const GemmDesc& g, const CUtensorMap* out_map, const float (&acc)[128],
+                                            int row_base, int col_base, std::uint8_t* stg, int barrier_id,
+                                            int& buf) {
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const int fr = warp * 16 + lane / 4, fc = 2 * (lane % 4);
+  if (row_base >= g.M) return;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int col = col_base + 64 * q;
+    if (col >= g.N) break;
+    std::uint8_t* b = stg + buf * kStagingBuf;
+    // The store that last read `b` is done with it (at most kStagingBufs - 1 newer stores pending).
+    if (g.tma_store && t == 0) bulk_wait_read<kStagingBufs - 1>();
+    named_barrier(barrier_id, 128);
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const int j = 8 * q + jj;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = fr + 8 * half;
+        *reinterpret_cast<__nv_bfloat162*>(b + r * 128 + ((jj ^ (r % 8)) * 16) + fc * 2) =
+            __floats2bfloat162_rn(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+      }
+    }
+    if (g.tma_store) {
+      fence_proxy_async_smem();
+      named_barrier(barrier_id, 128);
+      if (t == 0) {
+        const int rb = row_base / g.rows_per_b, ch = col / g.cols_per_h;
+        tma_store_3d(out_map, b, col - ch * g.cols_per_h, row_base - rb * g.rows_per_b, rb * g.heads + ch);
+        bulk_commit();
+      }
+    } else {
+      named_barrier(barrier_id, 128);
+#pragma unroll
+      for (int it = 0; it < 4; ++it) {
+        const int idx = it * 128 + t, r = idx / 8, c = idx % 8;
+        const int row = row_base + r, cc = col + 8 * c;
+        if (row < g.M && cc < g.N) {
+          const uint4 v = *reinterpret_cast<const uint4*>(b + r * 128 + ((c ^ (r % 8)) * 16));
+          const int rb = row / g.rows_per_b, ch = cc / g.cols_per_h;
+          const long long off = rb * g.stride_b + static_cast<long long>(row - rb * g.rows_per_b) * g.stride_r +
+                                ch * g.stride_h + (cc - ch * g.cols_per_h);
+          *reinterpret_cast<uint4*>(g.out + off) = v;
+        }
+      }
+    }
+    buf = (buf + 1) % kStagingBufs;
+  }
+}
+
+struct Smem {
+  std::uint8_t* tiles;
+  std::uint8_t* staging;  // per consumer warpgroup: kStagingBytes
+  std::uint64_t *full, *empty;
+  unsigned* flag;
+};
+
+// Producer: one thread streams the k-blocks of this CTA's units (cta, cta + ncta, ...) of GEMM g.
+__device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma, const CUtensorMap* mb, int cta,
+                                        int ncta, const Smem& sm) {
+  int stage = 0;
+  std::uint32_t phase = 0;
+  for (int u = cta; u < g.units; u += ncta) {
+    const Unit w = decode(g, u);
+    for (int kb = w.kb0; kb < w.kb1; ++kb) {
+      mbar_wait(&sm.empty[stage], phase ^ 1);
+      std::uint8_t* sa = sm.tiles + stage * kStageBytes;
+      std::uint8_t* sb = sa + kABytes;
+      mbar_arrive_expect_tx(&sm.full[stage], kStageBytes);
+      if (g.a_kmajor) {
+        tma_load_2d(sa, ma, &sm.full[stage], kb * kBK, w.tm * kBM);  // box {64 k, 128 m}
+      } else {
+#pragma unroll
+        for (int c = 0; c < kBM / 64; ++c)  // box {64 m, 64 k}
+          tma_load_2d(sa + c * kChunkBytes, ma, &sm.full[stage], w.tm * kBM + 64 * c, kb * kBK);
+      }
+#pragma unroll
+      for (int c = 0; c < kBN / 64; ++c)  // box {64 n, 64 k}
+        tma_load_2d(sb + c * kChunkBytes, mb, &sm.full[stage], w.tn * kBN + 64 * c, kb * kBK);
+      if (++stage == kStages) stage = 0, phase ^= 1;
+    }
+  }
+}
+
+// Consumer warpgroup `ci` (rows 64·ci.. of each tile): wgmma over the ring, then the epilogue.
+// TransA: 0 = A K-major (dX), 1 = A M-major (dW). One instantiation per CTA, so no branch separates
+// the wgmma instructions of a CTA (ptxas serialises wgmma behind branches it cannot prove uniform).
+template <int TransA>
+__device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* out_map, int cta, int ncta,
+                                        const Smem& sm) {
+  const int ci = threadIdx.x / 128 - 1;
+  const int t = threadIdx.x % 128;   // thread in warpgroup
+  const int ct = threadIdx.x - 128;  // thread among the 256 consumers
+  const bool leader = t == 0;
+  const int warp = t / 32, lane = t % 32;
+  float acc[128];
+  int stage = 0, buf = 0;
+  std::uint32_t phase = 0;
+  for (int u = cta; u < g.units; u += ncta) {
+    const Unit w = decode(g, u);
+    fence_regs(acc);
+    int prev = -1;
+    for (int kb = w.kb0; kb < w.kb1; ++kb) {
+      mbar_wait(&sm.full[stage], phase);
+      const std::uint32_t sa = smem_addr(sm.tiles + stage * kStageBytes);
+      const std::uint32_t sb = sa + kABytes;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const std::uint64_t da = TransA == 0 ? smem_desc(sa + ci * 64 * 128 + 32 * kk, 16, 1024)
+                                             : smem_desc(sa + ci * kChunkBytes + 2048 * kk, kChunkBytes, 1024);
+        wgmma_m64n256k16_bf16<TransA, 1>(acc, da, smem_desc(sb + 2048 * kk, kChunkBytes, 1024),
+                                         kb > w.kb0 || kk > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
+      if (prev >= 0 && leader) mbar_arrive(&sm.empty[prev]);
+      prev = stage;
+      if (++stage == kStages) stage = 0, phase ^= 1;
+    }
+    wgmma_wait<0>();
+    fence_regs(acc);
+    if (prev >= 0 && leader) mbar_arrive(&sm.empty[prev]);
+
+    const int row0 = w.tm * kBM + ci * 64 + warp * 16 + lane / 4;
+    const int col0 = w.tn * kBN + 2 * (lane % 4);
+    auto store = [&] {
+      if (g.tma_store || g.vec16)
+        store_slice(g, out_map, acc, w.tm * kBM + ci * 64, w.tn * kBN, sm.staging + ci * kStagingBytes, 2 + ci, buf);
+      else
+        store_tile(g, acc, row0, col0);
+    };
+    if (g.splits == 1) {
+      store();
+      continue;
+    }
+    // Split-K: publish this unit's partial, count arrivals; the last one reduces in split order.
+    float* part = g.partial + static_cast<std::size_t>(w.tile) * g.splits * kTileFloats;
+    float4* mine = reinterpret_cast<float4*>(part + static_cast<std::size_t>(w.split) * kTileFloats);
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+      __stcg(mine + j * 256 + ct, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+    __threadfence();
+    named_barrier(1, 256);
+    if (ct == 0) *sm.flag = atomicAdd(&g.counters[w.tile], 1u);
+    named_barrier(1, 256);
+    if (*sm.flag != static_cast<unsigned>(g.splits - 1)) continue;
+    __threadfence();
+    // Sum in split order; each pass has its 32 loads in flight together.
+    const float4* parts = reinterpret_cast<const float4*>(part);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const float4 v = __ldcg(parts + j * 256 + ct);
+      acc[4 * j] = v.x, acc[4 * j + 1] = v.y, acc[4 * j + 2] = v.z, acc[4 * j + 3] = v.w;
+    }
+    for (int k = 1; k < g.splits; ++k) {
+      const float4* pk = parts + static_cast<std::size_t>(k) * (kTileFloats / 4);
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const float4 v = __ldcg(pk + j * 256 + ct);
+        acc[4 * j] += v.x, acc[4 * j + 1] += v.y, acc[4 * j + 2] += v.z, acc[4 * j + 3] += v.w;
+      }
+    }
+    store();
+    if (ct == 0) g.counters[w.tile] = 0;  // ready for the next call
+  }
+  if (g.tma_store && threadIdx.x % 128 == 0) bulk_wait_read<0>();  // staging stays valid until the stores read it
+}
+
+// CTAs [0, ctas_dx) work on dX units, the rest on dW units.
+__global__ void __launch_bounds__(kThreads, 1)
+    out_proj_kernel(const __grid_constant__ CUtensorMap map_a_dx, const __grid_constant__ CUtensorMap map_b_dx,
+                    const __grid_constant__ CUtensorMap map_a_dw, const __grid_constant__ CUtensorMap map_b_dw,
+                    const __grid_constant__ CUtensorMap map_out_dx, const __grid_constant__ CUtensorMap map_out_dw,
+                    const __grid_constant__ Params p) {
+  extern __shared__ std::uint8_t smem_raw[];
+  Smem sm;
+  sm.tiles = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
+                                             ~static_cast<std::uintptr_t>(1023));
+  sm.staging = sm.tiles + kStages * kStageBytes;
+  sm.full = reinterpret_cast<std::uint64_t*>(sm.staging + 2 * kStagingBytes);
+  sm.empty = sm.full + kStages;
+  sm.flag = reinterpret_cast<unsigned*>(sm.empty + kStages);
+
+  const bool is_dx = static_cast<int>(blockIdx.x) < p.ctas_dx;
+  const GemmDesc& g = is_dx ? p.dx : p.dw;
+  const int cta = is_dx ? blockIdx.x : blockIdx.x - p.ctas_dx;
+  const int ncta = is_dx ? p.ctas_dx : gridDim.x - p.ctas_dx;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&sm.full[s], 1);
+      mbar_init(&sm.empty[s], 2);  // one arrival per consumer warpgroup
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) {
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      if (is_dx)
+        produce(g, &map_a_dx, &map_b_dx, cta, ncta, sm);
+      else
+        produce(g, &map_a_dw, &map_b_dw, cta, ncta, sm);
+    }
+  } else {
+    setmaxnreg_inc<232>();
+    if (is_dx)
+      consume<0>(g, &map_out_dx, cta, ncta, sm);
+    else
+      consume<1>(g, &map_out_dw, cta, ncta, sm);
+  }
+}
+
+#else  // not the sm_90a pass: the host never launches this kernel on other archs
+
+__global__ void __launch_bounds__(kThreads, 1)
+    out_proj_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                    const __grid_constant__ Params) {
+#if defined(__CUDA_ARCH__)
+  __trap();
+#endif
+}
+
+#endif
+
+// ---- host ----------------------------------------------------------------------------------------------
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    ATTNBWD_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !f)
+      fail("cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)", __FILE__, __LINE__, "symbol not found");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// 2-D bf16 row-major matrix [rows, cols] seen by TMA, 128-byte swizzled boxes of box_cols x box_rows.
+CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, int box_cols, int box_rows) {
+  CUtensorMap m{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+                                 estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled", __FILE__, __LINE__, "CUresult " + std::to_string(r));
+  return m;
+}
+
+// 3-D bf16 tensor [d2][d1][d0] (d0 contiguous) seen by TMA for 64x64 stores (box {64, 64, 1}).
+CUtensorMap store_map(void* base, std::int64_t d0, std::int64_t d1, std::int64_t d2) {
+  CUtensorMap m{};
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1), static_cast<cuuint64_t>(d2)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(d0) * 2, static_cast<cuuint64_t>(d0 * d1) * 2};
+  const cuuint32_t box[3] = {64, 64, 1};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, estr,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled (store)", __FILE__, __LINE__, "CUresult " + std::to_string(r));
+  return m;
+}
+
+int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
+
+// Finish time, in k-blocks of 128x256x64 (~0.7 µs on an H200 SM), of `units` equal units of `kb`
+// k-blocks dealt round-robin to `ctas` CTAs. Each unit also pays a fixed cost (prologue, epilogue);
+// split units pay for the fp32 partial round trip and the reduction by the last arrival.
+double finish(int units, int kb, int splits, int ctas) {
+  const double fixed = 1.5, split_cost = 1.0 + 0.75 * splits;
+  const int rounds = (units + ctas - 1) / ctas;
+  return rounds * (kb + fixed + (splits > 1 ? split_cost : 0.0));
+}
+
+}  // namespace
+
+std::string out_proj_unsupported(const OutProjProblem& p) {
+  const std::int64_t T = p.batch * p.seq_len, Hd = p.heads * p.head_dim;
+  auto aligned = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
+  if (!aligned(p.grad_output) || !aligned(p.reshaped) || !aligned(p.weight))
+    return "inputs not 16-byte aligned (TMA)";
+  if (reinterpret_cast<std::uintptr_t>(p.grad_attn_output) % 4 || reinterpret_cast<std::uintptr_t>(p.grad_weight) % 4)
+    return "outputs not 4-byte aligned";
+  if (Hd % 8 != 0) return "hidden size not a multiple of 8 (TMA row stride)";
+  if (p.head_dim % 2 != 0) return "odd head_dim (outputs are stored as bf16 pairs)";
+  if (T < 1 || T > (1ll << 30) || Hd > (1 << 20)) return "sizes outside the kernel's int range";
+  return {};
+}
+
+OutProjPlan out_proj_plan(const OutProjProblem& p, int sms) {
+  const std::int64_t T = p.batch * p.seq_len, Hd = p.heads * p.head_dim;
+  const int tiles_dx = ceil_div(T, kBM) * ceil_div(Hd, kBN), kb_dx = ceil_div(Hd, kBK);
+  const int tiles_dw = ceil_div(Hd, kBM) * ceil_div(Hd, kBN), kb_dw = ceil_div(T, kBK);
+  OutProjPlan best;
+  double best_t = 1e300;
+  for (int sx : {1, 2, 4, 8}) {
+    for (int sw : {1, 2, 4}) {
+      const int kx = ceil_div(kb_dx, sx), kw = ceil_div(kb_dw, sw);
+      if ((sx - 1) * kx >= kb_dx || (sw - 1) * kw >= kb_dw) continue;  // every split owns k-blocks
+      const int ux = tiles_dx * sx, uw = tiles_dw * sw;
+      for (int gx = 1; gx < sms; ++gx) {
+        const int cx = std::min(gx, ux), cw = std::min(sms - gx, uw);
+        const double t = std::max(finish(ux, kx, sx, cx), finish(uw, kw, sw, cw));
+        if (t < best_t * 0.999) {  // ties: fewer splits (tried first)
+          best_t = t;
+          best.splits_dx = sx, best.splits_dw = sw, best.ctas_dx = cx, best.grid = cx + cw;
+        }
+      }
+    }
+  }
+  const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
+  std::size_t bytes = 0;
+  if (best.splits_dx > 1) bytes += part * tiles_dx * best.splits_dx;
+  if (best.splits_dw > 1) bytes += part * tiles_dw * best.splits_dw;
+  best.workspace_bytes = bytes;
+  best.counters = static_cast<std::size_t>(tiles_dx + tiles_dw);
+  return best;
+}
+
+void out_proj_launch(const OutProjProblem& p, const OutProjPlan& plan, void* workspace, unsigned* counters,
+                     cudaStream_t stream) {
+  const std::int64_t T = p.batch * p.seq_len, Hd = p.heads * p.head_dim;
+  const std::int64_t S = p.seq_len, H = p.heads, D = p.head_dim;
+
+  GemmDesc dx{};
+  dx.M = static_cast<int>(T), dx.N = static_cast<int>(Hd), dx.kb_total = ceil_div(Hd, kBK);
+  dx.tiles_n = ceil_div(Hd, kBN), dx.splits = plan.splits_dx;
+  dx.kb_per_split = ceil_div(dx.kb_total, dx.splits);
+  dx.units = ceil_div(T, kBM) * dx.tiles_n * dx.splits;
+  dx.a_kmajor = 1;
+  dx.out = static_cast<__nv_bfloat16*>(p.grad_attn_output);
+  dx.rows_per_b = static_cast<int>(S), dx.cols_per_h = static_cast<int>(D);
+  dx.stride_b = H * S * D, dx.stride_r = D, dx.stride_h = S * D;
+  auto a16 = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
+  dx.vec16 = D % 8 == 0 && a16(p.grad_attn_output);
+  // A 64-row block of tokens stays in one batch element and a 64-column block in one head.
+  dx.tma_store = D % 64 == 0 && S % 64 == 0 && a16(p.grad_attn_output);
+  dx.heads = static_cast<int>(H);
+
+  GemmDesc dw{};
+  dw.M = static_cast<int>(Hd), dw.N = static_cast<int>(Hd), dw.kb_total = ceil_div(T, kBK);
+  dw.tiles_n = ceil_div(Hd, kBN), dw.splits = plan.splits_dw;
+  dw.kb_per_split = ceil_div(dw.kb_total, dw.splits);
+  dw.units = ceil_div(Hd, kBM) * dw.tiles_n * dw.splits;
+  dw.a_kmajor = 0;
+  dw.out = static_cast<__nv_bfloat16*>(p.grad_weight);
+  dw.rows_per_b = static_cast<int>(Hd), dw.cols_per_h = static_cast<int>(Hd);
+  dw.stride_b = 0, dw.stride_r = Hd, dw.stride_h = 0;
+  dw.vec16 = a16(p.grad_weight);  // Hd % 8 == 0 always (out_proj_unsupported)
+  dw.tma_store = dw.vec16;
+  dw.heads = 1;
+
+  auto* ws = static_cast<std::uint8_t*>(workspace);
+  std::size_t off = 0;
+  const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
+  if (dx.splits > 1) dx.partial = reinterpret_cast<float*>(ws + off), off += part * (dx.units);
+  if (dw.splits > 1) dw.partial = reinterpret_cast<float*>(ws + off), off += part * (dw.units);
+  dx.counters = counters;
+  dw.counters = counters + dx.units / dx.splits;
+
+  const CUtensorMap a_dx = tensor_map(p.grad_output, T, Hd, 64, kBM);  // dY, K-major boxes
+  const CUtensorMap b_dx = tensor_map(p.weight, Hd, Hd, 64, 64);       // W [k=out][n=in]
+  const CUtensorMap a_dw = tensor_map(p.grad_output, T, Hd, 64, 64);   // dY as [k=t][m=j]
+  const CUtensorMap b_dw = tensor_map(p.reshaped, T, Hd, 64, 64);      // X [k=t][n=i]
+
+  CUtensorMap out_dx{}, out_dw{};
+  if (dx.tma_store) out_dx = store_map(p.grad_attn_output, D, S, p.batch * H);
+  if (dw.tma_store) out_dw = store_map(p.grad_weight, Hd, Hd, 1);
+
+  Params prm{};
+  prm.dx = dx, prm.dw = dw, prm.ctas_dx = plan.ctas_dx;
+
+  {  // the shared-memory opt-in is per device
+    static std::mutex mu;
+    static std::vector<int> ready;
+    int dev = 0;
+    ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
+    const std::lock_guard<std::mutex> lock(mu);
+    if (std::find(ready.begin(), ready.end(), dev) == ready.end()) {
+      ATTNBWD_CUDA_CHECK(
+          cudaFuncSetAttribute(out_proj_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+      ready.push_back(dev);
+    }
+  }
+  out_proj_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx, a_dw, b_dw, out_dx, out_dw, prm);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace attnbwd::cuda::sm90

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Everything a GPU machine should check, in one call (issues 5 and 10):
+#   1. build the CUDA configuration (skipped with --bin: use binaries built elsewhere),
+#   2. the CUDA tests (ctest's attnbwd_tests, filter --tests),
+#   3. compute-sanitizer memcheck, racecheck, initcheck and synccheck over the CUDA tests
+#      (filter --sanitize; racecheck/initcheck are slow, so the default filter is the small shapes),
+#   4. the fast path's outputs on the benchmark workloads against float64 PyTorch
+#      (tests/torch/check_workloads.py, when python3 has torch; --check-ops),
+#   5. the perf suite on the cuda backend (--perf-args), JSON into --out; with --perf-ab also
+#      out_proj_backward with ATTNBWD_CUDA_OUT_PROJ=cublaslt (the cuBLASLt pair + layout copy) in the
+#      same call, for the side-by-side comparison.
+#
+#   bash cmake/device-check.sh [--bin DIR] [--out DIR] [--tests FILTER] [--sanitize FILTER]
+#                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--skip STEP,...]
+#
+# DIR holds attnbwd_tests, attnbwd_perf and attnbwd (and may hold lib/ with shared libraries they
+# need, e.g. Google Benchmark). Exit status: the number of failed steps (0 = all passed). Steps:
+# build, tests, memcheck, racecheck, initcheck, synccheck, torch, perf, perf-ab.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bin="" out="$root/build/device-check"
+tests_filter='Cuda*:*Cuda*'
+sanitize_filter='CudaOutProj.TinyAndOdd*:CudaOutProj.Sm90KernelMatchesTheOracle*'
+check_ops=004
+perf_args='--backend=cuda --workloads=all'
+skip=","
+perf_ab=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bin) bin=$(cd "$2" && pwd); shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --tests) tests_filter=$2; shift 2 ;;
+    --sanitize) sanitize_filter=$2; shift 2 ;;
+    --check-ops) check_ops=$2; shift 2 ;;
+    --perf-args) perf_args=$2; shift 2 ;;
+    --skip) skip=",$2,"; shift 2 ;;
+    --perf-ab) perf_ab=1; shift ;;
+    -h|--help) sed -n '2,/^set /p' "$0" | sed '$d'; exit 0 ;;
+    *) echo "device-check: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+failed=0
+log() { printf '\n== %s\n' "$*"; }
+want() { [[ $skip != *",$1,"* ]]; }
+step() {  # step NAME COMMAND...: runs, records pass/fail and seconds in $out/steps.txt
+  local name=$1 t0 rc
+  shift
+  want "$name" || { echo "$name skipped" >>"$out/steps.txt"; return 0; }
+  log "$name: $*"
+  t0=$(date +%s)
+  "$@"
+  rc=$?
+  echo "$name rc=$rc seconds=$(($(date +%s) - t0))" | tee -a "$out/steps.txt"
+  [ $rc -eq 0 ] || failed=$((failed + 1))
+}
+: >"$out/steps.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >"$out/gpu.txt" 2>&1 || true
+
+if [ -z "$bin" ]; then
+  step build bash "$root/cmake/dev.sh" build-cuda
+  bin="$root/build/cuda"
+  for f in tests/attnbwd_tests perf/attnbwd_perf; do [ -e "$bin/$f" ] && ln -sf "$bin/$f" "$bin/$(basename "$f")"; done
+fi
+[ -d "$bin/lib" ] && export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}"
+export ATTNBWD_SOLEXEC=${ATTNBWD_SOLEXEC:-$root/../shared/solexec}
+
+step tests "$bin/attnbwd_tests" --gtest_filter="$tests_filter" --gtest_output="json:$out/tests.json"
+for tool in memcheck racecheck initcheck synccheck; do
+  extra=()
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  step "$tool" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 1 \
+    "$bin/attnbwd_tests" --gtest_filter="$sanitize_filter"
+done
+if python3 -c 'import torch' 2>/dev/null; then
+  step torch python3 "$root/tests/torch/check_workloads.py" --cli "$bin/attnbwd" --ops "$check_ops" \
+    --backend cuda --solexec "$ATTNBWD_SOLEXEC"
+else
+  echo "torch skipped (no torch)" >>"$out/steps.txt"
+fi
+# shellcheck disable=SC2086
+step perf "$bin/attnbwd_perf" $perf_args --benchmark_out="$out/perf.json" --benchmark_out_format=json
+
+if [ $perf_ab = 1 ]; then
+  # shellcheck disable=SC2086
+  step perf-ab env ATTNBWD_CUDA_OUT_PROJ=cublaslt "$bin/attnbwd_perf" $perf_args --ops=out_proj_backward \
+    --benchmark_out="$out/perf-cublaslt.json" --benchmark_out_format=json
+fi
+
+log "summary"
+cat "$out/steps.txt"
+exit "$failed"
