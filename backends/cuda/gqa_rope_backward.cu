@@ -1,0 +1,407 @@
+// gqa_rope_backward on the CUDA fast path (spec §3), v1.
+//
+// Stages, all on the caller's stream unless noted (every one deterministic: no atomics anywhere):
+//  1. dA = bf16(dY·Wo) (cuBLASLt); grad_o_weight = bf16(dYᵀ·A) on the side stream, concurrently.
+//  2. head split dA [T, Hq·D] -> dO [B, Hq, S, D].
+//  3. dP = bf16(dO·Vᵀ) per (b, h) into the dS buffer: a strided-batched cuBLASLt GEMM + a row kernel
+//     for step 4 (default), or a fused tensor-core kernel (mma.sync, gqa_rope_backward_attn.cu) doing
+//     both, opt-in with ATTNBWD_GQA_FUSED=1 while it is slower (perf/NOTES.md).
+//  4. softmax backward, fp32 on upcast P and dP: r = Σ P·dP; dS = bf16(bf16(P⊙(dP − r))·scaling).
+//  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt.
+//  6. GQA sums (fp32 over the group's bf16 dK₃₂/dV₃₂, one rounding), RoPE backward (each product
+//     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp.
+//  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
+//     (bf16 each) on the main stream, then grad_hidden_states = bf16(bf16(dXq + dXk) + dXv).
+// Every GEMM is fp32-accumulated with one rounding of its bf16 result, as the reference's.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "check.hpp"
+#include "context.hpp"
+#include "cuda_backend.hpp"
+#include "lt_gemm.hpp"
+
+namespace attnbwd::cuda {
+namespace {
+
+using std::int64_t;
+using bf = __nv_bfloat16;
+
+__device__ __forceinline__ float f32(bf x) { return __bfloat162float(x); }
+__device__ __forceinline__ bf rn(float x) { return __float2bfloat16_rn(x); }
+// bf16 tensor op in PyTorch's opmath: fp32 result, one rounding; returned as the rounded float.
+__device__ __forceinline__ float r16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// ---------------------------------------------------------------------------------------------
+// Strided-batched row-major GEMM through cuBLASLt: C_i = alpha·op(A_i)·op(B_i), i < count, with
+// X_i = X + i·stride_x. Conventions as lt_gemm.hpp. Split-K partial sums only in fp32.
+struct Batched {
+  bool trans_a = false, trans_b = false;
+  int64_t M = 0, N = 0, K = 0, lda = 0, ldb = 0, ldc = 0;
+  int count = 1;
+  int64_t sa = 0, sb = 0, sc = 0;
+};
+
+// Largest power of two ≤ 16 dividing every byte offset a matrix of the batch can start at or step by.
+int alignment(const void* p, int64_t ld, int64_t stride) {
+  const auto bytes = [](int64_t e) { return static_cast<std::uint64_t>(e) * 2u; };
+  const std::uint64_t a = reinterpret_cast<std::uintptr_t>(p) | bytes(ld) | bytes(stride) | 16u;
+  return static_cast<int>(a & (~a + 1));  // lowest set bit
+}
+
+struct BatchedLayout {
+  cublasLtMatrixLayout_t h = nullptr;
+  BatchedLayout(int64_t rows, int64_t cols, int64_t ld, int count, int64_t stride) {
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&h, CUDA_R_16BF, static_cast<std::uint64_t>(rows),
+                                                    static_cast<std::uint64_t>(cols), ld));
+    ATTNBWD_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                          &stride, sizeof stride));
+  }
+  ~BatchedLayout() { cublasLtMatrixLayoutDestroy(h); }
+  BatchedLayout(const BatchedLayout&) = delete;
+  BatchedLayout& operator=(const BatchedLayout&) = delete;
+};
+
+void batched_gemm(Context& ctx, int slot, cudaStream_t stream, const Batched& g, const void* A, const void* B,
+                  void* C, float alpha = 1.0f) {
+  // Column-major view: C_iᵀ[N,M] = op(B_i)ᵀ·op(A_i)ᵀ (see lt_gemm.cu).
+  const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  BatchedLayout first(g.trans_b ? g.K : g.N, g.trans_b ? g.N : g.K, g.ldb, g.count, g.sb);
+  BatchedLayout second(g.trans_a ? g.M : g.K, g.trans_a ? g.K : g.M, g.lda, g.count, g.sa);
+  BatchedLayout out(g.N, g.M, g.ldc, g.count, g.sc);
+
+  cublasLtMatmulDesc_t desc = nullptr;
+  ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  struct DescGuard {
+    cublasLtMatmulDesc_t d;
+    ~DescGuard() { cublasLtMatmulDescDestroy(d); }
+  } desc_guard{desc};
+  ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+  ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+
+  const int al_first = alignment(B, g.ldb, g.sb), al_second = alignment(A, g.lda, g.sa),
+            al_c = alignment(C, g.ldc, g.sc);
+  using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int64_t, int64_t,
+                         int64_t, int>;
+  thread_local std::map<Key, cublasLtMatmulAlgo_t> cache;
+  const Key key{ctx.device(), g.trans_a, g.trans_b, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, g.count, g.sa, g.sb, g.sc,
+                al_first * 10000 + al_second * 100 + al_c};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    struct PrefGuard {
+      cublasLtMatmulPreference_t p;
+      ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
+    } pref_guard{pref};
+    const std::uint64_t ws = Context::kLtWorkspaceBytes;
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    // Split-K partials reduced in fp32 only (INPLACE would add them in the bf16 output type).
+    const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
+    const std::uint32_t a1 = static_cast<std::uint32_t>(al_first), a2 = static_cast<std::uint32_t>(al_second),
+                        a3 = static_cast<std::uint32_t>(al_c);
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a1, sizeof a1));
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a2, sizeof a2));
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &a3, sizeof a3));
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &a3, sizeof a3));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt(), desc, first.h, second.h, out.h, out.h, pref, 1,
+                                                        &result, &found));
+    if (found == 0)
+      throw Error("cuda backend: cuBLASLt has no algorithm for a batched " + std::to_string(g.M) + "x" +
+                  std::to_string(g.N) + "x" + std::to_string(g.K) + " GEMM");
+    it = cache.emplace(key, result.algo).first;
+  }
+  const float beta = 0.0f;
+  ATTNBWD_CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), desc, &alpha, B, first.h, A, second.h, &beta, C, out.h, C, out.h,
+                                      &it->second, ctx.lt_workspace(slot), Context::kLtWorkspaceBytes, stream));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small kernels.
+
+// dA [T, H·D] -> dO [B, H, S, D]; one thread moves Vec elements.
+template <int Vec>
+__global__ void head_split(const bf* __restrict__ g, bf* __restrict__ out, int64_t S, int64_t H, int64_t D,
+                           int64_t n_vec) {
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v >= n_vec) return;
+  const int64_t per_row = H * D / Vec;
+  const int64_t t = v / per_row, col = (v % per_row) * Vec;
+  const int64_t b = t / S, s = t % S, h = col / D, d = col % D;
+  const int64_t dst = ((b * H + h) * S + s) * D + d;
+  if constexpr (Vec == 8) {
+    *reinterpret_cast<uint4*>(out + dst) = *reinterpret_cast<const uint4*>(g + t * H * D + col);
+  } else {
+    out[dst] = g[t * H * D + col];
+  }
+}
+
+// Softmax backward, one warp per row of one (b, h): ds holds bf16 dP on entry (row stride ld), the
+// scaled dS on exit. r = Σ P·dP in fp32 (products of two bf16 are exact), fixed order.
+template <int Vec>
+__global__ void softmax_backward_rows(const bf* __restrict__ P, bf* __restrict__ ds, int64_t rows, int64_t S,
+                                     int64_t ld, float scaling) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const bf* p = P + row * S;
+  bf* d = ds + row * ld;
+  float r = 0.0f;
+  if constexpr (Vec == 8) {
+    for (int64_t j = lane * 8; j < S; j += 256) {
+      const uint4 pv = *reinterpret_cast<const uint4*>(p + j), dv = *reinterpret_cast<const uint4*>(d + j);
+      const bf* pe = reinterpret_cast<const bf*>(&pv);
+      const bf* de = reinterpret_cast<const bf*>(&dv);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) r += f32(pe[e]) * f32(de[e]);
+    }
+  } else {
+    for (int64_t j = lane; j < S; j += 32) r += f32(p[j]) * f32(d[j]);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) r += __shfl_xor_sync(0xffffffffu, r, o);
+  if constexpr (Vec == 8) {
+    for (int64_t j = lane * 8; j < S; j += 256) {
+      const uint4 pv = *reinterpret_cast<const uint4*>(p + j);
+      uint4 dv = *reinterpret_cast<const uint4*>(d + j);
+      const bf* pe = reinterpret_cast<const bf*>(&pv);
+      bf* de = reinterpret_cast<bf*>(&dv);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) de[e] = rn(r16(f32(pe[e]) * (f32(de[e]) - r)) * scaling);
+      *reinterpret_cast<uint4*>(d + j) = dv;
+    }
+  } else {
+    for (int64_t j = lane; j < S; j += 32) d[j] = rn(r16(f32(p[j]) * (f32(d[j]) - r)) * scaling);
+  }
+}
+
+// RoPE backward of one pair (g0 at d, g1 at d + D/2): u = g⊙c, w = g⊙s (each rounded), then
+// out0 = u0 + w1, out1 = u1 − w0 (each rounded).
+__device__ __forceinline__ void rope_pair(float g0, float g1, float c0, float c1, float s0, float s1, bf& o0,
+                                          bf& o1) {
+  const float u0 = r16(g0 * c0), u1 = r16(g1 * c1), w0 = r16(g0 * s0), w1 = r16(g1 * s1);
+  o0 = rn(u0 + w1);
+  o1 = rn(u1 - w0);
+}
+
+// Steps 6-8 for one token per block: dQp (RoPE of every query head), dKp (RoPE of the group sum),
+// dVp (group sum) into out [T, ldo] at columns [0, Hq·D), [Hq·D, +Hkv·D), [Hq·D + Hkv·D, +Hkv·D).
+__global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
+                               const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out,
+                               int64_t S, int Hq, int Hkv, int D, int64_t ldo) {
+  const int64_t t = blockIdx.x;
+  const int64_t b = t / S, s = t % S;
+  const int half = D / 2, G = Hq / Hkv;
+  const int n = (Hq + 2 * Hkv) * half;
+  const bf* c = cos + t * D;
+  const bf* sn = sin + t * D;
+  bf* o = out + t * ldo;
+  for (int idx = threadIdx.x; idx < n; idx += blockDim.x) {
+    const int slot = idx / half, d = idx % half;
+    if (slot < Hq) {
+      const bf* g = dq + ((b * Hq + slot) * S + s) * D;
+      rope_pair(f32(g[d]), f32(g[d + half]), f32(c[d]), f32(c[d + half]), f32(sn[d]), f32(sn[d + half]),
+                o[slot * D + d], o[slot * D + d + half]);
+    } else {
+      const bool is_k = slot < Hq + Hkv;
+      const int j = is_k ? slot - Hq : slot - Hq - Hkv;
+      const bf* src = is_k ? dk : dv;
+      float a0 = 0.0f, a1 = 0.0f;
+      for (int gi = 0; gi < G; ++gi) {
+        const bf* g = src + ((b * Hq + j * G + gi) * S + s) * D;
+        a0 += f32(g[d]);
+        a1 += f32(g[d + half]);
+      }
+      bf* dst = o + static_cast<int64_t>(Hq) * D + (is_k ? 0 : static_cast<int64_t>(Hkv) * D) + j * D;
+      if (is_k) {
+        rope_pair(r16(a0), r16(a1), f32(c[d]), f32(c[d + half]), f32(sn[d]), f32(sn[d + half]), dst[d],
+                  dst[d + half]);
+      } else {
+        dst[d] = rn(a0);
+        dst[d + half] = rn(a1);
+      }
+    }
+  }
+}
+
+// Step 10: h = bf16(bf16(h + xk) + xv), in place on h (which holds dXq).
+template <int Vec>
+__global__ void add3(bf* __restrict__ h, const bf* __restrict__ xk, const bf* __restrict__ xv, int64_t n_vec) {
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v >= n_vec) return;
+  if constexpr (Vec == 8) {
+    uint4 hv = reinterpret_cast<const uint4*>(h)[v];
+    const uint4 kv = reinterpret_cast<const uint4*>(xk)[v], vv = reinterpret_cast<const uint4*>(xv)[v];
+    bf* he = reinterpret_cast<bf*>(&hv);
+    const bf* ke = reinterpret_cast<const bf*>(&kv);
+    const bf* ve = reinterpret_cast<const bf*>(&vv);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) he[e] = rn(r16(f32(he[e]) + f32(ke[e])) + f32(ve[e]));
+    reinterpret_cast<uint4*>(h)[v] = hv;
+  } else {
+    h[v] = rn(r16(f32(h[v]) + f32(xk[v])) + f32(xv[v]));
+  }
+}
+
+unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Fused dP + softmax backward (gqa_rope_backward_attn.cu): true when it handled the call.
+bool fused_dp_softmax(const bf* dO, const bf* V, const bf* P, bf* dS, int64_t BH, int64_t S, int64_t D,
+                      int64_t ld, float scaling, cudaStream_t stream);
+
+Support supports(const GqaRopeShape& s, const Options&) {
+  const Context& ctx = Context::current();
+  if (ctx.cc() != 90 && ctx.cc() / 10 != 10)
+    return {"no sm_90a/sm_100a code for compute capability " + std::to_string(ctx.cc())};
+  if (s.tokens() <= 0) return {"no tokens"};
+  if (s.num_kv_heads <= 0 || s.num_heads % s.num_kv_heads != 0) return {"query heads not a multiple of KV heads"};
+  if (s.head_dim % 8 != 0) return {"head_dim not a multiple of 8"};
+  if (s.hidden_size % 8 != 0) return {"hidden_size not a multiple of 8"};
+  if (s.batch * s.num_heads > (1 << 30) || s.num_heads + 2 * s.num_kv_heads > (1 << 20))
+    return {"too many heads"};
+  return {};
+}
+
+void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream_t stream) {
+  Context& ctx = Context::current();
+  ctx.claim(stream);
+  const int64_t B = s.batch, S = s.seq_len, T = s.tokens(), HS = s.hidden_size, Hq = s.num_heads,
+                Hkv = s.num_kv_heads, D = s.head_dim, QP = s.q_proj_size(), KP = s.kv_proj_size();
+  const int64_t QKV = QP + 2 * KP, BH = B * Hq, ld = round_up(S, 8);
+  const auto c = [](const bf16* p) { return reinterpret_cast<const bf*>(p); };
+  const auto m = [](bf16* p) { return reinterpret_cast<bf*>(p); };
+
+  // Scratch (slot 0), every piece a multiple of 8 elements: dA | dO | dS | dQ32 | dK32 | dV32 | dQKVp | dXk | dXv.
+  const int64_t n_head = round_up(T * QP, 8), n_ds = round_up(BH * S * ld, 8), n_qkv = round_up(T * QKV, 8),
+                n_x = round_up(T * HS, 8);
+  const int64_t total = 5 * n_head + n_ds + n_qkv + 2 * n_x;
+  bf* base = static_cast<bf*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(bf), stream));
+  bf* dA = base;
+  bf* dO = dA + n_head;
+  bf* dS = dO + n_head;
+  bf* dQ32 = dS + n_ds;
+  bf* dK32 = dQ32 + n_head;
+  bf* dV32 = dK32 + n_head;
+  bf* dQKVp = dV32 + n_head;
+  bf* dXk = dQKVp + n_qkv;
+  bf* dXv = dXk + n_x;
+
+  // 1. grad_o_weight on the side stream; dA here.
+  ctx.fork(stream);
+  {
+    Gemm g;
+    g.trans_a = true;
+    g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
+    gemm(ctx, 1, ctx.side_stream(), g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
+  }
+  {
+    Gemm g;
+    g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
+    gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
+  }
+  // 2. head split.
+  {
+    const int threads = 256;
+    const int64_t n = T * QP / 8;  // D % 8 == 0; scratch pieces are 16-byte aligned
+    head_split<8><<<blocks_for(n, threads), threads, 0, stream>>>(dA, dO, S, Hq, D, n);
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+  }
+  const bf* P = c(a.attn_weights.data);
+  const bf* Q = c(a.query_states.data);
+  const bf* K = c(a.key_states.data);
+  const bf* V = c(a.value_states.data);
+  const float scaling = static_cast<float>(a.scaling);
+  const int count = static_cast<int>(BH);
+
+  // 3-4. dS.
+  if (!fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {
+    Batched g;  // dP = dO·Vᵀ
+    g.trans_b = true;
+    g.M = S, g.N = S, g.K = D, g.lda = D, g.ldb = D, g.ldc = ld, g.count = count, g.sa = S * D, g.sb = S * D,
+    g.sc = S * ld;
+    batched_gemm(ctx, 0, stream, g, dO, V, dS);
+    const int threads = 256, rows_per_block = threads / 32;
+    const int64_t rows = BH * S;
+    if (S % 8 == 0 && aligned16(P))
+      softmax_backward_rows<8><<<blocks_for(rows, rows_per_block), threads, 0, stream>>>(P, dS, rows, S, ld, scaling);
+    else
+      softmax_backward_rows<1><<<blocks_for(rows, rows_per_block), threads, 0, stream>>>(P, dS, rows, S, ld, scaling);
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+  }
+  // 5. dV32 = Pᵀ·dO, dQ = dS·K, dK32 = dSᵀ·Q.
+  {
+    Batched g;
+    g.trans_a = true;
+    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.sa = S * S, g.sb = S * D,
+    g.sc = S * D;
+    batched_gemm(ctx, 0, stream, g, P, dO, dV32);
+  }
+  {
+    Batched g;
+    g.M = S, g.N = D, g.K = S, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.sa = S * ld, g.sb = S * D,
+    g.sc = S * D;
+    batched_gemm(ctx, 0, stream, g, dS, K, dQ32);
+    g.trans_a = true;
+    batched_gemm(ctx, 0, stream, g, dS, Q, dK32);
+  }
+  // 6-8. GQA sums, RoPE, merge.
+  gqa_rope_merge<<<static_cast<unsigned>(T), 256, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp,
+                                                              S, static_cast<int>(Hq), static_cast<int>(Hkv),
+                                                              static_cast<int>(D), QKV);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+
+  // 9. weight gradients on the side stream (after dQKVp exists), dX here.
+  ctx.fork(stream);
+  {
+    Gemm g;
+    g.trans_a = true;
+    g.N = HS, g.K = T, g.lda = QKV, g.ldb = HS, g.ldc = HS;
+    g.M = QP;
+    gemm(ctx, 1, ctx.side_stream(), g, dQKVp, a.hidden_states.data, a.grad_q_weight.data);
+    g.M = KP;
+    gemm(ctx, 1, ctx.side_stream(), g, dQKVp + QP, a.hidden_states.data, a.grad_k_weight.data);
+    gemm(ctx, 1, ctx.side_stream(), g, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
+  }
+  {
+    Gemm g;
+    g.M = T, g.N = HS, g.lda = QKV, g.ldb = HS, g.ldc = HS;
+    g.K = QP;
+    gemm(ctx, 0, stream, g, dQKVp, a.q_weight.data, a.grad_hidden_states.data);
+    g.K = KP;
+    gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, dXk);
+    gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, dXv);
+  }
+  // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv).
+  {
+    bf* h = m(a.grad_hidden_states.data);
+    const int threads = 256;
+    const int64_t n = T * HS;  // HS % 8 == 0
+    if (aligned16(h))
+      add3<8><<<blocks_for(n / 8, threads), threads, 0, stream>>>(h, dXk, dXv, n / 8);
+    else
+      add3<1><<<blocks_for(n, threads), threads, 0, stream>>>(h, dXk, dXv, n);
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+  }
+  ctx.join(stream);
+  ctx.release(stream);
+}
+
+}  // namespace attnbwd::cuda
