@@ -3,6 +3,9 @@
 // Stages, all on the caller's stream unless noted (every one deterministic: no atomics anywhere):
 //  1. dA = bf16(dY·Wo) (cuBLASLt); grad_o_weight = bf16(dYᵀ·A) on the side stream, concurrently.
 //  2. head split dA [T, Hq·D] -> dO [B, Hq, S, D].
+//     With ATTNBWD_CUDA_GQA_PROJ=sm90 (sm_90 only) both steps are one launch of linear_backward_sm90.cu
+//     writing dO directly, and so are the three projection pairs of step 7 (slower today: they lose
+//     the side-stream overlap; perf/NOTES.md).
 //  3. dP = bf16(dO·Vᵀ) per (b, h) into the dS buffer: a strided-batched cuBLASLt GEMM + a row kernel
 //     for step 4 (default), or a fused tensor-core kernel (mma.sync, gqa_rope_backward_attn.cu) doing
 //     both, opt-in with ATTNBWD_GQA_FUSED=1 while it is slower (perf/NOTES.md).
@@ -25,6 +28,7 @@
 #include "check.hpp"
 #include "context.hpp"
 #include "cuda_backend.hpp"
+#include "linear_backward_sm90.hpp"
 #include "lt_gemm.hpp"
 
 namespace attnbwd::cuda {
@@ -280,6 +284,49 @@ Support supports(const GqaRopeShape& s, const Options&) {
   return {};
 }
 
+namespace {
+
+// Projection pairs (dX = dY·W, dW = dYᵀ·X) through the sm_90a kernel of linear_backward_sm90.cu, on
+// request only: ATTNBWD_CUDA_GQA_PROJ=sm90|cublaslt|auto (environment, per call); auto = cuBLASLt.
+// Measured on the H200 (perf/NOTES.md): the kernel's launches serialise what the cuBLASLt path
+// overlaps (grad_o_weight runs on the side stream under the whole attention stage), and the forced
+// kernel path is 9-34% slower on every workload.
+enum class ProjPath { Auto, Sm90, CublasLt };
+
+ProjPath proj_path() {
+  const char* v = std::getenv("ATTNBWD_CUDA_GQA_PROJ");
+  if (!v || !*v || std::strcmp(v, "auto") == 0) return ProjPath::Auto;
+  if (std::strcmp(v, "sm90") == 0) return ProjPath::Sm90;
+  if (std::strcmp(v, "cublaslt") == 0) return ProjPath::CublasLt;
+  throw Error("ATTNBWD_CUDA_GQA_PROJ", std::string("expected auto, sm90 or cublaslt, got \"") + v + "\"");
+}
+
+struct Sm90Proj {
+  sm90::LinearBackward p;
+  sm90::LinearBackwardPlan plan;
+};
+
+// The problem and its plan when the kernel should take it; nullopt-like `false` otherwise.
+bool sm90_proj(const Context& ctx, ProjPath path, const sm90::LinearBackward& p, Sm90Proj& out) {
+  if (path == ProjPath::CublasLt) return false;
+  const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(p);
+  if (!why.empty()) {
+    if (path == ProjPath::Sm90) throw Error("ATTNBWD_CUDA_GQA_PROJ", "sm90 kernel cannot take this call: " + why);
+    return false;
+  }
+  out.p = p;
+  out.plan = sm90::linear_backward_plan(p, ctx.sm_count());
+  return path == ProjPath::Sm90;
+}
+
+// Split-K partials live in slot 1 (nothing runs on the side stream on this path).
+void sm90_launch(Context& ctx, const Sm90Proj& j, cudaStream_t stream) {
+  void* ws = j.plan.workspace_bytes ? ctx.scratch(1, j.plan.workspace_bytes, stream) : nullptr;
+  sm90::linear_backward_launch(j.p, j.plan, ws, ctx.counters(j.plan.counters, stream), stream);
+}
+
+}  // namespace
+
 void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream_t stream) {
   Context& ctx = Context::current();
   ctx.claim(stream);
@@ -304,25 +351,38 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
   bf* dXk = dQKVp + n_qkv;
   bf* dXv = dXk + n_x;
 
-  // 1. grad_o_weight on the side stream; dA here.
-  ctx.fork(stream);
-  {
-    Gemm g;
-    g.trans_a = true;
-    g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
-    gemm(ctx, 1, ctx.side_stream(), g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
-  }
-  {
-    Gemm g;
-    g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
-    gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
-  }
-  // 2. head split.
-  {
-    const int threads = 256;
-    const int64_t n = T * QP / 8;  // D % 8 == 0; scratch pieces are 16-byte aligned
-    head_split<8><<<blocks_for(n, threads), threads, 0, stream>>>(dA, dO, S, Hq, D, n);
-    ATTNBWD_CUDA_CHECK_LAUNCH();
+  const ProjPath path = proj_path();
+  // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
+  // directly, or cuBLASLt (dWo on the side stream) + a head-split kernel.
+  sm90::LinearBackward o;
+  o.grad_output = a.grad_output.data, o.input = a.attn_output.data, o.weight = a.o_weight.data;
+  o.grad_input = dO, o.grad_weight = a.grad_o_weight.data;
+  o.out_features = HS, o.in_features = QP;
+  o.batch = B, o.seq_len = S, o.heads = Hq, o.head_dim = D;
+  Sm90Proj oj;
+  bool forked = false;  // work on the side stream, joined at the end
+  if (sm90_proj(ctx, path, o, oj)) {
+    sm90_launch(ctx, oj, stream);
+  } else {
+    ctx.fork(stream);
+    forked = true;
+    {
+      Gemm g;
+      g.trans_a = true;
+      g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
+      gemm(ctx, 1, ctx.side_stream(), g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
+    }
+    {
+      Gemm g;
+      g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
+      gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
+    }
+    {
+      const int threads = 256;
+      const int64_t n = T * QP / 8;  // D % 8 == 0; scratch pieces are 16-byte aligned
+      head_split<8><<<blocks_for(n, threads), threads, 0, stream>>>(dA, dO, S, Hq, D, n);
+      ATTNBWD_CUDA_CHECK_LAUNCH();
+    }
   }
   const bf* P = c(a.attn_weights.data);
   const bf* Q = c(a.query_states.data);
@@ -368,26 +428,48 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
                                                               static_cast<int>(D), QKV);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 
-  // 9. weight gradients on the side stream (after dQKVp exists), dX here.
-  ctx.fork(stream);
+  // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients:
+  // three sm_90a launches, or cuBLASLt with the weight gradients on the side stream.
+  Sm90Proj pj[3];
+  bool all_sm90 = true;
   {
-    Gemm g;
-    g.trans_a = true;
-    g.N = HS, g.K = T, g.lda = QKV, g.ldb = HS, g.ldc = HS;
-    g.M = QP;
-    gemm(ctx, 1, ctx.side_stream(), g, dQKVp, a.hidden_states.data, a.grad_q_weight.data);
-    g.M = KP;
-    gemm(ctx, 1, ctx.side_stream(), g, dQKVp + QP, a.hidden_states.data, a.grad_k_weight.data);
-    gemm(ctx, 1, ctx.side_stream(), g, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
+    const void* wt[3] = {a.q_weight.data, a.k_weight.data, a.v_weight.data};
+    void* gw[3] = {a.grad_q_weight.data, a.grad_k_weight.data, a.grad_v_weight.data};
+    void* gx[3] = {a.grad_hidden_states.data, dXk, dXv};
+    const int64_t off[3] = {0, QP, QP + KP}, outf[3] = {QP, KP, KP};
+    for (int i = 0; i < 3 && all_sm90; ++i) {
+      sm90::LinearBackward q;
+      q.grad_output = dQKVp + off[i], q.input = a.hidden_states.data, q.weight = wt[i];
+      q.grad_input = gx[i], q.grad_weight = gw[i];
+      q.out_features = outf[i], q.in_features = HS, q.ld_grad_output = QKV;
+      q.batch = B, q.seq_len = S, q.heads = 1, q.head_dim = HS;  // dX plain [T, HS]
+      all_sm90 = sm90_proj(ctx, path, q, pj[i]);
+    }
   }
-  {
-    Gemm g;
-    g.M = T, g.N = HS, g.lda = QKV, g.ldb = HS, g.ldc = HS;
-    g.K = QP;
-    gemm(ctx, 0, stream, g, dQKVp, a.q_weight.data, a.grad_hidden_states.data);
-    g.K = KP;
-    gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, dXk);
-    gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, dXv);
+  if (all_sm90) {
+    for (const auto& j : pj) sm90_launch(ctx, j, stream);
+  } else {
+    ctx.fork(stream);
+    forked = true;
+    {
+      Gemm g;
+      g.trans_a = true;
+      g.N = HS, g.K = T, g.lda = QKV, g.ldb = HS, g.ldc = HS;
+      g.M = QP;
+      gemm(ctx, 1, ctx.side_stream(), g, dQKVp, a.hidden_states.data, a.grad_q_weight.data);
+      g.M = KP;
+      gemm(ctx, 1, ctx.side_stream(), g, dQKVp + QP, a.hidden_states.data, a.grad_k_weight.data);
+      gemm(ctx, 1, ctx.side_stream(), g, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
+    }
+    {
+      Gemm g;
+      g.M = T, g.N = HS, g.lda = QKV, g.ldb = HS, g.ldc = HS;
+      g.K = QP;
+      gemm(ctx, 0, stream, g, dQKVp, a.q_weight.data, a.grad_hidden_states.data);
+      g.K = KP;
+      gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, dXk);
+      gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, dXv);
+    }
   }
   // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv).
   {
@@ -400,7 +482,7 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
       add3<1><<<blocks_for(n, threads), threads, 0, stream>>>(h, dXk, dXv, n);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
-  ctx.join(stream);
+  if (forked) ctx.join(stream);
   ctx.release(stream);
 }
 

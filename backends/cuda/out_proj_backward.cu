@@ -5,7 +5,7 @@
 // give (bf16 products are exact in fp32).
 //
 // Paths, chosen per call:
-//   sm_90 (Hopper) and a shape the kernel takes: out_proj_backward_sm90.cu, both GEMMs in one
+//   sm_90 (Hopper) and a shape the kernel takes: linear_backward_sm90.cu, both GEMMs in one
 //     persistent TMA + wgmma launch, dX written in the head-split layout by its epilogue;
 //   otherwise (sm_100 until it has its own kernel, odd shapes or alignments): two cuBLASLt GEMMs
 //     running concurrently (dW on the side stream), then a head-split copy of G.
@@ -22,7 +22,7 @@
 #include "context.hpp"
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
-#include "out_proj_backward_sm90.hpp"
+#include "linear_backward_sm90.hpp"
 
 namespace attnbwd::cuda {
 namespace {
@@ -69,21 +69,22 @@ Path forced_path() {
 
 // The hand-tuned kernel, when the device and the problem suit it. Returns false to fall back.
 bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool forced) {
-  sm90::OutProjProblem p;
-  p.grad_output = a.grad_output.data, p.reshaped = a.reshaped.data, p.weight = a.weight.data;
-  p.grad_attn_output = a.grad_attn_output.data, p.grad_weight = a.grad_weight.data;
+  sm90::LinearBackward p;
+  p.grad_output = a.grad_output.data, p.input = a.reshaped.data, p.weight = a.weight.data;
+  p.grad_input = a.grad_attn_output.data, p.grad_weight = a.grad_weight.data;
+  p.out_features = p.in_features = s.hidden();
   p.batch = s.batch, p.seq_len = s.seq_len, p.heads = s.num_heads, p.head_dim = s.head_dim;
-  std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::out_proj_unsupported(p);
+  std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(p);
   if (!why.empty()) {
     if (forced) throw Error("ATTNBWD_CUDA_OUT_PROJ", "sm90 kernel cannot take this call: " + why);
     return false;
   }
-  const sm90::OutProjPlan plan = sm90::out_proj_plan(p, ctx.sm_count());
+  const sm90::LinearBackwardPlan plan = sm90::linear_backward_plan(p, ctx.sm_count());
   // Measured (perf/NOTES.md, H200): with split-K over dX (small T) the last-arrival reduction still
   // loses to the cuBLASLt pair (T=256: 22.7 vs 18.5 µs); without it the kernel is at par or ahead.
   if (!forced && plan.splits_dx > 1) return false;
   void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
-  sm90::out_proj_launch(p, plan, ws, ctx.counters(plan.counters, stream), stream);
+  sm90::linear_backward_launch(p, plan, ws, ctx.counters(plan.counters, stream), stream);
   return true;
 }
 

@@ -24,6 +24,8 @@
 
 #if defined(KOKKOS_ENABLE_CUDA) && defined(ATTNBWD_HAVE_CUDA_FAST_PATH)
 
+#include <cuda_runtime_api.h>
+
 namespace attnbwd::test {
 namespace {
 
@@ -32,12 +34,36 @@ using Args = GqaRopeArgs;
 const std::string kOp = "gqa_rope_backward";
 constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 
-// Sets ATTNBWD_GQA_FUSED for its lifetime ("" leaves it unset: the default path).
-struct FusedMode {
-  explicit FusedMode(const char* v) {
-    if (*v) setenv("ATTNBWD_GQA_FUSED", v, 1);
+// A path of the fast path: ATTNBWD_GQA_FUSED (fused dP/softmax kernel) and ATTNBWD_CUDA_GQA_PROJ
+// (projection pairs through the sm_90a kernel or cuBLASLt), "" = the default choice.
+struct Mode {
+  const char* fused;
+  const char* proj;
+  std::string name() const {
+    std::string n = *fused ? "fused" : "default";
+    if (*proj) n += std::string(" proj=") + proj;
+    return n;
   }
-  ~FusedMode() { unsetenv("ATTNBWD_GQA_FUSED"); }
+};
+constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"};
+
+bool is_sm90() {
+  int dev = 0;
+  cudaDeviceProp p{};
+  return cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess && p.major == 9 &&
+         p.minor == 0;
+}
+
+// Sets the mode's environment for its lifetime.
+struct UseMode {
+  explicit UseMode(const Mode& m) {
+    if (*m.fused) setenv("ATTNBWD_GQA_FUSED", m.fused, 1);
+    if (*m.proj) setenv("ATTNBWD_CUDA_GQA_PROJ", m.proj, 1);
+  }
+  ~UseMode() {
+    unsetenv("ATTNBWD_GQA_FUSED");
+    unsetenv("ATTNBWD_CUDA_GQA_PROJ");
+  }
 };
 
 // Runs the default backend choice on device copies of `got`'s arguments and asserts it was the fast path.
@@ -49,16 +75,16 @@ void run_cuda(HostCase<Args>& got) {
   device.outputs_to(got.args);
 }
 
-// The oracle once, then the fast path once per attention mode in `modes` ("" default, "1" fused).
-void check(const tools::TensorSet& in, const tools::Axes& given, double atol,
-           std::initializer_list<const char*> modes) {
+// The oracle once, then the fast path once per mode in `modes` (the sm_90a projections on sm_90 only).
+void check(const tools::TensorSet& in, const tools::Axes& given, double atol, std::initializer_list<Mode> modes) {
   const Oracle<Args> want(in, given);
-  for (const char* fused : modes) {
+  for (const Mode& mode : modes) {
+    if (*mode.proj && std::string(mode.proj) == "sm90" && !is_sm90()) continue;
     HostCase<Args> got(in, given);
-    const std::string context = tools::axes_to_string(got.axes) + " fused=" + (*fused ? fused : "default");
+    const std::string context = tools::axes_to_string(got.axes) + " " + mode.name();
     SCOPED_TRACE(context);
     {
-      FusedMode mode(fused);
+      UseMode use(mode);
       run_cuda(got);
     }
     const auto g = outputs_of(got.args), w = outputs_of(want.host.args);
@@ -88,7 +114,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
-          smallest_atol(kOp), {"", "1"});
+          smallest_atol(kOp), {kDefault, kFused, kSm90Proj});
   }
 }
 
@@ -97,7 +123,8 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
   for (const char* index : {"5", "11"}) {
     const tools::Workload& w = tools::find_workload(all, index);
-    check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol, {"", "1"});
+    check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
+          {kDefault, kFused, kSm90Proj, kCublasProj});
   }
 }
 
@@ -106,14 +133,15 @@ TEST(CudaGqaRope, RunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
   const tools::Axes axes = axes_of(2, 131, 8, 2, 128, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(300), tools::default_scalars(kOp));
-  for (const char* fused : {"", "1"}) {
-    FusedMode mode(fused);
+  for (const Mode& m : {kDefault, kFused, kSm90Proj}) {
+    if (std::string(m.proj) == "sm90" && !is_sm90()) continue;
+    UseMode mode(m);
     HostCase<Args> first(in, axes), second(in, axes);
     run_cuda(first);
     run_cuda(second);
     ASSERT_EQ(first.outputs.size(), second.outputs.size());
     for (std::size_t i = 0; i < first.outputs.size(); ++i)
-      EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " fused=" << fused;
+      EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " " << m.name();
   }
 }
 

@@ -1,21 +1,22 @@
-// out_proj_backward on sm_90a (spec §2): one persistent launch computes both GEMMs,
-//   dX: G[T, Hd]  = dY · W       written straight into grad_attn_output [B, H, S, D] (head split)
-//   dW: [Hd, Hd]  = dYᵀ · X      summed over the T tokens
+// The backward of a bias-free linear layer Y = X·Wᵀ on sm_90a (out_proj_backward, spec §2, and the
+// projections of gqa_rope_backward, spec §3): one persistent launch computes both GEMMs,
+//   dX: [T, in]   = dY · W       written straight into its [B, H, S, D] layout (head split)
+//   dW: [out, in] = dYᵀ · X      summed over the T tokens
 // bf16 operands, fp32 accumulation, one rounding per output (as the reference's fp32 GEMMs on upcast
 // operands: bf16 products are exact in fp32).
 //
 // Kernel: 3 warpgroups. Warpgroup 0 (one thread) streams 128x64 A and 64x256 B tiles with TMA (128-byte
 // swizzle) into a 4-stage shared-memory ring guarded by mbarriers; warpgroups 1 and 2 each own 64 rows
 // of the 128x256 output tile and run wgmma m64n256k16 (fp32 accumulators in registers) on the ring.
-// Operand majorness: dX has A = dY K-major, B = W N-major; dW has A = dYᵀ M-major (dY is [T, Hd]),
+// Operand majorness: dX has A = dY K-major, B = W N-major; dW has A = dYᵀ M-major (dY is [T, out]),
 // B = X N-major. Both N-major/M-major cases use wgmma's transpose bits.
 //
 // Work units: every (GEMM, 128x256 tile, K range). The host picks how many K ranges (split-K) each GEMM
 // gets so that the units of both GEMMs, longest first, dealt round-robin to one CTA per SM, finish
-// together (small T: dX has few tiles but K = Hd; dW has many tiles with K = T). Split-K partials are
+// together (small T: dX has few tiles but K = out; dW has many tiles with K = T). Split-K partials are
 // fp32 in the workspace; the last unit of a tile to arrive (per-tile counter) sums them in split order
 // (deterministic) and stores the bf16 result.
-#include "out_proj_backward_sm90.hpp"
+#include "linear_backward_sm90.hpp"
 
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -23,7 +24,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -33,13 +36,13 @@
 namespace attnbwd::cuda::sm90 {
 namespace {
 
-#ifndef ATTNBWD_OUT_PROJ_STAGES  // tuning knobs (perf/NOTES.md); the defaults are the measured best
-#define ATTNBWD_OUT_PROJ_STAGES 4
+#ifndef ATTNBWD_SM90_LINEAR_STAGES  // tuning knobs (perf/NOTES.md); the defaults are the measured best
+#define ATTNBWD_SM90_LINEAR_STAGES 4
 #endif
-#ifndef ATTNBWD_OUT_PROJ_STAGING_BUFS
-#define ATTNBWD_OUT_PROJ_STAGING_BUFS 2
+#ifndef ATTNBWD_SM90_LINEAR_STAGING_BUFS
+#define ATTNBWD_SM90_LINEAR_STAGING_BUFS 2
 #endif
-constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = ATTNBWD_OUT_PROJ_STAGES;
+constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = ATTNBWD_SM90_LINEAR_STAGES;
 constexpr int kThreads = 384;                     // producer warpgroup + 2 consumer warpgroups
 constexpr int kABytes = kBM * kBK * 2;            // 16 KB
 constexpr int kBBytes = kBK * kBN * 2;            // 32 KB
@@ -50,7 +53,7 @@ constexpr int kTileFloats = kBM * kBN;            // fp32 partial of one tile
 // layout with the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which also makes
 // the fragment's 4-byte writes (8 rows x 4 lanes per instruction) hit 32 distinct banks.
 constexpr int kStagingBuf = 64 * 128;
-constexpr int kStagingBufs = ATTNBWD_OUT_PROJ_STAGING_BUFS;
+constexpr int kStagingBufs = ATTNBWD_SM90_LINEAR_STAGING_BUFS;
 constexpr int kStagingBytes = kStagingBufs * kStagingBuf;  // per warpgroup
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStagingBytes + 1024 /*alignment*/ + 256 /*barriers*/;
 static_assert(kSmemBytes <= 227 * 1024, "shared memory of one H100/H200 CTA");
@@ -299,7 +302,7 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
 
 // CTAs [0, ctas_dx) work on dX units, the rest on dW units.
 __global__ void __launch_bounds__(kThreads, 1)
-    out_proj_kernel(const __grid_constant__ CUtensorMap map_a_dx, const __grid_constant__ CUtensorMap map_b_dx,
+    linear_backward_kernel(const __grid_constant__ CUtensorMap map_a_dx, const __grid_constant__ CUtensorMap map_b_dx,
                     const __grid_constant__ CUtensorMap map_a_dw, const __grid_constant__ CUtensorMap map_b_dw,
                     const __grid_constant__ CUtensorMap map_out_dx, const __grid_constant__ CUtensorMap map_out_dw,
                     const __grid_constant__ Params p) {
@@ -346,7 +349,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #else  // not the sm_90a pass: the host never launches this kernel on other archs
 
 __global__ void __launch_bounds__(kThreads, 1)
-    out_proj_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+    linear_backward_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                     const __grid_constant__ Params) {
@@ -371,11 +374,13 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-// 2-D bf16 row-major matrix [rows, cols] seen by TMA, 128-byte swizzled boxes of box_cols x box_rows.
-CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, int box_cols, int box_rows) {
+// 2-D bf16 row-major matrix [rows, cols] (row stride ld elements) seen by TMA, 128-byte swizzled boxes
+// of box_cols x box_rows.
+CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld, int box_cols,
+                       int box_rows) {
   CUtensorMap m{};
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
   const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
@@ -412,24 +417,31 @@ double finish(int units, int kb, int splits, int ctas) {
 
 }  // namespace
 
-std::string out_proj_unsupported(const OutProjProblem& p) {
-  const std::int64_t T = p.batch * p.seq_len, Hd = p.heads * p.head_dim;
+std::string linear_backward_unsupported(const LinearBackward& p) {
+  const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   auto aligned = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
-  if (!aligned(p.grad_output) || !aligned(p.reshaped) || !aligned(p.weight))
-    return "inputs not 16-byte aligned (TMA)";
-  if (reinterpret_cast<std::uintptr_t>(p.grad_attn_output) % 4 || reinterpret_cast<std::uintptr_t>(p.grad_weight) % 4)
+  if (!aligned(p.grad_output) || !aligned(p.input) || !aligned(p.weight)) return "inputs not 16-byte aligned (TMA)";
+  if (reinterpret_cast<std::uintptr_t>(p.grad_input) % 4 || reinterpret_cast<std::uintptr_t>(p.grad_weight) % 4)
     return "outputs not 4-byte aligned";
-  if (Hd % 8 != 0) return "hidden size not a multiple of 8 (TMA row stride)";
+  if (out % 8 != 0 || in % 8 != 0 || p.ld_dy() % 8 != 0 || p.ld_x() % 8 != 0)
+    return "features or row strides not a multiple of 8 (TMA strides are multiples of 16 bytes)";
+  if (p.ld_dy() < out || p.ld_x() < in) return "row stride smaller than the row";
+  if (p.heads * p.head_dim != in) return "heads x head_dim != in_features";
   if (p.head_dim % 2 != 0) return "odd head_dim (outputs are stored as bf16 pairs)";
-  if (T < 1 || T > (1ll << 30) || Hd > (1 << 20)) return "sizes outside the kernel's int range";
+  if (T < 1 || T > (1ll << 30) || out < 1 || in < 1 || out > (1 << 24) || in > (1 << 24))
+    return "sizes outside the kernel's int range";
   return {};
 }
 
-OutProjPlan out_proj_plan(const OutProjProblem& p, int sms) {
-  const std::int64_t T = p.batch * p.seq_len, Hd = p.heads * p.head_dim;
-  const int tiles_dx = ceil_div(T, kBM) * ceil_div(Hd, kBN), kb_dx = ceil_div(Hd, kBK);
-  const int tiles_dw = ceil_div(Hd, kBM) * ceil_div(Hd, kBN), kb_dw = ceil_div(T, kBK);
-  OutProjPlan best;
+LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms) {
+  const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
+  // The search below costs ~5 µs of host time: once per shape and thread.
+  thread_local std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, LinearBackwardPlan> cache;
+  const auto key = std::make_tuple(T, out, in, sms);
+  if (const auto hit = cache.find(key); hit != cache.end()) return hit->second;
+  const int tiles_dx = ceil_div(T, kBM) * ceil_div(in, kBN), kb_dx = ceil_div(out, kBK);
+  const int tiles_dw = ceil_div(out, kBM) * ceil_div(in, kBN), kb_dw = ceil_div(T, kBK);
+  LinearBackwardPlan best;
   double best_t = 1e300;
   for (int sx : {1, 2, 4, 8}) {
     for (int sw : {1, 2, 4}) {
@@ -452,58 +464,59 @@ OutProjPlan out_proj_plan(const OutProjProblem& p, int sms) {
   if (best.splits_dw > 1) bytes += part * tiles_dw * best.splits_dw;
   best.workspace_bytes = bytes;
   best.counters = static_cast<std::size_t>(tiles_dx + tiles_dw);
+  if (cache.size() > 256) cache.clear();  // bounded: shapes vary little in practice
+  cache.emplace(key, best);
   return best;
 }
 
-void out_proj_launch(const OutProjProblem& p, const OutProjPlan& plan, void* workspace, unsigned* counters,
-                     cudaStream_t stream) {
-  const std::int64_t T = p.batch * p.seq_len, Hd = p.heads * p.head_dim;
+void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& plan, void* workspace,
+                            unsigned* counters, cudaStream_t stream) {
+  const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   const std::int64_t S = p.seq_len, H = p.heads, D = p.head_dim;
+  auto a16 = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
 
   GemmDesc dx{};
-  dx.M = static_cast<int>(T), dx.N = static_cast<int>(Hd), dx.kb_total = ceil_div(Hd, kBK);
-  dx.tiles_n = ceil_div(Hd, kBN), dx.splits = plan.splits_dx;
+  dx.M = static_cast<int>(T), dx.N = static_cast<int>(in), dx.kb_total = ceil_div(out, kBK);
+  dx.tiles_n = ceil_div(in, kBN), dx.splits = plan.splits_dx;
   dx.kb_per_split = ceil_div(dx.kb_total, dx.splits);
   dx.units = ceil_div(T, kBM) * dx.tiles_n * dx.splits;
   dx.a_kmajor = 1;
-  dx.out = static_cast<__nv_bfloat16*>(p.grad_attn_output);
+  dx.out = static_cast<__nv_bfloat16*>(p.grad_input);
   dx.rows_per_b = static_cast<int>(S), dx.cols_per_h = static_cast<int>(D);
   dx.stride_b = H * S * D, dx.stride_r = D, dx.stride_h = S * D;
-  auto a16 = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
-  dx.vec16 = D % 8 == 0 && a16(p.grad_attn_output);
+  dx.vec16 = D % 8 == 0 && a16(p.grad_input);
   // A 64-row block of tokens stays in one batch element and a 64-column block in one head.
-  dx.tma_store = D % 64 == 0 && S % 64 == 0 && a16(p.grad_attn_output);
+  dx.tma_store = D % 64 == 0 && S % 64 == 0 && a16(p.grad_input);
   dx.heads = static_cast<int>(H);
 
   GemmDesc dw{};
-  dw.M = static_cast<int>(Hd), dw.N = static_cast<int>(Hd), dw.kb_total = ceil_div(T, kBK);
-  dw.tiles_n = ceil_div(Hd, kBN), dw.splits = plan.splits_dw;
+  dw.M = static_cast<int>(out), dw.N = static_cast<int>(in), dw.kb_total = ceil_div(T, kBK);
+  dw.tiles_n = ceil_div(in, kBN), dw.splits = plan.splits_dw;
   dw.kb_per_split = ceil_div(dw.kb_total, dw.splits);
-  dw.units = ceil_div(Hd, kBM) * dw.tiles_n * dw.splits;
+  dw.units = ceil_div(out, kBM) * dw.tiles_n * dw.splits;
   dw.a_kmajor = 0;
   dw.out = static_cast<__nv_bfloat16*>(p.grad_weight);
-  dw.rows_per_b = static_cast<int>(Hd), dw.cols_per_h = static_cast<int>(Hd);
-  dw.stride_b = 0, dw.stride_r = Hd, dw.stride_h = 0;
-  dw.vec16 = a16(p.grad_weight);  // Hd % 8 == 0 always (out_proj_unsupported)
+  dw.rows_per_b = static_cast<int>(out), dw.cols_per_h = static_cast<int>(in);
+  dw.stride_b = 0, dw.stride_r = in, dw.stride_h = 0;
+  dw.vec16 = a16(p.grad_weight);  // in % 8 == 0 (linear_backward_unsupported)
   dw.tma_store = dw.vec16;
   dw.heads = 1;
 
   auto* ws = static_cast<std::uint8_t*>(workspace);
   std::size_t off = 0;
   const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
-  if (dx.splits > 1) dx.partial = reinterpret_cast<float*>(ws + off), off += part * (dx.units);
-  if (dw.splits > 1) dw.partial = reinterpret_cast<float*>(ws + off), off += part * (dw.units);
+  if (dx.splits > 1) dx.partial = reinterpret_cast<float*>(ws + off), off += part * dx.units;
+  if (dw.splits > 1) dw.partial = reinterpret_cast<float*>(ws + off), off += part * dw.units;
   dx.counters = counters;
   dw.counters = counters + dx.units / dx.splits;
 
-  const CUtensorMap a_dx = tensor_map(p.grad_output, T, Hd, 64, kBM);  // dY, K-major boxes
-  const CUtensorMap b_dx = tensor_map(p.weight, Hd, Hd, 64, 64);       // W [k=out][n=in]
-  const CUtensorMap a_dw = tensor_map(p.grad_output, T, Hd, 64, 64);   // dY as [k=t][m=j]
-  const CUtensorMap b_dw = tensor_map(p.reshaped, T, Hd, 64, 64);      // X [k=t][n=i]
-
+  const CUtensorMap a_dx = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, kBM);  // dY, K-major boxes
+  const CUtensorMap b_dx = tensor_map(p.weight, out, in, in, 64, 64);               // W [k=out][n=in]
+  const CUtensorMap a_dw = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, 64);   // dY as [k=t][m=o]
+  const CUtensorMap b_dw = tensor_map(p.input, T, in, p.ld_x(), 64, 64);           // X [k=t][n=i]
   CUtensorMap out_dx{}, out_dw{};
-  if (dx.tma_store) out_dx = store_map(p.grad_attn_output, D, S, p.batch * H);
-  if (dw.tma_store) out_dw = store_map(p.grad_weight, Hd, Hd, 1);
+  if (dx.tma_store) out_dx = store_map(p.grad_input, D, S, p.batch * H);
+  if (dw.tma_store) out_dw = store_map(p.grad_weight, in, out, 1);
 
   Params prm{};
   prm.dx = dx, prm.dw = dw, prm.ctas_dx = plan.ctas_dx;
@@ -516,11 +529,11 @@ void out_proj_launch(const OutProjProblem& p, const OutProjPlan& plan, void* wor
     const std::lock_guard<std::mutex> lock(mu);
     if (std::find(ready.begin(), ready.end(), dev) == ready.end()) {
       ATTNBWD_CUDA_CHECK(
-          cudaFuncSetAttribute(out_proj_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+          cudaFuncSetAttribute(linear_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
       ready.push_back(dev);
     }
   }
-  out_proj_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx, a_dw, b_dw, out_dx, out_dw, prm);
+  linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx, a_dw, b_dw, out_dx, out_dw, prm);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 

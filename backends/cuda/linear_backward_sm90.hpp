@@ -1,0 +1,54 @@
+// The two gradient GEMMs of a bias-free linear layer Y = X·Wᵀ (W [out, in]) on sm_90a, in one
+// persistent, warp-specialised TMA + wgmma kernel (linear_backward_sm90.cu):
+//   dX = dY·W   [T, in], stored in a head-split layout [B, H, S, D] (H·D = in, T = B·S; H = 1,
+//               D = in is plain row-major),
+//   dW = dYᵀ·X  [out, in], summed over the T tokens.
+// Used by out_proj_backward (out = in = H·D) and gqa_rope_backward (the o, q, k, v projections).
+// Host-side interface, free of Kokkos and of the Context, so a stand-alone probe can drive it too.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace attnbwd::cuda::sm90 {
+
+struct LinearBackward {
+  const void* grad_output = nullptr;  // dY [T, out] bf16, row stride ld_grad_output
+  const void* input = nullptr;        // X  [T, in]  bf16, row stride ld_input
+  const void* weight = nullptr;       // W  [out, in] bf16, contiguous
+  void* grad_input = nullptr;         // dX [B, H, S, D] bf16, contiguous
+  void* grad_weight = nullptr;        // dW [out, in] bf16, contiguous
+  std::int64_t out_features = 0, in_features = 0;
+  std::int64_t ld_grad_output = 0, ld_input = 0;  // 0: out_features, in_features
+  std::int64_t batch = 0, seq_len = 0, heads = 0, head_dim = 0;  // layout of dX
+
+  std::int64_t tokens() const { return batch * seq_len; }
+  std::int64_t ld_dy() const { return ld_grad_output ? ld_grad_output : out_features; }
+  std::int64_t ld_x() const { return ld_input ? ld_input : in_features; }
+};
+
+// How the two GEMMs are cut into work units (tiles of 128x256, K split into `splits` ranges).
+struct LinearBackwardPlan {
+  int splits_dx = 1, splits_dw = 1;
+  int grid = 0;                       // persistent CTAs (at most one per SM)
+  int ctas_dx = 0;                    // of which the first ctas_dx work on dX, the others on dW
+  std::size_t workspace_bytes = 0;    // split-K partial sums (fp32)
+  std::size_t counters = 0;           // per-tile arrival counters (unsigned)
+};
+
+// Why this kernel cannot take the problem (empty: it can): alignment and strides the TMA
+// descriptors can express, an even head_dim (results are stored as bf16 pairs), sizes.
+std::string linear_backward_unsupported(const LinearBackward& p);
+
+// The work split for this problem on a GPU with `sms` multiprocessors.
+LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms);
+
+// Enqueues the kernel on `stream`. `workspace` holds plan.workspace_bytes; `counters` holds
+// plan.counters zeros (the kernel leaves them zero again for the next call).
+void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& plan, void* workspace,
+                            unsigned* counters, cudaStream_t stream);
+
+}  // namespace attnbwd::cuda::sm90
