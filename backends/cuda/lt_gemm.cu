@@ -62,9 +62,9 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
     } pref_guard{pref};
     const std::uint64_t ws = Context::kLtWorkspaceBytes;
     ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    // Split-K partial sums in fp32 only (never reduced in a bf16 output type).
-    const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_INPLACE |
-                                  CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    // Split-K partial sums in fp32 only: INPLACE adds them in the output type, so only for fp32 C.
+    std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    if (g.c_type == CUDA_R_32F) schemes |= CUBLASLT_REDUCTION_SCHEME_INPLACE;
     ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
     const std::uint32_t a1 = static_cast<std::uint32_t>(al_a), a2 = static_cast<std::uint32_t>(al_b),
                         a3 = static_cast<std::uint32_t>(al_c);
