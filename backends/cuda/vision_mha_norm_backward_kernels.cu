@@ -1,0 +1,256 @@
+// Kernels of vision_mha_norm_backward's CUDA fast path: head split/merge, softmax backward rows,
+// LayerNorm backward + residual, and the fixed-order column sums (see the .cuh for the contracts).
+#include <algorithm>
+#include <cstdint>
+
+#include "check.hpp"
+#include "vision_mha_norm_backward_kernels.cuh"
+
+namespace attnbwd::cuda::mha {
+namespace {
+
+using std::int64_t;
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// Butterfly sum: every lane ends with the same bits (each step adds the same two values, commutatively).
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <int VEC>
+__device__ __forceinline__ void load(const float* p, float (&v)[VEC]) {
+  if constexpr (VEC == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) v[i] = p[i];
+  }
+}
+template <int VEC>
+__device__ __forceinline__ void store(float* p, const float (&v)[VEC]) {
+  if constexpr (VEC == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) p[i] = v[i];
+  }
+}
+
+__global__ void head_split_kernel(const float4* __restrict__ dA, float4* __restrict__ dO, int64_t S, int64_t H,
+                                  int64_t D4, int64_t n_vec) {
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v >= n_vec) return;
+  const int64_t E4 = H * D4;
+  const int64_t t = v / E4, c = v - t * E4, h = c / D4, d = c - h * D4, b = t / S, s = t - b * S;
+  dO[((b * H + h) * S + s) * D4 + d] = dA[v];
+}
+
+// One warp per row. MAXN > 0: the row (≤ 32·MAXN long) stays in registers; 0: read twice.
+template <int MAXN>
+__global__ void softmax_backward_rows(const float* __restrict__ P, float* __restrict__ ds, int64_t rows, int64_t S,
+                                      int64_t ld) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const float* p = P + row * S;
+  float* d = ds + row * ld;
+  float r = 0.0f;
+  if constexpr (MAXN > 0) {
+    float pv[MAXN], dv[MAXN];
+#pragma unroll
+    for (int k = 0; k < MAXN; ++k) {
+      const int64_t j = lane + 32 * k;
+      pv[k] = 0.0f, dv[k] = 0.0f;
+      if (j < S) pv[k] = p[j], dv[k] = d[j];
+      r = fmaf(pv[k], dv[k], r);
+    }
+    r = warp_sum(r);
+#pragma unroll
+    for (int k = 0; k < MAXN; ++k) {
+      const int64_t j = lane + 32 * k;
+      if (j < S) d[j] = pv[k] * (dv[k] - r);
+    }
+  } else {
+    for (int64_t j = lane; j < S; j += 32) r = fmaf(p[j], d[j], r);
+    r = warp_sum(r);
+    for (int64_t j = lane; j < S; j += 32) d[j] = p[j] * (d[j] - r);
+  }
+}
+
+// Block x handles tokens [x·tpb, min(N, (x+1)·tpb)); each thread owns float4 columns of dQKV.
+__global__ void merge_heads_kernel(const float* __restrict__ dq, const float* __restrict__ dk,
+                                   const float* __restrict__ dv, float* __restrict__ dqkv,
+                                   float* __restrict__ partial, int64_t N, int64_t S, int64_t H, int64_t D,
+                                   int64_t tpb) {
+  const int64_t E = H * D, E3 = 3 * E;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tpb, t1 = t0 + tpb < N ? t0 + tpb : N;
+  for (int64_t c = 4 * static_cast<int64_t>(threadIdx.x); c < E3; c += 4 * blockDim.x) {
+    const int64_t part = c / E, w = c - part * E, h = w / D, d = w - h * D;
+    const float* src = part == 0 ? dq : (part == 1 ? dk : dv);
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / S, s = t - b * S;
+      const float4 x = *reinterpret_cast<const float4*>(src + ((b * H + h) * S + s) * D + d);
+      *reinterpret_cast<float4*>(dqkv + t * E3 + c) = x;
+      acc.x += x.x, acc.y += x.y, acc.z += x.z, acc.w += x.w;
+    }
+    *reinterpret_cast<float4*>(partial + static_cast<int64_t>(blockIdx.x) * E3 + c) = acc;
+  }
+}
+
+// Thread i owns columns (i + k·blockDim.x)·VEC + [0, VEC) for k < MAXV (those below E).
+template <int VEC, int MAXV>
+__global__ void __launch_bounds__(kThreads) layer_norm_backward_kernel(
+    const float* __restrict__ dxn, const float* __restrict__ x, const float* __restrict__ mean,
+    const float* __restrict__ var, const float* __restrict__ gamma, const float* __restrict__ dy,
+    float* __restrict__ grad_x, float* __restrict__ partial, int64_t N, int64_t E, float eps, int64_t tpb) {
+  __shared__ float red[2][2][kThreads / 32];  // [token parity][sum][warp]
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+  const float inv_e = 1.0f / static_cast<float>(E);
+  int64_t col[MAXV];
+  bool ok[MAXV];
+  float gam[MAXV][VEC], acc_w[MAXV][VEC], acc_b[MAXV][VEC], acc_o[MAXV][VEC];
+#pragma unroll
+  for (int k = 0; k < MAXV; ++k) {
+    col[k] = (static_cast<int64_t>(threadIdx.x) + static_cast<int64_t>(k) * blockDim.x) * VEC;
+    ok[k] = col[k] < E;
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) gam[k][i] = 0.0f, acc_w[k][i] = 0.0f, acc_b[k][i] = 0.0f, acc_o[k][i] = 0.0f;
+    if (ok[k]) load<VEC>(gamma + col[k], gam[k]);
+  }
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tpb, t1 = t0 + tpb < N ? t0 + tpb : N;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int parity = static_cast<int>((t - t0) & 1);
+    const float sigma = sqrtf(var[t] + eps), m = mean[t];
+    float gs[MAXV][VEC], xc[MAXV][VEC];
+    float s_gs = 0.0f, s_gxc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) {
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) gs[k][i] = 0.0f, xc[k][i] = 0.0f;
+      if (!ok[k]) continue;
+      float g[VEC], xv[VEC];
+      load<VEC>(dxn + t * E + col[k], g);
+      load<VEC>(x + t * E + col[k], xv);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) {
+        xc[k][i] = xv[i] - m;
+        acc_w[k][i] += g[i] * (xc[k][i] / sigma);
+        acc_b[k][i] += g[i];
+        const float ge = g[i] * gam[k][i];
+        gs[k][i] = ge / sigma;
+        s_gs += gs[k][i];
+        s_gxc += ge * xc[k][i];
+      }
+    }
+    s_gs = warp_sum(s_gs);
+    s_gxc = warp_sum(s_gxc);
+    if (lane == 0) red[parity][0][warp] = s_gs, red[parity][1][warp] = s_gxc;
+    // One barrier per token: a warp writes red[parity ^ 1] for the next token only after this
+    // barrier, which every warp reaches after reading red[parity ^ 1] for the previous token.
+    __syncthreads();
+    float sum_gs = 0.0f, sum_gxc = 0.0f;
+    for (int w = 0; w < nwarps; ++w) sum_gs += red[parity][0][w], sum_gxc += red[parity][1][w];
+    const float mean_gs = sum_gs * inv_e;
+    const float quirk = (sum_gxc * inv_e) / (sigma * sigma);  // σ², as the reference (not σ³)
+#pragma unroll
+    for (int k = 0; k < MAXV; ++k) {
+      if (!ok[k]) continue;
+      float d[VEC], out[VEC];
+      load<VEC>(dy + t * E + col[k], d);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) {
+        out[i] = d[i] + (gs[k][i] - mean_gs - xc[k][i] * quirk);
+        acc_o[k][i] += d[i];
+      }
+      store<VEC>(grad_x + t * E + col[k], out);
+    }
+  }
+  float* pw = partial + static_cast<int64_t>(blockIdx.x) * 3 * E;
+#pragma unroll
+  for (int k = 0; k < MAXV; ++k) {
+    if (!ok[k]) continue;
+    store<VEC>(pw + col[k], acc_w[k]);
+    store<VEC>(pw + E + col[k], acc_b[k]);
+    store<VEC>(pw + 2 * E + col[k], acc_o[k]);
+  }
+}
+
+__global__ void sum_partials_kernel(const float* __restrict__ partial, int64_t chunks, int64_t width, int64_t seg,
+                                    float* out0, float* out1, float* out2) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= width) return;
+  double s = 0.0;
+  for (int64_t j = 0; j < chunks; ++j) s += partial[j * width + c];
+  const int64_t which = c / seg;
+  float* out = which == 0 ? out0 : (which == 1 ? out1 : out2);
+  out[c - which * seg] = static_cast<float>(s);
+}
+
+}  // namespace
+
+void head_split(const float* dA, float* dO, int64_t B, int64_t S, int64_t H, int64_t D, cudaStream_t stream) {
+  const int64_t n_vec = B * S * H * D / 4;
+  head_split_kernel<<<blocks_for(n_vec, kThreads), kThreads, 0, stream>>>(
+      reinterpret_cast<const float4*>(dA), reinterpret_cast<float4*>(dO), S, H, D / 4, n_vec);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+void softmax_backward(const float* P, float* ds, int64_t rows, int64_t S, int64_t ld, cudaStream_t stream) {
+  const int rows_per_block = kThreads / 32;
+  const unsigned grid = blocks_for(rows, rows_per_block);
+  if (S <= 128)
+    softmax_backward_rows<4><<<grid, kThreads, 0, stream>>>(P, ds, rows, S, ld);
+  else if (S <= 320)
+    softmax_backward_rows<10><<<grid, kThreads, 0, stream>>>(P, ds, rows, S, ld);
+  else if (S <= 640)
+    softmax_backward_rows<20><<<grid, kThreads, 0, stream>>>(P, ds, rows, S, ld);
+  else
+    softmax_backward_rows<0><<<grid, kThreads, 0, stream>>>(P, ds, rows, S, ld);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+int64_t tokens_per_block(int64_t tokens, int sm_count) {
+  const int64_t blocks = 2 * static_cast<int64_t>(std::max(sm_count, 1));
+  return std::clamp<int64_t>((tokens + blocks - 1) / blocks, 1, 64);
+}
+
+void merge_heads(const float* dq, const float* dk, const float* dv, float* dqkv, float* partial, int64_t B,
+                 int64_t S, int64_t H, int64_t D, int64_t tpb, cudaStream_t stream) {
+  const int64_t N = B * S;
+  merge_heads_kernel<<<blocks_for(N, static_cast<int>(tpb)), kThreads, 0, stream>>>(dq, dk, dv, dqkv, partial, N,
+                                                                                     S, H, D, tpb);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+void layer_norm_backward(const float* dxn, const float* x, const float* mean, const float* var, const float* gamma,
+                         const float* dy, float* grad_x, float* partial, int64_t N, int64_t E, float eps,
+                         int64_t tpb, cudaStream_t stream) {
+  const unsigned grid = blocks_for(N, static_cast<int>(tpb));
+  // float4 rows need 16-byte row starts: E % 4 == 0 and every base aligned (the scratch always is).
+  const bool vec4 = E % 4 == 0 && aligned16(dxn) && aligned16(x) && aligned16(gamma) && aligned16(dy) &&
+                    aligned16(grad_x) && aligned16(partial);
+  if (vec4)
+    layer_norm_backward_kernel<4, 4><<<grid, kThreads, 0, stream>>>(dxn, x, mean, var, gamma, dy, grad_x, partial,
+                                                                     N, E, eps, tpb);
+  else
+    layer_norm_backward_kernel<1, 16><<<grid, kThreads, 0, stream>>>(dxn, x, mean, var, gamma, dy, grad_x,
+                                                                      partial, N, E, eps, tpb);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+void sum_partials(const float* partial, int64_t chunks, int64_t width, int64_t seg, float* out0, float* out1,
+                  float* out2, cudaStream_t stream) {
+  sum_partials_kernel<<<blocks_for(width, kThreads), kThreads, 0, stream>>>(partial, chunks, width, seg, out0, out1,
+                                                                            out2);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace attnbwd::cuda::mha
