@@ -1,0 +1,175 @@
+// The CUDA fast path under concurrency (issue 10), for every op that has one:
+//   * four host threads, each with its own stream (and so its own per-thread Context), calling the op
+//     at once on their own device buffers, give the bits of a sequential call;
+//   * one thread issuing the op on four streams without waiting in between (one Context: the calls
+//     serialise through Context::claim/release) gives the same bits on every stream.
+// The fast path's entry points are called directly (POD arguments, raw streams), so Kokkos' own
+// thread-safety rules do not enter; device copies are made and read back on the main thread.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "attnbwd/attnbwd.hpp"
+#include "tests/common/device_args.hpp"
+#include "tests/common/host_case.hpp"
+#include "tests/common/seed.hpp"
+#include "tools/gen.hpp"
+
+#if defined(KOKKOS_ENABLE_CUDA) && defined(ATTNBWD_HAVE_CUDA_FAST_PATH)
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/cuda_backend.hpp"
+
+namespace attnbwd::test {
+namespace {
+
+constexpr int kWays = 4;
+
+void check_cuda(cudaError_t e, const char* what) { ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e); }
+
+// One case's inputs, a sequential reference result, and kWays device copies.
+template <class Args>
+struct Setup {
+  Setup(const char* op, const tools::Axes& axes, std::uint64_t seed)
+      : in(tools::generate_inputs(op, axes, seed, tools::default_scalars(op))), axes(axes) {}
+
+  // Runs the fast path once on device copies of `host` on `stream`; results back into `host`.
+  static void run_once(HostCase<Args>& host, cudaStream_t stream) {
+    DeviceArgs<Kokkos::Cuda, Args> d(host.args);
+    Kokkos::fence();
+    const auto shape = validate(d.args);
+    ASSERT_TRUE(cuda::supports(shape, Options{})) << "fast path refused the test shape";
+    cuda::run(shape, d.args, Options{}, stream);
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    d.outputs_to(host.args);
+  }
+
+  tools::TensorSet in;
+  tools::Axes axes;
+};
+
+template <class Args>
+void expect_same_bits(const HostCase<Args>& got, const HostCase<Args>& want, const std::string& what) {
+  ASSERT_EQ(got.outputs.size(), want.outputs.size());
+  for (std::size_t i = 0; i < got.outputs.size(); ++i)
+    EXPECT_TRUE(got.outputs[i] == want.outputs[i]) << what << ": output " << i << " differs from the sequential call";
+}
+
+template <class Args>
+void threads_and_streams(const char* op, const tools::Axes& axes, std::uint64_t seed) {
+  SCOPED_TRACE(std::string(op) + " " + tools::axes_to_string(axes));
+  Setup<Args> s(op, axes, seed);
+  HostCase<Args> want(s.in, s.axes);
+  {
+    cudaStream_t st = nullptr;
+    check_cuda(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
+    Setup<Args>::run_once(want, st);
+    check_cuda(cudaStreamDestroy(st), "cudaStreamDestroy");
+  }
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+
+  // Four threads at once, each its own stream and device buffers (made here, on the main thread).
+  {
+    std::vector<std::unique_ptr<HostCase<Args>>> got;
+    std::vector<std::unique_ptr<DeviceArgs<Kokkos::Cuda, Args>>> dev;
+    for (int t = 0; t < kWays; ++t) {
+      got.push_back(std::make_unique<HostCase<Args>>(s.in, s.axes));
+      dev.push_back(std::make_unique<DeviceArgs<Kokkos::Cuda, Args>>(got.back()->args));
+    }
+    Kokkos::fence();
+    std::vector<std::string> errors(kWays);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < kWays; ++t) {
+      pool.emplace_back([&, t] {
+        try {
+          if (cudaSetDevice(device) != cudaSuccess) throw Error("cudaSetDevice failed");
+          cudaStream_t st = nullptr;
+          if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) throw Error("stream");
+          ++ready;
+          while (ready.load() < kWays) std::this_thread::yield();
+          const auto shape = validate(dev[static_cast<std::size_t>(t)]->args);
+          for (int rep = 0; rep < 3; ++rep) cuda::run(shape, dev[static_cast<std::size_t>(t)]->args, Options{}, st);
+          if (cudaStreamSynchronize(st) != cudaSuccess) throw Error("cudaStreamSynchronize failed");
+          cudaStreamDestroy(st);
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(t)] = e.what();
+        }
+      });
+    }
+    for (auto& th : pool) th.join();
+    for (int t = 0; t < kWays; ++t) {
+      EXPECT_EQ(errors[static_cast<std::size_t>(t)], "") << "thread " << t;
+      dev[static_cast<std::size_t>(t)]->outputs_to(got[static_cast<std::size_t>(t)]->args);
+      expect_same_bits(*got[static_cast<std::size_t>(t)], want, "thread " + std::to_string(t));
+    }
+  }
+
+  // One thread, four streams, no waiting between the calls.
+  {
+    std::vector<std::unique_ptr<HostCase<Args>>> got;
+    std::vector<std::unique_ptr<DeviceArgs<Kokkos::Cuda, Args>>> dev;
+    std::vector<cudaStream_t> streams(kWays);
+    for (int t = 0; t < kWays; ++t) {
+      got.push_back(std::make_unique<HostCase<Args>>(s.in, s.axes));
+      dev.push_back(std::make_unique<DeviceArgs<Kokkos::Cuda, Args>>(got.back()->args));
+      check_cuda(cudaStreamCreateWithFlags(&streams[static_cast<std::size_t>(t)], cudaStreamNonBlocking),
+                 "cudaStreamCreate");
+    }
+    Kokkos::fence();
+    for (int rep = 0; rep < 2; ++rep)
+      for (int t = 0; t < kWays; ++t) {
+        const auto& a = dev[static_cast<std::size_t>(t)]->args;
+        cuda::run(validate(a), a, Options{}, streams[static_cast<std::size_t>(t)]);
+      }
+    for (int t = 0; t < kWays; ++t) {
+      check_cuda(cudaStreamSynchronize(streams[static_cast<std::size_t>(t)]), "cudaStreamSynchronize");
+      check_cuda(cudaStreamDestroy(streams[static_cast<std::size_t>(t)]), "cudaStreamDestroy");
+      dev[static_cast<std::size_t>(t)]->outputs_to(got[static_cast<std::size_t>(t)]->args);
+      expect_same_bits(*got[static_cast<std::size_t>(t)], want, "stream " + std::to_string(t));
+    }
+  }
+}
+
+TEST(CudaConcurrency, OutProjFromFourThreadsAndFourStreams) {
+  ATTNBWD_SEED_TRACE();
+  // T = 1024 at hidden 2048: on sm_90 the TMA/wgmma kernel (no split-K); T = 256: split-K there.
+  threads_and_streams<OutProjArgs>("out_proj_backward", tools::Axes{{"batch_size", 2}, {"seq_len", 512}},
+                                   fresh_seed(700));
+  threads_and_streams<OutProjArgs>("out_proj_backward", tools::Axes{{"batch_size", 1}, {"seq_len", 256}},
+                                   fresh_seed(701));
+}
+
+TEST(CudaConcurrency, GqaRopeFromFourThreadsAndFourStreams) {
+  ATTNBWD_SEED_TRACE();
+  threads_and_streams<GqaRopeArgs>("gqa_rope_backward",
+                                   tools::Axes{{"batch_size", 1},
+                                               {"seq_len", 131},
+                                               {"num_attention_heads", 8},
+                                               {"num_key_value_heads", 2},
+                                               {"head_dim", 128},
+                                               {"hidden_size", 64}},
+                                   fresh_seed(702));
+}
+
+TEST(CudaConcurrency, VisionMhaNormFromFourThreadsAndFourStreams) {
+  ATTNBWD_SEED_TRACE();
+  threads_and_streams<VisionMhaArgs>(
+      "vision_mha_norm_backward",
+      tools::Axes{{"batch_size", 2}, {"seq_len", 65}, {"num_heads", 2}, {"head_dim", 64}, {"embed_dim", 128}},
+      fresh_seed(703));
+}
+
+}  // namespace
+}  // namespace attnbwd::test
+
+#endif
