@@ -8,14 +8,16 @@
 #      (tests/torch/check_workloads.py, when python3 has torch; --check-ops),
 #   5. the perf suite on the cuda backend (--perf-args), JSON into --out; with --perf-ab also
 #      out_proj_backward with ATTNBWD_CUDA_OUT_PROJ=cublaslt (the cuBLASLt pair + layout copy) in the
-#      same call, for the side-by-side comparison.
+#      same call, for the side-by-side comparison; with --perf-graphs also every op with
+#      ATTNBWD_CUDA_GRAPHS=1 (captured CUDA graphs).
 #
 #   bash cmake/device-check.sh [--bin DIR] [--out DIR] [--tests FILTER] [--sanitize FILTER]
-#                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--skip STEP,...]
+#                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--perf-graphs]
+#                              [--skip STEP,...]
 #
 # DIR holds attnbwd_tests, attnbwd_perf and attnbwd (and may hold lib/ with shared libraries they
 # need, e.g. Google Benchmark). Exit status: the number of failed steps (0 = all passed). Steps:
-# build, tests, memcheck, racecheck, initcheck, synccheck, torch, perf, perf-ab.
+# build, tests, memcheck, racecheck, initcheck, synccheck, torch, perf, perf-ab, perf-graphs.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,6 +28,7 @@ check_ops=004
 perf_args='--backend=cuda --workloads=all'
 skip=","
 perf_ab=0
+perf_graphs=0
 while [ $# -gt 0 ]; do
   case $1 in
     --bin) bin=$(cd "$2" && pwd); shift 2 ;;
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
     --perf-args) perf_args=$2; shift 2 ;;
     --skip) skip=",$2,"; shift 2 ;;
     --perf-ab) perf_ab=1; shift ;;
+    --perf-graphs) perf_graphs=1; shift ;;
     -h|--help) sed -n '2,/^set /p' "$0" | sed '$d'; exit 0 ;;
     *) echo "device-check: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -86,6 +90,12 @@ if [ $perf_ab = 1 ]; then
   # shellcheck disable=SC2086
   step perf-ab env ATTNBWD_CUDA_OUT_PROJ=cublaslt "$bin/attnbwd_perf" $perf_args --ops=out_proj_backward \
     --benchmark_out="$out/perf-cublaslt.json" --benchmark_out_format=json
+fi
+
+if [ $perf_graphs = 1 ]; then
+  # shellcheck disable=SC2086
+  step perf-graphs env ATTNBWD_CUDA_GRAPHS=1 "$bin/attnbwd_perf" $perf_args \
+    --benchmark_out="$out/perf-graphs.json" --benchmark_out_format=json
 fi
 
 log "summary"

@@ -1,9 +1,12 @@
 #include "context.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 
+#include "attnbwd/error.hpp"
 #include "check.hpp"
 
 namespace attnbwd::cuda {
@@ -37,10 +40,13 @@ Context::~Context() {
   for (auto* p : scratch_) cudaFree(p);
   for (auto* p : lt_ws_) cudaFree(p);
   if (counters_) cudaFree(counters_);
+  for (auto& g : graphs_)
+    if (g.second.exec) cudaGraphExecDestroy(g.second.exec);
   if (handoff_) cudaEventDestroy(handoff_);
   if (fork_) cudaEventDestroy(fork_);
   if (join_) cudaEventDestroy(join_);
   if (side_) cudaStreamDestroy(side_);
+  if (capture_) cudaStreamDestroy(capture_);
   if (lt_) cublasLtDestroy(lt_);
 }
 
@@ -68,6 +74,7 @@ void Context::release(cudaStream_t stream) {
 
 unsigned* Context::counters(std::size_t n, cudaStream_t stream) {
   if (n > counters_n_) {
+    if (capturing_) throw Error("cuda backend: counters would grow inside a CUDA graph capture");
     if (counters_) ATTNBWD_CUDA_CHECK(cudaFreeAsync(counters_, stream));
     counters_ = nullptr;
     const std::size_t grown = std::max<std::size_t>(n, 4096);
@@ -76,18 +83,83 @@ unsigned* Context::counters(std::size_t n, cudaStream_t stream) {
     ATTNBWD_CUDA_CHECK(cudaMemsetAsync(p, 0, grown * sizeof(unsigned), stream));
     counters_ = static_cast<unsigned*>(p);
     counters_n_ = grown;
+    ++generation_;
   }
   return counters_;
 }
 
 void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream) {
   if (bytes > scratch_bytes_[slot]) {
+    if (capturing_) throw Error("cuda backend: scratch would grow inside a CUDA graph capture");
     if (scratch_[slot]) ATTNBWD_CUDA_CHECK(cudaFreeAsync(scratch_[slot], stream));
     scratch_[slot] = nullptr;
     ATTNBWD_CUDA_CHECK(cudaMallocAsync(&scratch_[slot], bytes, stream));
     scratch_bytes_[slot] = bytes;
+    ++generation_;
   }
   return scratch_[slot];
+}
+
+namespace {
+bool graphs_enabled() {
+  const char* v = std::getenv("ATTNBWD_CUDA_GRAPHS");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+}  // namespace
+
+void Context::enqueue(const GraphKey& key, cudaStream_t stream, const std::function<void(cudaStream_t)>& work) {
+  if (!graphs_enabled()) {
+    work(stream);
+    return;
+  }
+  auto it = graphs_.find(key);
+  if (it == graphs_.end() || it->second.generation != generation_) {
+    // First sight of the key (or its addresses went stale): run directly, remember it.
+    if (it != graphs_.end() && it->second.exec) cudaGraphExecDestroy(it->second.exec);
+    if (graphs_.size() >= 64) {  // bounded: drop everything, keys come back as they are used
+      for (auto& g : graphs_)
+        if (g.second.exec) cudaGraphExecDestroy(g.second.exec);
+      graphs_.clear();
+    }
+    work(stream);
+    graphs_[key] = Graph{generation_, nullptr};
+    return;
+  }
+  Graph& g = it->second;
+  if (g.direct) {
+    work(stream);
+    return;
+  }
+  if (!g.exec) {
+    // Second sight: capture. The scratch already fits (same key, no reallocation since), so the
+    // capture records kernels, copies and cuBLASLt calls only. Captured on a stream of our own
+    // (nothing runs during a capture), so the caller's stream may be the legacy default stream,
+    // which cannot be captured; the graph is launched on the caller's. Where capturing fails, the
+    // key runs directly from then on.
+    if (!capture_) ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
+    ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+    bool ok = true;
+    try {
+      work(capture_);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(capture_, &graph);
+    if (ok && end == cudaSuccess && graph != nullptr && cudaGraphInstantiate(&g.exec, graph, 0) != cudaSuccess)
+      g.exec = nullptr;
+    if (graph) cudaGraphDestroy(graph);
+    if (!ok || end != cudaSuccess || g.exec == nullptr) {
+      cudaGetLastError();  // clear a capture error
+      g.exec = nullptr;
+      g.direct = true;
+      work(stream);
+      return;
+    }
+  }
+  ATTNBWD_CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
 }
 
 }  // namespace attnbwd::cuda

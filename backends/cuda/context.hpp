@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <vector>
 #include <map>
 #include <tuple>
 
@@ -46,6 +48,16 @@ class Context {
   // counts). Grown, and zeroed, on `stream` when needed.
   unsigned* counters(std::size_t n, cudaStream_t stream);
 
+  // Enqueues `work(stream)`, the whole GPU work of one op call, either directly or as a CUDA graph:
+  // with ATTNBWD_CUDA_GRAPHS=1 (opt-in, off by default) the work of a call whose `key` (op, shape,
+  // every pointer, every scalar and option it depends on) was seen before is captured once and
+  // replayed, which saves the host-side launch cost of many small kernels and cuBLASLt calls. The
+  // first call of a key runs directly (it sizes the scratch); a scratch or counter reallocation since
+  // then invalidates every captured graph (they hold the old addresses). `work` must enqueue on
+  // `stream` (and the side stream through fork/join) only, and must not call claim/release.
+  using GraphKey = std::vector<std::uint64_t>;
+  void enqueue(const GraphKey& key, cudaStream_t stream, const std::function<void(cudaStream_t)>& work);
+
   // Device scratch of at least `bytes` for `slot`, valid for work queued on `stream` (the slot's
   // stream) until the next call that grows it: growth is stream-ordered (cudaFreeAsync/MallocAsync).
   void* scratch(int slot, std::size_t bytes, cudaStream_t stream);
@@ -75,6 +87,15 @@ class Context {
   cudaEvent_t handoff_ = nullptr;
   unsigned* counters_ = nullptr;
   std::size_t counters_n_ = 0;
+  std::uint64_t generation_ = 0;  // bumped by every scratch or counter reallocation
+  struct Graph {
+    std::uint64_t generation = 0;
+    cudaGraphExec_t exec = nullptr;
+    bool direct = false;  // capture failed once: this key runs directly
+  };
+  std::map<GraphKey, Graph> graphs_;
+  cudaStream_t capture_ = nullptr;
+  bool capturing_ = false;  // scratch or counters must not grow inside a capture
 };
 
 }  // namespace attnbwd::cuda

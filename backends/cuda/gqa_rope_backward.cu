@@ -27,6 +27,7 @@
 
 #include "check.hpp"
 #include "context.hpp"
+#include "graph_key.hpp"
 #include "cuda_backend.hpp"
 #include "linear_backward_sm90.hpp"
 #include "lt_gemm.hpp"
@@ -327,9 +328,10 @@ void sm90_launch(Context& ctx, const Sm90Proj& j, cudaStream_t stream) {
 
 }  // namespace
 
-void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream_t stream) {
-  Context& ctx = Context::current();
-  ctx.claim(stream);
+namespace {
+
+// The whole op on `stream` (and the side stream, joined before returning).
+void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaStream_t stream) {
   const int64_t B = s.batch, S = s.seq_len, T = s.tokens(), HS = s.hidden_size, Hq = s.num_heads,
                 Hkv = s.num_kv_heads, D = s.head_dim, QP = s.q_proj_size(), KP = s.kv_proj_size();
   const int64_t QKV = QP + 2 * KP, BH = B * Hq, ld = round_up(S, 8);
@@ -483,6 +485,16 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
   if (forked) ctx.join(stream);
+}
+
+}  // namespace
+
+void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream_t stream) {
+  Context& ctx = Context::current();
+  ctx.claim(stream);
+  const Context::GraphKey key =
+      graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED")});
+  ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);
 }
 

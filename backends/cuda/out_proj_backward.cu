@@ -20,6 +20,7 @@
 
 #include "check.hpp"
 #include "context.hpp"
+#include "graph_key.hpp"
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
 #include "linear_backward_sm90.hpp"
@@ -124,7 +125,9 @@ void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream
   Context& ctx = Context::current();
   const Path path = forced_path();
   ctx.claim(stream);
-  if (path == Path::CublasLt || !run_sm90(ctx, s, a, stream, path == Path::Sm90)) run_cublaslt(ctx, s, a, stream);
+  ctx.enqueue(graph_key(1, a, {static_cast<std::uint64_t>(path)}), stream, [&](cudaStream_t st) {
+    if (path == Path::CublasLt || !run_sm90(ctx, s, a, st, path == Path::Sm90)) run_cublaslt(ctx, s, a, st);
+  });
   ctx.release(stream);
 }
 

@@ -26,6 +26,7 @@
 
 #include "check.hpp"
 #include "context.hpp"
+#include "graph_key.hpp"
 #include "cuda_backend.hpp"
 #include "vision_mha_norm_backward_kernels.cuh"
 
@@ -164,9 +165,10 @@ Support supports(const VisionMhaShape& s, const Options&) {
   return {};
 }
 
-void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cudaStream_t stream) {
-  Context& ctx = Context::current();
-  ctx.claim(stream);
+namespace {
+
+// The whole op on `stream` (and the side stream, joined before returning).
+void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cudaStream_t stream) {
   const cublasComputeType_t compute =
       o.precision == Precision::Strict ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
   const int64_t B = s.batch, S = s.seq_len, E = s.embed_dim, H = s.num_heads, D = s.head_dim, N = s.tokens();
@@ -257,6 +259,16 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
   mha::sum_partials(part_ln, chunks, E3, E, a.grad_ln_weight.data, a.grad_ln_bias.data, a.grad_out_bias.data,
                     stream);
   ctx.join(stream);
+}
+
+}  // namespace
+
+void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cudaStream_t stream) {
+  Context& ctx = Context::current();
+  ctx.claim(stream);
+  const Context::GraphKey key =
+      graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision)});
+  ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);
 }
 
