@@ -4,6 +4,9 @@
 #   2. the CUDA tests (ctest's attnbwd_tests, filter --tests),
 #   3. compute-sanitizer memcheck, racecheck, initcheck and synccheck over the CUDA tests
 #      (filter --sanitize; racecheck/initcheck are slow, so the default filter is the small shapes),
+#   3b. with --sanitize-workloads: compute-sanitizer over `attnbwd run` on every benchmark workload
+#      (memcheck and synccheck on all 64, racecheck and initcheck on the smallest of each op) on the
+#      default backend choice (the fast path where an op has one);
 #   4. the fast path's outputs on the benchmark workloads against float64 PyTorch
 #      (tests/torch/check_workloads.py, when python3 has torch; --check-ops),
 #   5. the perf suite on the cuda backend (--perf-args), JSON into --out; with --perf-ab also
@@ -13,11 +16,13 @@
 #
 #   bash cmake/device-check.sh [--bin DIR] [--out DIR] [--tests FILTER] [--sanitize FILTER]
 #                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--perf-graphs]
+#                              [--sanitize-workloads]
 #                              [--skip STEP,...]
 #
 # DIR holds attnbwd_tests, attnbwd_perf and attnbwd (and may hold lib/ with shared libraries they
 # need, e.g. Google Benchmark). Exit status: the number of failed steps (0 = all passed). Steps:
-# build, tests, memcheck, racecheck, initcheck, synccheck, torch, perf, perf-ab, perf-graphs.
+# build, tests, memcheck, racecheck, initcheck, synccheck, sanitize-workloads, torch, perf, perf-ab,
+# perf-graphs.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,6 +34,7 @@ perf_args='--backend=cuda --workloads=all'
 skip=","
 perf_ab=0
 perf_graphs=0
+sanitize_workloads=0
 while [ $# -gt 0 ]; do
   case $1 in
     --bin) bin=$(cd "$2" && pwd); shift 2 ;;
@@ -40,6 +46,7 @@ while [ $# -gt 0 ]; do
     --skip) skip=",$2,"; shift 2 ;;
     --perf-ab) perf_ab=1; shift ;;
     --perf-graphs) perf_graphs=1; shift ;;
+    --sanitize-workloads) sanitize_workloads=1; shift ;;
     -h|--help) sed -n '2,/^set /p' "$0" | sed '$d'; exit 0 ;;
     *) echo "device-check: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -77,6 +84,34 @@ for tool in memcheck racecheck initcheck synccheck; do
   step "$tool" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 1 \
     "$bin/attnbwd_tests" --gtest_filter="$sanitize_filter"
 done
+# compute-sanitizer over the CLI on benchmark workloads: every workload with the fast tools, the
+# smallest of each op (least GEMM work, `attnbwd_perf --workloads=smallest`) with the slow ones.
+sanitize_workloads_run() {
+  local tmp op n w tools fails=0 smallest
+  tmp=$(mktemp -d)
+  for op in out_proj_backward gqa_rope_backward vision_mha_norm_backward vision_varlen_rope_backward; do
+    n=$("$bin/attnbwd" list "$op" 2>/dev/null | grep -cE '^ +[0-9]+ ' || true)
+    smallest=$("$bin/attnbwd_perf" --sol-table --ops="$op" --workloads=smallest 2>/dev/null |
+      awk -v op="$op" '$1 == op { print $2; exit }')
+    for ((w = 0; w < n; w++)); do
+      "$bin/attnbwd" gen "$op" --workload "$w" -o "$tmp/in.safetensors" >/dev/null || { fails=$((fails + 1)); continue; }
+      tools="memcheck synccheck"
+      [ "$w" = "${smallest:-0}" ] && tools="$tools racecheck initcheck"
+      for tool in $tools; do
+        if ! compute-sanitizer --tool "$tool" --error-exitcode 1 --print-limit 20 \
+          "$bin/attnbwd" run "$op" -i "$tmp/in.safetensors" -o "$tmp/out.safetensors" >"$tmp/log" 2>&1; then
+          echo "FAIL $tool $op workload $w"; tail -n 30 "$tmp/log"; fails=$((fails + 1))
+        else
+          echo "ok   $tool $op workload $w"
+        fi
+      done
+    done
+  done
+  rm -rf "$tmp"
+  [ $fails -eq 0 ]
+}
+[ $sanitize_workloads = 1 ] && step sanitize-workloads sanitize_workloads_run
+
 if python3 -c 'import torch' 2>/dev/null; then
   step torch python3 "$root/tests/torch/check_workloads.py" --cli "$bin/attnbwd" --ops "$check_ops" \
     --backend cuda --solexec "$ATTNBWD_SOLEXEC"
