@@ -12,14 +12,12 @@
 #include <string>
 
 #include "attnbwd/attnbwd.hpp"
-#include "tests/common/device_args.hpp"
-#include "tests/common/host_case.hpp"
 #include "tests/common/seed.hpp"
 #include "tools/gen.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA) && defined(ATTNBWD_HAVE_CUDA_FAST_PATH)
 
-#include <cuda_runtime_api.h>
+#include "tests/common/cuda_case.hpp"
 
 namespace attnbwd::test {
 namespace {
@@ -32,50 +30,22 @@ class Graphs {
   Graphs& operator=(const Graphs&) = delete;
 };
 
-// Device copies of a case, run as often as asked, outputs poisoned (all bits set: NaN) before each run.
-template <class Args>
-class DeviceCase {
- public:
-  DeviceCase(const tools::TensorSet& in, const tools::Axes& axes) : host_(in, axes), dev_(host_.args) {}
-
-  void run() {
-    detail::for_each_tensor(dev_.args, [&](const char*, auto& t, bool output) {
-      if (output) ASSERT_EQ(cudaMemset(raw(t), 0xff, bytes_of(t)), cudaSuccess);
-    });
-    ASSERT_EQ(detail::run(Kokkos::Cuda(), dev_.args, Options{}), Backend::Cuda);
-    Kokkos::fence();
-    dev_.outputs_to(host_.args);
-  }
-  const HostCase<Args>& result() const { return host_; }
-
- private:
-  HostCase<Args> host_;
-  DeviceArgs<Kokkos::Cuda, Args> dev_;
-};
-
-template <class Args>
-void expect_same_bits(const HostCase<Args>& got, const HostCase<Args>& want, const std::string& what) {
-  ASSERT_EQ(got.outputs.size(), want.outputs.size());
-  for (std::size_t i = 0; i < got.outputs.size(); ++i)
-    EXPECT_TRUE(got.outputs[i] == want.outputs[i]) << what << ": output " << i << " differs from the run without graphs";
-}
-
 template <class Args>
 void replays_match(const char* op, const tools::Axes& small, const tools::Axes& large, std::uint64_t seed) {
   SCOPED_TRACE(std::string(op) + " " + tools::axes_to_string(small));
   const tools::TensorSet in = tools::generate_inputs(op, small, seed, tools::default_scalars(op));
-  DeviceCase<Args> want(in, small);
+  CudaCase<Args> want(in, small);
   want.run();  // graphs off
 
   Graphs on;
-  DeviceCase<Args> got(in, small);
+  CudaCase<Args> got(in, small);
   for (const char* what : {"first call (direct)", "second call (captured)", "third call (replayed)", "fourth call"}) {
     got.run();
     expect_same_bits(got.result(), want.result(), what);
   }
   // A larger problem grows the scratch; the small one's graph must not be replayed on the old one.
   const tools::TensorSet big_in = tools::generate_inputs(op, large, seed + 1, tools::default_scalars(op));
-  DeviceCase<Args> big(big_in, large);
+  CudaCase<Args> big(big_in, large);
   big.run();
   big.run();
   for (const char* what : {"after growth, first", "after growth, second", "after growth, third"}) {

@@ -1,0 +1,56 @@
+// A test case on the CUDA device: host inputs (HostCase), device copies (DeviceArgs), and a run()
+// that poisons the device outputs (all bits set: NaN in bf16 and fp32) before each call, so an output
+// element a call does not write fails the comparison. CUDA builds only.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "attnbwd/attnbwd.hpp"
+#include "tests/common/device_args.hpp"
+#include "tests/common/host_case.hpp"
+
+namespace attnbwd::test {
+
+template <class Args>
+class CudaCase {
+ public:
+  CudaCase(const tools::TensorSet& in, const tools::Axes& axes) : host_(in, axes), dev_(host_.args) {}
+
+  // One call through the dispatcher (must take the fast path), outputs back to the host case.
+  void run(const Options& o = Options{}) {
+    detail::for_each_tensor(dev_.args, [&](const char*, auto& t, bool output) {
+      if (output) ASSERT_EQ(cudaMemset(raw(t), 0xff, bytes_of(t)), cudaSuccess);
+    });
+    ASSERT_EQ(detail::run(Kokkos::Cuda(), dev_.args, o), Backend::Cuda);
+    Kokkos::fence();
+    dev_.outputs_to(host_.args);
+  }
+  const HostCase<Args>& result() const { return host_; }
+
+ private:
+  HostCase<Args> host_;
+  DeviceArgs<Kokkos::Cuda, Args> dev_;
+};
+
+// True on a compute capability 9.0 device (where the sm_90a kernels run).
+inline bool is_sm90() {
+  int dev = 0;
+  cudaDeviceProp p{};
+  return cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess && p.major == 9 &&
+         p.minor == 0;
+}
+
+template <class Args>
+void expect_same_bits(const HostCase<Args>& got, const HostCase<Args>& want, const std::string& what) {
+  ASSERT_EQ(got.outputs.size(), want.outputs.size());
+  for (std::size_t i = 0; i < got.outputs.size(); ++i)
+    EXPECT_TRUE(got.outputs[i] == want.outputs[i]) << what << ": output " << i << " differs";
+}
+
+}  // namespace attnbwd::test

@@ -1,0 +1,80 @@
+// The CUDA fast path is deterministic (issue 10; README "Backends"): 100 reruns of each op with a
+// fast path give the same bits, in Default and Strict, also where split-K partial sums arrive in a
+// different order on every run (out_proj at T = 256 on sm_90) and with deterministic requested.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "attnbwd/attnbwd.hpp"
+#include "tests/common/seed.hpp"
+#include "tools/gen.hpp"
+
+#if defined(KOKKOS_ENABLE_CUDA) && defined(ATTNBWD_HAVE_CUDA_FAST_PATH)
+
+#include "tests/common/cuda_case.hpp"
+
+namespace attnbwd::test {
+namespace {
+
+constexpr int kReruns = 100;
+
+template <class Args>
+void reruns_match(const char* op, const tools::Axes& axes, std::uint64_t seed) {
+  const tools::TensorSet in = tools::generate_inputs(op, axes, seed, tools::default_scalars(op));
+  for (const Precision p : {Precision::Default, Precision::Strict}) {
+    for (const bool det : {false, true}) {
+      Options o;
+      o.precision = p;
+      o.deterministic = det;
+      const std::string what = std::string(op) + " " + tools::axes_to_string(axes) +
+                               (p == Precision::Strict ? " strict" : " default") + (det ? " deterministic" : "");
+      SCOPED_TRACE(what);
+      CudaCase<Args> first(in, axes), again(in, axes);
+      first.run(o);
+      for (int r = 0; r < kReruns; ++r) {
+        again.run(o);
+        expect_same_bits(again.result(), first.result(), "rerun " + std::to_string(r));
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(CudaDeterminism, OutProjHundredRerunsAreBitIdentical) {
+  ATTNBWD_SEED_TRACE();
+  reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(900));
+  reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 2}, {"seq_len", 512}}, fresh_seed(901));
+  if (is_sm90()) {  // the sm_90a kernel with split-K (auto takes cuBLASLt at this T)
+    setenv("ATTNBWD_CUDA_OUT_PROJ", "sm90", 1);
+    reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(904));
+    unsetenv("ATTNBWD_CUDA_OUT_PROJ");
+  }
+}
+
+TEST(CudaDeterminism, GqaRopeHundredRerunsAreBitIdentical) {
+  ATTNBWD_SEED_TRACE();
+  reruns_match<GqaRopeArgs>("gqa_rope_backward",
+                            {{"batch_size", 2},
+                             {"seq_len", 131},
+                             {"num_attention_heads", 8},
+                             {"num_key_value_heads", 2},
+                             {"head_dim", 128},
+                             {"hidden_size", 64}},
+                            fresh_seed(902));
+}
+
+TEST(CudaDeterminism, VisionMhaNormHundredRerunsAreBitIdentical) {
+  ATTNBWD_SEED_TRACE();
+  reruns_match<VisionMhaArgs>(
+      "vision_mha_norm_backward",
+      {{"batch_size", 2}, {"seq_len", 131}, {"num_heads", 2}, {"head_dim", 64}, {"embed_dim", 128}}, fresh_seed(903));
+}
+
+}  // namespace
+}  // namespace attnbwd::test
+
+#endif
