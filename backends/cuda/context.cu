@@ -1,13 +1,12 @@
 #include "context.hpp"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 
 #include "attnbwd/error.hpp"
 #include "check.hpp"
+#include "switches.hpp"
 
 namespace attnbwd::cuda {
 
@@ -101,10 +100,7 @@ void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream) {
 }
 
 namespace {
-bool graphs_enabled() {
-  const char* v = std::getenv("ATTNBWD_CUDA_GRAPHS");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
+bool graphs_enabled() { return env_switch("ATTNBWD_CUDA_GRAPHS", {"0", "1"}) == 1; }
 }  // namespace
 
 void Context::enqueue(const GraphKey& key, cudaStream_t stream, const std::function<void(cudaStream_t)>& work) {

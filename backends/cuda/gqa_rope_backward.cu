@@ -31,6 +31,7 @@
 #include "cuda_backend.hpp"
 #include "linear_backward_sm90.hpp"
 #include "lt_gemm.hpp"
+#include "switches.hpp"
 
 namespace attnbwd::cuda {
 namespace {
@@ -295,11 +296,7 @@ namespace {
 enum class ProjPath { Auto, Sm90, CublasLt };
 
 ProjPath proj_path() {
-  const char* v = std::getenv("ATTNBWD_CUDA_GQA_PROJ");
-  if (!v || !*v || std::strcmp(v, "auto") == 0) return ProjPath::Auto;
-  if (std::strcmp(v, "sm90") == 0) return ProjPath::Sm90;
-  if (std::strcmp(v, "cublaslt") == 0) return ProjPath::CublasLt;
-  throw Error("ATTNBWD_CUDA_GQA_PROJ", std::string("expected auto, sm90 or cublaslt, got \"") + v + "\"");
+  return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt"}));
 }
 
 struct Sm90Proj {

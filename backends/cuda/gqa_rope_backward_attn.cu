@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "check.hpp"
+#include "switches.hpp"
 
 namespace attnbwd::cuda {
 namespace {
@@ -182,8 +183,7 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
 // now: measured slower than cuBLASLt dP + the row kernel on the H200 (perf/notes-gqa-draft.md).
 bool fused_dp_softmax(const bf* dO, const bf* V, const bf* P, bf* dS, int64_t BH, int64_t S, int64_t D, int64_t ld,
                       float scaling, cudaStream_t stream) {
-  const char* env = std::getenv("ATTNBWD_GQA_FUSED");
-  if (env == nullptr || std::strcmp(env, "1") != 0) return false;
+  if (env_switch("ATTNBWD_GQA_FUSED", {"0", "1"}) == 0) return false;
   if (D != kD || ld % 2 != 0 || BH > 65535 || (S + kRows - 1) / kRows > 2147483647) return false;
   if (reinterpret_cast<std::uintptr_t>(V) % 16 != 0 || reinterpret_cast<std::uintptr_t>(dO) % 4 != 0 ||
       reinterpret_cast<std::uintptr_t>(dS) % 4 != 0)

@@ -14,8 +14,6 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "check.hpp"
@@ -24,6 +22,7 @@
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
 #include "linear_backward_sm90.hpp"
+#include "switches.hpp"
 
 namespace attnbwd::cuda {
 namespace {
@@ -61,11 +60,7 @@ namespace {
 enum class Path { Auto, Sm90, CublasLt };
 
 Path forced_path() {
-  const char* v = std::getenv("ATTNBWD_CUDA_OUT_PROJ");
-  if (!v || !*v || std::strcmp(v, "auto") == 0) return Path::Auto;
-  if (std::strcmp(v, "sm90") == 0) return Path::Sm90;
-  if (std::strcmp(v, "cublaslt") == 0) return Path::CublasLt;
-  throw Error("ATTNBWD_CUDA_OUT_PROJ", std::string("expected auto, sm90 or cublaslt, got \"") + v + "\"");
+  return static_cast<Path>(env_switch("ATTNBWD_CUDA_OUT_PROJ", {"auto", "sm90", "cublaslt"}));
 }
 
 // The hand-tuned kernel, when the device and the problem suit it. Returns false to fall back.
