@@ -140,6 +140,8 @@ void run_benchmark(benchmark::State& state, const Entry& e) {
     const auto clock = clock_for(exec);
     Options opts;
     opts.backend = e.value;
+    opts.precision = o.precision == "strict" ? Precision::Strict : Precision::Default;
+    opts.deterministic = o.deterministic;
     std::fprintf(stderr, "%s: inputs ready (%.1f s), timing (%s, flush %.0f MiB)\n", describe(e).c_str(), prep,
                  clock->method(), clock->flush_bytes() / 1048576.0);
     const auto t0 = std::chrono::steady_clock::now();
@@ -341,6 +343,8 @@ int suite_main(const SuiteOptions& opts, bool machine_stdout) {
           "CPU cache on a host); CUDA events on the call's stream for Kokkos::Cuda, else wall clock "
           "between fences; T_s = the same median in seconds");
   benchmark::AddCustomContext("attnbwd_seed", std::to_string(o.seed));
+  benchmark::AddCustomContext("attnbwd_precision", o.precision);
+  benchmark::AddCustomContext("attnbwd_deterministic", o.deterministic ? "true" : "false");
 
   benchmark::RunSpecifiedBenchmarks();
   // With JSON or CSV on stdout the summary goes to stderr, keeping stdout parseable.

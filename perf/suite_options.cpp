@@ -25,6 +25,8 @@ GEMM FLOP/s, bytes/s. A summary of geomean E per op and backend ends the run.
                      (at least one timed call; the counter 'iters' says how many ran)
   --seed=N           input seed base (default 200)
   --peaks=h200|b200  the GPU of the SOL model (default: the detected GPU; H200 on a host)
+  --precision=P      default | strict: Options::precision of every call (default: default)
+  --deterministic    Options::deterministic = true for every call
   --sol-table        print the SOL model of the selected workloads and exit
 JSON: real_time is the median of the timed calls (time_unit us); see perf/README.md.
 )";
@@ -72,6 +74,8 @@ SuiteOptions parse_suite_options(int& argc, char** argv) {
     else if (key == "--seed") o.seed = static_cast<std::uint64_t>(to_int(key, need(), 0, 1LL << 62));
     else if (key == "--peaks") o.peaks = need();
     else if (key == "--sol-table") o.sol_table = true;
+    else if (key == "--precision") o.precision = need();
+    else if (key == "--deterministic") o.deterministic = true;
     else if (key == "--max-seconds") {
       char* end = nullptr;
       const std::string v = need();
@@ -84,6 +88,8 @@ SuiteOptions parse_suite_options(int& argc, char** argv) {
   }
   argc = kept;
   argv[argc] = nullptr;
+  if (o.precision != "default" && o.precision != "strict")
+    throw std::invalid_argument("--precision expects default or strict, got \"" + o.precision + "\"");
   if (o.peaks != "" && o.peaks != "h200" && o.peaks != "b200")
     throw std::invalid_argument("--peaks expects h200 or b200, got \"" + o.peaks + "\"");
   return o;

@@ -17,6 +17,8 @@ struct SuiteOptions {
   double max_seconds = 0;             // per benchmark, 0 = no limit; stops early, >= 1 timed call
   std::uint64_t seed = 200;           // inputs of workload i of op k use seed + 1000·k + i
   std::string peaks;                  // "h200" / "b200": force the SOL model's GPU
+  std::string precision = "default";  // Options::precision of every call: "default" or "strict"
+  bool deterministic = false;         // Options::deterministic of every call
   bool sol_table = false;             // print the SOL model of the selected workloads and exit
   bool help = false;
 };
