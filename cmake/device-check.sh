@@ -12,17 +12,17 @@
 #   5. the perf suite on the cuda backend (--perf-args), JSON into --out; with --perf-ab also
 #      out_proj_backward with ATTNBWD_CUDA_OUT_PROJ=cublaslt (the cuBLASLt pair + layout copy) in the
 #      same call, for the side-by-side comparison; with --perf-graphs also every op with
-#      ATTNBWD_CUDA_GRAPHS=1 (captured CUDA graphs).
+#      ATTNBWD_CUDA_GRAPHS=1 (captured CUDA graphs); with --perf-strict also the fp32 ops in Strict.
 #
 #   bash cmake/device-check.sh [--bin DIR] [--out DIR] [--tests FILTER] [--sanitize FILTER]
 #                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--perf-graphs]
-#                              [--sanitize-workloads]
+#                              [--perf-strict] [--sanitize-workloads]
 #                              [--skip STEP,...]
 #
 # DIR holds attnbwd_tests, attnbwd_perf and attnbwd (and may hold lib/ with shared libraries they
 # need, e.g. Google Benchmark). Exit status: the number of failed steps (0 = all passed). Steps:
 # build, tests, memcheck, racecheck, initcheck, synccheck, sanitize-workloads, torch, perf, perf-ab,
-# perf-graphs.
+# perf-graphs, perf-strict.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -35,6 +35,7 @@ skip=","
 perf_ab=0
 perf_graphs=0
 sanitize_workloads=0
+perf_strict=0
 while [ $# -gt 0 ]; do
   case $1 in
     --bin) bin=$(cd "$2" && pwd); shift 2 ;;
@@ -47,6 +48,7 @@ while [ $# -gt 0 ]; do
     --perf-ab) perf_ab=1; shift ;;
     --perf-graphs) perf_graphs=1; shift ;;
     --sanitize-workloads) sanitize_workloads=1; shift ;;
+    --perf-strict) perf_strict=1; shift ;;
     -h|--help) sed -n '2,/^set /p' "$0" | sed '$d'; exit 0 ;;
     *) echo "device-check: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -131,6 +133,12 @@ if [ $perf_graphs = 1 ]; then
   # shellcheck disable=SC2086
   step perf-graphs env ATTNBWD_CUDA_GRAPHS=1 "$bin/attnbwd_perf" $perf_args \
     --benchmark_out="$out/perf-graphs.json" --benchmark_out_format=json
+fi
+
+if [ $perf_strict = 1 ]; then
+  # shellcheck disable=SC2086
+  step perf-strict "$bin/attnbwd_perf" $perf_args --ops=vision_mha_norm_backward,vision_varlen_rope_backward \
+    --precision=strict --benchmark_out="$out/perf-strict.json" --benchmark_out_format=json
 fi
 
 log "summary"
