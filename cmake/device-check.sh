@@ -8,7 +8,7 @@
 #      (memcheck and synccheck on all 64, racecheck and initcheck on the smallest of each op) on the
 #      default backend choice (the fast path where an op has one);
 #   4. the fast path's outputs on the benchmark workloads against float64 PyTorch (with
-#      --check-strict also the fp32 ops in Strict)
+#      --check-strict OPS also those ops, e.g. 001,017, in Strict)
 #      (tests/torch/check_workloads.py, when python3 has torch; --check-ops),
 #   5. the perf suite on the cuda backend (--perf-args), JSON into --out; with --perf-ab also
 #      out_proj_backward with ATTNBWD_CUDA_OUT_PROJ=cublaslt (the cuBLASLt pair + layout copy) in the
@@ -17,7 +17,7 @@
 #
 #   bash cmake/device-check.sh [--bin DIR] [--out DIR] [--tests FILTER] [--sanitize FILTER]
 #                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--perf-graphs]
-#                              [--perf-strict] [--check-strict] [--sanitize-workloads]
+#                              [--perf-strict] [--check-strict OPS] [--sanitize-workloads]
 #                              [--skip STEP,...]
 #
 # DIR holds attnbwd_tests, attnbwd_perf and attnbwd (and may hold lib/ with shared libraries they
@@ -37,7 +37,7 @@ perf_ab=0
 perf_graphs=0
 sanitize_workloads=0
 perf_strict=0
-check_strict=0
+check_strict=""
 while [ $# -gt 0 ]; do
   case $1 in
     --bin) bin=$(cd "$2" && pwd); shift 2 ;;
@@ -51,7 +51,7 @@ while [ $# -gt 0 ]; do
     --perf-graphs) perf_graphs=1; shift ;;
     --sanitize-workloads) sanitize_workloads=1; shift ;;
     --perf-strict) perf_strict=1; shift ;;
-    --check-strict) check_strict=1; shift ;;
+    --check-strict) check_strict=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set /p' "$0" | sed '$d'; exit 0 ;;
     *) echo "device-check: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -120,8 +120,8 @@ sanitize_workloads_run() {
 if python3 -c 'import torch' 2>/dev/null; then
   step torch python3 "$root/tests/torch/check_workloads.py" --cli "$bin/attnbwd" --ops "$check_ops" \
     --backend cuda --solexec "$ATTNBWD_SOLEXEC"
-  if [ $check_strict = 1 ]; then
-    step torch-strict python3 "$root/tests/torch/check_workloads.py" --cli "$bin/attnbwd" --ops 001,017 \
+  if [ -n "$check_strict" ]; then
+    step torch-strict python3 "$root/tests/torch/check_workloads.py" --cli "$bin/attnbwd" --ops "$check_strict" \
       --backend cuda --solexec "$ATTNBWD_SOLEXEC" --run-arg=--precision --run-arg=strict
   fi
 else
