@@ -4,9 +4,9 @@
 #   2. the CUDA tests (ctest's attnbwd_tests, filter --tests),
 #   3. compute-sanitizer memcheck, racecheck, initcheck and synccheck over the CUDA tests
 #      (filter --sanitize; racecheck/initcheck are slow, so the default filter is the small shapes),
-#   3b. with --sanitize-workloads: compute-sanitizer over `attnbwd run` on every benchmark workload
-#      (memcheck and synccheck on all 64, racecheck and initcheck on the smallest of each op) on the
-#      default backend choice (the fast path where an op has one);
+#   3b. with --sanitize-workloads OPS (e.g. out_proj_backward,gqa_rope_backward): compute-sanitizer
+#      over `attnbwd run` on every benchmark workload of those ops (memcheck and synccheck on all,
+#      racecheck and initcheck on the smallest of each op) on the default backend choice;
 #   4. the fast path's outputs on the benchmark workloads against float64 PyTorch (with
 #      --check-strict OPS also those ops, e.g. 001,017, in Strict)
 #      (tests/torch/check_workloads.py, when python3 has torch; --check-ops),
@@ -17,7 +17,7 @@
 #
 #   bash cmake/device-check.sh [--bin DIR] [--out DIR] [--tests FILTER] [--sanitize FILTER]
 #                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--perf-graphs]
-#                              [--perf-strict] [--check-strict OPS] [--sanitize-workloads]
+#                              [--perf-strict] [--check-strict OPS] [--sanitize-workloads OPS]
 #                              [--skip STEP,...]
 #
 # DIR holds attnbwd_tests, attnbwd_perf and attnbwd (and may hold lib/ with shared libraries they
@@ -35,7 +35,7 @@ perf_args='--backend=cuda --workloads=all'
 skip=","
 perf_ab=0
 perf_graphs=0
-sanitize_workloads=0
+sanitize_workloads=""
 perf_strict=0
 check_strict=""
 while [ $# -gt 0 ]; do
@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
     --skip) skip=",$2,"; shift 2 ;;
     --perf-ab) perf_ab=1; shift ;;
     --perf-graphs) perf_graphs=1; shift ;;
-    --sanitize-workloads) sanitize_workloads=1; shift ;;
+    --sanitize-workloads) sanitize_workloads=$2; shift 2 ;;
     --perf-strict) perf_strict=1; shift ;;
     --check-strict) check_strict=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set /p' "$0" | sed '$d'; exit 0 ;;
@@ -94,7 +94,7 @@ done
 sanitize_workloads_run() {
   local tmp op n w tools fails=0 smallest
   tmp=$(mktemp -d)
-  for op in out_proj_backward gqa_rope_backward vision_mha_norm_backward vision_varlen_rope_backward; do
+  for op in ${sanitize_workloads//,/ }; do
     n=$("$bin/attnbwd" list "$op" 2>/dev/null | grep -cE '^ +[0-9]+ ' || true)
     smallest=$("$bin/attnbwd_perf" --sol-table --ops="$op" --workloads=smallest 2>/dev/null |
       awk -v op="$op" '$1 == op { print $2; exit }')
@@ -115,7 +115,7 @@ sanitize_workloads_run() {
   rm -rf "$tmp"
   [ $fails -eq 0 ]
 }
-[ $sanitize_workloads = 1 ] && step sanitize-workloads sanitize_workloads_run
+[ -n "$sanitize_workloads" ] && step sanitize-workloads sanitize_workloads_run
 
 if python3 -c 'import torch' 2>/dev/null; then
   step torch python3 "$root/tests/torch/check_workloads.py" --cli "$bin/attnbwd" --ops "$check_ops" \
