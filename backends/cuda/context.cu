@@ -110,9 +110,18 @@ void Context::enqueue(const GraphKey& key, cudaStream_t stream, const std::funct
   }
   auto it = graphs_.find(key);
   if (it == graphs_.end() || it->second.generation != generation_) {
-    // First sight of the key (or its addresses went stale): run directly, remember it.
-    if (it != graphs_.end() && it->second.exec) cudaGraphExecDestroy(it->second.exec);
-    if (graphs_.size() >= 64) {  // bounded: drop everything, keys come back as they are used
+    // First sight of the key (or its addresses went stale): run directly, remember it. Before an
+    // executable graph is destroyed, every launch of it must be over: `stream` already waits for
+    // this context's previous op (claim), so synchronising it is enough (rare: after a scratch
+    // growth, or when the cache is full).
+    const bool stale = it != graphs_.end() && it->second.exec;
+    const bool full = graphs_.size() >= 64;
+    if (stale || full) ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (stale) {
+      cudaGraphExecDestroy(it->second.exec);
+      it->second.exec = nullptr;
+    }
+    if (full) {  // bounded: drop everything, keys come back as they are used
       for (auto& g : graphs_)
         if (g.second.exec) cudaGraphExecDestroy(g.second.exec);
       graphs_.clear();
