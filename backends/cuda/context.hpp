@@ -17,6 +17,11 @@
 
 namespace attnbwd::cuda {
 
+// Whether the fat binary holds code for compute capability `cc` (10·major + minor): it is built for
+// sm_90a and sm_100a only, and arch-specific ("a") code runs on exactly that capability (not on 9.x
+// or 10.x siblings such as 10.3).
+constexpr bool has_fatbin_code(int cc) { return cc == 90 || cc == 100; }
+
 class Context {
  public:
   // The calling thread's context for the current CUDA device.

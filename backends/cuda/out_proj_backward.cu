@@ -50,7 +50,7 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 
 Support supports(const OutProjShape&, const Options&) {
   const Context& ctx = Context::current();
-  if (ctx.cc() != 90 && ctx.cc() / 10 != 10)
+  if (!has_fatbin_code(ctx.cc()))
     return {"no sm_90a/sm_100a code for compute capability " + std::to_string(ctx.cc())};
   return {};
 }

@@ -154,7 +154,7 @@ constexpr int64_t kMaxEmbed = 4096;  // the LayerNorm kernel keeps a token's row
 
 Support supports(const VisionMhaShape& s, const Options&) {
   const Context& ctx = Context::current();
-  if (ctx.cc() != 90 && ctx.cc() / 10 != 10)
+  if (!has_fatbin_code(ctx.cc()))
     return {"no sm_90a/sm_100a code for compute capability " + std::to_string(ctx.cc())};
   if (s.tokens() <= 0 || s.num_heads <= 0 || s.head_dim <= 0) return {"empty shape"};
   if (s.embed_dim != s.num_heads * s.head_dim) return {"embed_dim is not num_heads*head_dim"};
