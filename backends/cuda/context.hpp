@@ -8,6 +8,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -71,10 +72,13 @@ class Context {
   void* lt_workspace(int slot) const { return lt_ws_[slot]; }
   static constexpr std::size_t kLtWorkspaceBytes = 32u << 20;
 
-  // Algorithm cache for cuBLASLt, keyed by a GEMM's full description.
-  using AlgoKey = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                             std::int64_t, int, int, int, int>;
-  std::map<AlgoKey, cublasLtMatmulAlgo_t>& algos() { return algos_; }
+  // Algorithm cache for cuBLASLt, keyed by a GEMM's full description (lt_gemm.cu).
+  using AlgoKey = std::array<std::int64_t, 16>;
+  struct Algo {
+    cublasLtMatmulAlgo_t algo;
+    cublasComputeType_t compute;  // the one asked for, or fp32 where TF32 had no algorithm
+  };
+  std::map<AlgoKey, Algo>& algos() { return algos_; }
 
  private:
   explicit Context(int device);
@@ -86,7 +90,7 @@ class Context {
   void* lt_ws_[kSlots] = {nullptr, nullptr};
   void* scratch_[kSlots] = {nullptr, nullptr};
   std::size_t scratch_bytes_[kSlots] = {0, 0};
-  std::map<AlgoKey, cublasLtMatmulAlgo_t> algos_;
+  std::map<AlgoKey, Algo> algos_;
   cudaStream_t last_stream_ = nullptr;
   bool claimed_ = false;
   cudaEvent_t handoff_ = nullptr;

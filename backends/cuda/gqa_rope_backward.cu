@@ -48,96 +48,6 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // ---------------------------------------------------------------------------------------------
-// Strided-batched row-major GEMM through cuBLASLt: C_i = alpha·op(A_i)·op(B_i), i < count, with
-// X_i = X + i·stride_x. Conventions as lt_gemm.hpp. Split-K partial sums only in fp32.
-struct Batched {
-  bool trans_a = false, trans_b = false;
-  int64_t M = 0, N = 0, K = 0, lda = 0, ldb = 0, ldc = 0;
-  int count = 1;
-  int64_t sa = 0, sb = 0, sc = 0;
-};
-
-// Largest power of two ≤ 16 dividing every byte offset a matrix of the batch can start at or step by.
-int alignment(const void* p, int64_t ld, int64_t stride) {
-  const auto bytes = [](int64_t e) { return static_cast<std::uint64_t>(e) * 2u; };
-  const std::uint64_t a = reinterpret_cast<std::uintptr_t>(p) | bytes(ld) | bytes(stride) | 16u;
-  return static_cast<int>(a & (~a + 1));  // lowest set bit
-}
-
-struct BatchedLayout {
-  cublasLtMatrixLayout_t h = nullptr;
-  BatchedLayout(int64_t rows, int64_t cols, int64_t ld, int count, int64_t stride) {
-    ATTNBWD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&h, CUDA_R_16BF, static_cast<std::uint64_t>(rows),
-                                                    static_cast<std::uint64_t>(cols), ld));
-    ATTNBWD_CUBLAS_CHECK(
-        cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
-    ATTNBWD_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                          &stride, sizeof stride));
-  }
-  ~BatchedLayout() { cublasLtMatrixLayoutDestroy(h); }
-  BatchedLayout(const BatchedLayout&) = delete;
-  BatchedLayout& operator=(const BatchedLayout&) = delete;
-};
-
-void batched_gemm(Context& ctx, int slot, cudaStream_t stream, const Batched& g, const void* A, const void* B,
-                  void* C, float alpha = 1.0f) {
-  // Column-major view: C_iᵀ[N,M] = op(B_i)ᵀ·op(A_i)ᵀ (see lt_gemm.cu).
-  const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  BatchedLayout first(g.trans_b ? g.K : g.N, g.trans_b ? g.N : g.K, g.ldb, g.count, g.sb);
-  BatchedLayout second(g.trans_a ? g.M : g.K, g.trans_a ? g.K : g.M, g.lda, g.count, g.sa);
-  BatchedLayout out(g.N, g.M, g.ldc, g.count, g.sc);
-
-  cublasLtMatmulDesc_t desc = nullptr;
-  ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  struct DescGuard {
-    cublasLtMatmulDesc_t d;
-    ~DescGuard() { cublasLtMatmulDescDestroy(d); }
-  } desc_guard{desc};
-  ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
-  ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
-
-  const int al_first = alignment(B, g.ldb, g.sb), al_second = alignment(A, g.lda, g.sa),
-            al_c = alignment(C, g.ldc, g.sc);
-  using Key = std::tuple<int, bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int64_t, int64_t,
-                         int64_t, int>;
-  thread_local std::map<Key, cublasLtMatmulAlgo_t> cache;
-  const Key key{ctx.device(), g.trans_a, g.trans_b, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, g.count, g.sa, g.sb, g.sc,
-                al_first * 10000 + al_second * 100 + al_c};
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    cublasLtMatmulPreference_t pref = nullptr;
-    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    struct PrefGuard {
-      cublasLtMatmulPreference_t p;
-      ~PrefGuard() { cublasLtMatmulPreferenceDestroy(p); }
-    } pref_guard{pref};
-    const std::uint64_t ws = Context::kLtWorkspaceBytes;
-    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    // Split-K partials reduced in fp32 only (INPLACE would add them in the bf16 output type).
-    const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
-    const std::uint32_t a1 = static_cast<std::uint32_t>(al_first), a2 = static_cast<std::uint32_t>(al_second),
-                        a3 = static_cast<std::uint32_t>(al_c);
-    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a1, sizeof a1));
-    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a2, sizeof a2));
-    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &a3, sizeof a3));
-    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &a3, sizeof a3));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt(), desc, first.h, second.h, out.h, out.h, pref, 1,
-                                                        &result, &found));
-    if (found == 0)
-      throw Error("cuda backend: cuBLASLt has no algorithm for a batched " + std::to_string(g.M) + "x" +
-                  std::to_string(g.N) + "x" + std::to_string(g.K) + " GEMM");
-    it = cache.emplace(key, result.algo).first;
-  }
-  const float beta = 0.0f;
-  ATTNBWD_CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), desc, &alpha, B, first.h, A, second.h, &beta, C, out.h, C, out.h,
-                                      &it->second, ctx.lt_workspace(slot), Context::kLtWorkspaceBytes, stream));
-}
-
-// ---------------------------------------------------------------------------------------------
 // Small kernels.
 
 // dA [T, H·D] -> dO [B, H, S, D]; one thread moves Vec elements.
@@ -392,11 +302,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
 
   // 3-4. dS.
   if (!fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {
-    Batched g;  // dP = dO·Vᵀ
+    Gemm g;  // dP = dO·Vᵀ
     g.trans_b = true;
-    g.M = S, g.N = S, g.K = D, g.lda = D, g.ldb = D, g.ldc = ld, g.count = count, g.sa = S * D, g.sb = S * D,
-    g.sc = S * ld;
-    batched_gemm(ctx, 0, stream, g, dO, V, dS);
+    g.M = S, g.N = S, g.K = D, g.lda = D, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = S * D, g.stride_b = S * D,
+    g.stride_c = S * ld;
+    gemm(ctx, 0, stream, g, dO, V, dS);
     const int threads = 256, rows_per_block = threads / 32;
     const int64_t rows = BH * S;
     if (S % 8 == 0 && aligned16(P))
@@ -407,19 +317,19 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   }
   // 5. dV32 = Pᵀ·dO, dQ = dS·K, dK32 = dSᵀ·Q.
   {
-    Batched g;
+    Gemm g;
     g.trans_a = true;
-    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.sa = S * S, g.sb = S * D,
-    g.sc = S * D;
-    batched_gemm(ctx, 0, stream, g, P, dO, dV32);
+    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * S, g.stride_b = S * D,
+    g.stride_c = S * D;
+    gemm(ctx, 0, stream, g, P, dO, dV32);
   }
   {
-    Batched g;
-    g.M = S, g.N = D, g.K = S, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.sa = S * ld, g.sb = S * D,
-    g.sc = S * D;
-    batched_gemm(ctx, 0, stream, g, dS, K, dQ32);
+    Gemm g;
+    g.M = S, g.N = D, g.K = S, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * ld, g.stride_b = S * D,
+    g.stride_c = S * D;
+    gemm(ctx, 0, stream, g, dS, K, dQ32);
     g.trans_a = true;
-    batched_gemm(ctx, 0, stream, g, dS, Q, dK32);
+    gemm(ctx, 0, stream, g, dS, Q, dK32);
   }
   // 6-8. GQA sums, RoPE, merge.
   gqa_rope_merge<<<static_cast<unsigned>(T), 256, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp,

@@ -2,55 +2,91 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "check.hpp"
 
 namespace attnbwd::cuda {
 namespace {
 
-// Largest power of two (≤ 16) dividing the address: cuBLASLt algorithms depend on it.
-int alignment(const void* p) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  int align = 16;
-  while (align > 1 && (a % static_cast<std::uintptr_t>(align)) != 0) align /= 2;
-  return align;
+std::uint64_t bytes_of(cudaDataType_t t) {
+  switch (t) {
+    case CUDA_R_32F: return 4;
+    case CUDA_R_16BF:
+    case CUDA_R_16F: return 2;
+    default: return 1;
+  }
+}
+
+// Largest power of two (≤ 16) dividing every byte offset at which a matrix of the batch, or one of
+// its columns, can start: cuBLASLt algorithms depend on it.
+int alignment(const void* p, cudaDataType_t t, std::int64_t ld, std::int64_t stride) {
+  const std::uint64_t a = reinterpret_cast<std::uintptr_t>(p) | (static_cast<std::uint64_t>(ld) * bytes_of(t)) |
+                          (static_cast<std::uint64_t>(stride) * bytes_of(t)) | 16u;
+  return static_cast<int>(a & (~a + 1));  // lowest set bit
 }
 
 struct Layout {
   cublasLtMatrixLayout_t h = nullptr;
-  Layout(cudaDataType_t t, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  Layout(cudaDataType_t t, std::int64_t rows, std::int64_t cols, std::int64_t ld, int count, std::int64_t stride) {
     ATTNBWD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&h, t, static_cast<std::uint64_t>(rows),
                                                     static_cast<std::uint64_t>(cols), ld));
+    if (count > 1) {
+      ATTNBWD_CUBLAS_CHECK(
+          cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+      ATTNBWD_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                            &stride, sizeof stride));
+    }
   }
   ~Layout() { cublasLtMatrixLayoutDestroy(h); }
+  Layout(const Layout&) = delete;
+  Layout& operator=(const Layout&) = delete;
+};
+
+struct Desc {
+  cublasLtMatmulDesc_t h = nullptr;
+  Desc(cublasComputeType_t compute, const Gemm& g) {
+    // cuBLASLt is column-major: a row-major C[M,N] is the column-major Cᵀ[N,M] = op(B)ᵀ·op(A)ᵀ, so the
+    // call computes Cᵀ with the operands swapped: first operand = our B, second = our A.
+    const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescCreate(&h, compute, CUDA_R_32F));
+    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(h, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+    ATTNBWD_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(h, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+  }
+  ~Desc() { cublasLtMatmulDescDestroy(h); }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
 };
 
 }  // namespace
 
 void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void* A, const void* B, void* C,
           float alpha, float beta) {
-  // cuBLASLt is column-major: a row-major C[M,N] is the column-major Cᵀ[N,M] = op(B)ᵀ·op(A)ᵀ, so the
-  // call computes Cᵀ with the operands swapped: first operand = our B, second = our A.
-  const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   // Column-major shapes of the stored matrices: our row-major X[r,c] with ld is column-major [c,r].
-  Layout first(g.b_type, g.trans_b ? g.K : g.N, g.trans_b ? g.N : g.K, g.ldb);
-  Layout second(g.a_type, g.trans_a ? g.M : g.K, g.trans_a ? g.K : g.M, g.lda);
-  Layout out(g.c_type, g.N, g.M, g.ldc);
+  Layout first(g.b_type, g.trans_b ? g.K : g.N, g.trans_b ? g.N : g.K, g.ldb, g.count, g.stride_b);
+  Layout second(g.a_type, g.trans_a ? g.M : g.K, g.trans_a ? g.K : g.M, g.lda, g.count, g.stride_a);
+  Layout out(g.c_type, g.N, g.M, g.ldc, g.count, g.stride_c);
 
-  cublasLtMatmulDesc_t desc = nullptr;
-  ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, g.compute, CUDA_R_32F));
-  struct DescGuard {
-    cublasLtMatmulDesc_t d;
-    ~DescGuard() { cublasLtMatmulDescDestroy(d); }
-  } desc_guard{desc};
-  ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
-  ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
-
-  const int al_a = alignment(B), al_b = alignment(A), al_c = alignment(C);
-  const Context::AlgoKey key{g.trans_a, g.trans_b, g.M, g.N, g.K, g.lda, g.ldb, g.ldc,
-                             static_cast<int>(g.a_type) * 1000 + static_cast<int>(g.c_type),
-                             static_cast<int>(g.compute), al_a * 10000 + al_b * 100 + al_c, beta != 0.0f};
+  const int al_a = alignment(B, g.b_type, g.ldb, g.stride_b), al_b = alignment(A, g.a_type, g.lda, g.stride_a),
+            al_c = alignment(C, g.c_type, g.ldc, g.stride_c);
+  const Context::AlgoKey key{g.trans_a,
+                             g.trans_b,
+                             g.M,
+                             g.N,
+                             g.K,
+                             g.lda,
+                             g.ldb,
+                             g.ldc,
+                             (static_cast<std::int64_t>(g.a_type) * 1000 + g.b_type) * 1000 + g.c_type,
+                             static_cast<std::int64_t>(g.compute),
+                             al_a * 10000 + al_b * 100 + al_c,
+                             beta != 0.0f,
+                             g.count,
+                             g.stride_a,
+                             g.stride_b,
+                             g.stride_c};
   auto& cache = ctx.algos();
   auto it = cache.find(key);
   if (it == cache.end()) {
@@ -72,17 +108,28 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
     ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a2, sizeof a2));
     ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &a3, sizeof a3));
     ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &a3, sizeof a3));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    ATTNBWD_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx.lt(), desc, first.h, second.h, out.h, out.h, pref, 1,
-                                                        &result, &found));
-    if (found == 0)
+    // TF32 algorithms may need more alignment than odd leading dimensions give: then full fp32
+    // (more accurate, never less).
+    std::vector<cublasComputeType_t> tries{g.compute};
+    if (g.compute == CUBLAS_COMPUTE_32F_FAST_TF32) tries.push_back(CUBLAS_COMPUTE_32F);
+    for (const cublasComputeType_t c : tries) {
+      Desc desc(c, g);
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), desc.h, first.h, second.h, out.h, out.h,
+                                                               pref, 1, &result, &found);
+      if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+        it = cache.emplace(key, Context::Algo{result.algo, c}).first;
+        break;
+      }
+    }
+    if (it == cache.end())
       throw Error("cuda backend: cuBLASLt has no algorithm for a " + std::to_string(g.M) + "x" +
-                  std::to_string(g.N) + "x" + std::to_string(g.K) + " GEMM");
-    it = cache.emplace(key, result.algo).first;
+                  std::to_string(g.N) + "x" + std::to_string(g.K) + " GEMM (batch " + std::to_string(g.count) + ")");
   }
-  ATTNBWD_CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), desc, &alpha, B, first.h, A, second.h, &beta, C, out.h, C, out.h,
-                                      &it->second, ctx.lt_workspace(slot), Context::kLtWorkspaceBytes, stream));
+  Desc desc(it->second.compute, g);
+  ATTNBWD_CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), desc.h, &alpha, B, first.h, A, second.h, &beta, C, out.h, C, out.h,
+                                      &it->second.algo, ctx.lt_workspace(slot), Context::kLtWorkspaceBytes, stream));
 }
 
 }  // namespace attnbwd::cuda

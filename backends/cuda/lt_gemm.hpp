@@ -1,7 +1,9 @@
 // Row-major GEMMs through cuBLASLt: C[M,N] = alpha·op(A)·op(B) + beta·C with A [M,K] (or [K,M] when
-// trans_a) and B [K,N] (or [N,K] when trans_b), all row-major with explicit leading dimensions.
-// fp32 accumulation always; split-K partial sums are reduced in fp32, never in the output type, so a
-// bf16 result is one rounding of an fp32 sum, as the reference's fp32 GEMMs give.
+// trans_a) and B [K,N] (or [N,K] when trans_b), all row-major with explicit leading dimensions;
+// optionally a strided batch (C_i = alpha·op(A_i)·op(B_i) + beta·C_i, X_i = X + i·stride_x elements).
+// fp32 accumulation always; split-K partial sums are reduced in fp32 (the compute type), never in a
+// 16-bit output type, so a bf16 result is one rounding of an fp32 sum, as the reference's fp32 GEMMs
+// give.
 #pragma once
 
 #include <cublasLt.h>
@@ -19,6 +21,8 @@ struct Gemm {
   std::int64_t lda = 0, ldb = 0, ldc = 0;
   cudaDataType_t a_type = CUDA_R_16BF, b_type = CUDA_R_16BF, c_type = CUDA_R_16BF;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  int count = 1;  // strided batch
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
 // Enqueues the GEMM on `stream` using the workspace of `slot` (Context::fork/join for the side slot).
