@@ -27,6 +27,7 @@
 
 #include "check.hpp"
 #include "context.hpp"
+#include "head_split.hpp"
 #include "graph_key.hpp"
 #include "cuda_backend.hpp"
 #include "linear_backward_sm90.hpp"
@@ -49,23 +50,6 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // ---------------------------------------------------------------------------------------------
 // Small kernels.
-
-// dA [T, H·D] -> dO [B, H, S, D]; one thread moves Vec elements.
-template <int Vec>
-__global__ void head_split(const bf* __restrict__ g, bf* __restrict__ out, int64_t S, int64_t H, int64_t D,
-                           int64_t n_vec) {
-  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (v >= n_vec) return;
-  const int64_t per_row = H * D / Vec;
-  const int64_t t = v / per_row, col = (v % per_row) * Vec;
-  const int64_t b = t / S, s = t % S, h = col / D, d = col % D;
-  const int64_t dst = ((b * H + h) * S + s) * D + d;
-  if constexpr (Vec == 8) {
-    *reinterpret_cast<uint4*>(out + dst) = *reinterpret_cast<const uint4*>(g + t * H * D + col);
-  } else {
-    out[dst] = g[t * H * D + col];
-  }
-}
 
 // Softmax backward, one warp per row of one (b, h): ds holds bf16 dP on entry (row stride ld), the
 // scaled dS on exit. r = Σ P·dP in fp32 (products of two bf16 are exact), fixed order.
@@ -286,12 +270,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
       gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
     }
-    {
-      const int threads = 256;
-      const int64_t n = T * QP / 8;  // D % 8 == 0; scratch pieces are 16-byte aligned
-      head_split<8><<<blocks_for(n, threads), threads, 0, stream>>>(dA, dO, S, Hq, D, n);
-      ATTNBWD_CUDA_CHECK_LAUNCH();
-    }
+    head_split(dA, dO, T, S, Hq, D, stream);  // D % 8 == 0, scratch pieces 16-byte aligned: 16-byte moves
   }
   const bf* P = c(a.attn_weights.data);
   const bf* Q = c(a.query_states.data);

@@ -18,6 +18,7 @@
 
 #include "check.hpp"
 #include "context.hpp"
+#include "head_split.hpp"
 #include "graph_key.hpp"
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
@@ -25,28 +26,6 @@
 #include "switches.hpp"
 
 namespace attnbwd::cuda {
-namespace {
-
-// G [T, H·D] row-major -> out [B, H, S, D]. One thread moves 16 bytes (8 bf16) when D % 8 == 0.
-template <int Vec>
-__global__ void head_split(const __nv_bfloat16* __restrict__ g, __nv_bfloat16* __restrict__ out,
-                           std::int64_t S, std::int64_t H, std::int64_t D, std::int64_t n_vec) {
-  const std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (v >= n_vec) return;
-  const std::int64_t per_row = H * D / Vec;
-  const std::int64_t t = v / per_row, col = (v % per_row) * Vec;
-  const std::int64_t b = t / S, s = t % S, h = col / D, d = col % D;
-  const std::int64_t dst = ((b * H + h) * S + s) * D + d;
-  if constexpr (Vec == 8) {
-    *reinterpret_cast<uint4*>(out + dst) = *reinterpret_cast<const uint4*>(g + t * H * D + col);
-  } else {
-    out[dst] = g[t * H * D + col];
-  }
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
-}  // namespace
 
 Support supports(const OutProjShape&, const Options&) {
   const Context& ctx = Context::current();
@@ -99,18 +78,8 @@ void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cud
   auto* g = static_cast<__nv_bfloat16*>(ctx.scratch(0, static_cast<std::size_t>(T * Hd) * sizeof(bf16), stream));
   gemm(ctx, 0, stream, dx, a.grad_output.data, a.weight.data, g);
 
-  auto* out = reinterpret_cast<__nv_bfloat16*>(a.grad_attn_output.data);
-  const int threads = 256;
-  if (s.head_dim % 8 == 0 && aligned16(out)) {
-    const std::int64_t n = T * Hd / 8;
-    head_split<8><<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream>>>(
-        g, out, s.seq_len, s.num_heads, s.head_dim, n);
-  } else {
-    const std::int64_t n = T * Hd;
-    head_split<1><<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream>>>(
-        g, out, s.seq_len, s.num_heads, s.head_dim, n);
-  }
-  ATTNBWD_CUDA_CHECK_LAUNCH();
+  head_split(g, reinterpret_cast<__nv_bfloat16*>(a.grad_attn_output.data), T, s.seq_len, s.num_heads,
+             s.head_dim, stream);
   ctx.join(stream);
 }
 
