@@ -103,11 +103,13 @@ namespace {
 bool graphs_enabled() { return env_switch("ATTNBWD_CUDA_GRAPHS", {"0", "1"}) == 1; }
 }  // namespace
 
-void Context::enqueue(const GraphKey& key, cudaStream_t stream, const std::function<void(cudaStream_t)>& work) {
+void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t stream,
+                      const std::function<void(cudaStream_t)>& work) {
   if (!graphs_enabled()) {
     work(stream);
     return;
   }
+  const GraphKey key = make_key();
   auto it = graphs_.find(key);
   if (it == graphs_.end() || it->second.generation != generation_) {
     // First sight of the key (or its addresses went stale): run directly, remember it. Before an

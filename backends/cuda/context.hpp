@@ -61,8 +61,10 @@ class Context {
   // first call of a key runs directly (it sizes the scratch); a scratch or counter reallocation since
   // then invalidates every captured graph (they hold the old addresses). `work` must enqueue on
   // `stream` (and the side stream through fork/join) only, and must not call claim/release.
+  // `key()` is only called when graphs are on (it is not free: every address of the call).
   using GraphKey = std::vector<std::uint64_t>;
-  void enqueue(const GraphKey& key, cudaStream_t stream, const std::function<void(cudaStream_t)>& work);
+  void enqueue(const std::function<GraphKey()>& key, cudaStream_t stream,
+               const std::function<void(cudaStream_t)>& work);
 
   // Device scratch of at least `bytes` for `slot`, valid for work queued on `stream` (the slot's
   // stream) until the next call that grows it: growth is stream-ordered (cudaFreeAsync/MallocAsync).

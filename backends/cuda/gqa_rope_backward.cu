@@ -198,17 +198,14 @@ struct Sm90Proj {
   sm90::LinearBackwardPlan plan;
 };
 
-// The problem and its plan when the kernel should take it; nullopt-like `false` otherwise.
+// The problem and its plan when the kernel is asked for (and can take it); `false` otherwise.
 bool sm90_proj(const Context& ctx, ProjPath path, const sm90::LinearBackward& p, Sm90Proj& out) {
-  if (path == ProjPath::CublasLt) return false;
+  if (path != ProjPath::Sm90) return false;
   const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(p);
-  if (!why.empty()) {
-    if (path == ProjPath::Sm90) throw Error("ATTNBWD_CUDA_GQA_PROJ", "sm90 kernel cannot take this call: " + why);
-    return false;
-  }
+  if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_PROJ", "sm90 kernel cannot take this call: " + why);
   out.p = p;
   out.plan = sm90::linear_backward_plan(p, ctx.sm_count());
-  return path == ProjPath::Sm90;
+  return true;
 }
 
 // Split-K partials live in slot 1 (nothing runs on the side stream on this path).
@@ -378,8 +375,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
 void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream_t stream) {
   Context& ctx = Context::current();
   ctx.claim(stream);
-  const Context::GraphKey key =
-      graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED")});
+  const auto key = [&] {
+    return graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED")});
+  };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);
 }

@@ -89,7 +89,7 @@ void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream
   Context& ctx = Context::current();
   const Path path = forced_path();
   ctx.claim(stream);
-  ctx.enqueue(graph_key(1, a, {static_cast<std::uint64_t>(path)}), stream, [&](cudaStream_t st) {
+  ctx.enqueue([&] { return graph_key(1, a, {static_cast<std::uint64_t>(path)}); }, stream, [&](cudaStream_t st) {
     if (path == Path::CublasLt || !run_sm90(ctx, s, a, st, path == Path::Sm90)) run_cublaslt(ctx, s, a, st);
   });
   ctx.release(stream);

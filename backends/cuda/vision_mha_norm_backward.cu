@@ -165,8 +165,9 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
 void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cudaStream_t stream) {
   Context& ctx = Context::current();
   ctx.claim(stream);
-  const Context::GraphKey key =
-      graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision)});
+  const auto key = [&] {
+    return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision)});
+  };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);
 }
