@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/cuda_backend.hpp"
+#include "tests/common/cuda_case.hpp"  // expect_same_bits
 
 namespace attnbwd::test {
 namespace {
@@ -55,13 +56,6 @@ struct Setup {
   tools::TensorSet in;
   tools::Axes axes;
 };
-
-template <class Args>
-void expect_same_bits(const HostCase<Args>& got, const HostCase<Args>& want, const std::string& what) {
-  ASSERT_EQ(got.outputs.size(), want.outputs.size());
-  for (std::size_t i = 0; i < got.outputs.size(); ++i)
-    EXPECT_TRUE(got.outputs[i] == want.outputs[i]) << what << ": output " << i << " differs from the sequential call";
-}
 
 template <class Args>
 void threads_and_streams(const char* op, const tools::Axes& axes, std::uint64_t seed) {
@@ -110,7 +104,7 @@ void threads_and_streams(const char* op, const tools::Axes& axes, std::uint64_t 
     for (int t = 0; t < kWays; ++t) {
       EXPECT_EQ(errors[static_cast<std::size_t>(t)], "") << "thread " << t;
       dev[static_cast<std::size_t>(t)]->outputs_to(got[static_cast<std::size_t>(t)]->args);
-      expect_same_bits(*got[static_cast<std::size_t>(t)], want, "thread " + std::to_string(t));
+      expect_same_bits(*got[static_cast<std::size_t>(t)], want, "thread " + std::to_string(t) + " vs the sequential call");
     }
   }
 
@@ -135,7 +129,7 @@ void threads_and_streams(const char* op, const tools::Axes& axes, std::uint64_t 
       check_cuda(cudaStreamSynchronize(streams[static_cast<std::size_t>(t)]), "cudaStreamSynchronize");
       check_cuda(cudaStreamDestroy(streams[static_cast<std::size_t>(t)]), "cudaStreamDestroy");
       dev[static_cast<std::size_t>(t)]->outputs_to(got[static_cast<std::size_t>(t)]->args);
-      expect_same_bits(*got[static_cast<std::size_t>(t)], want, "stream " + std::to_string(t));
+      expect_same_bits(*got[static_cast<std::size_t>(t)], want, "stream " + std::to_string(t) + " vs the sequential call");
     }
   }
 }
