@@ -1,14 +1,299 @@
-// vision_varlen_rope_backward on the CUDA fast path (spec §5): not written yet (issue 8). The
-// dispatcher asks `supports`, gets the reason, and runs the portable path instead.
-#include "attnbwd/error.hpp"
+// vision_varlen_rope_backward on the CUDA fast path (spec §5), v1.
+//
+// Stages (main = the caller's stream, side = the context's side stream; no atomics anywhere, so every
+// run gives the same bits):
+//  1. side: dAO = dY·Wp (cuBLASLt); grad_proj_bias = Σ_tokens dY (two-level column sums, fixed order).
+//     main: QKV = X·Wqkvᵀ (cuBLASLt); the block table from the device cu_seqlens; bias + RoPE on
+//     q and k, in place (one pass over QKV).
+//  2. main: attention forward recompute per (64-query block, head): AO, lse, delta = Σ dO·O
+//     (vision_varlen_rope_backward_attn.cu).
+//  3. side: grad_proj_weight = dYᵀ·AO. main: dQ kernel and dK/dV kernel, RoPE backward in their
+//     epilogues, into dQKV [S, 3C] in the reference's [3][H][D] column layout.
+//  4. side: grad_qkv_weight = dQKVᵀ·X. main: grad_hidden_states = dQKV·Wqkv; grad_qkv_bias =
+//     Σ_tokens dQKV.
+//
+// Precision: Default runs the GEMMs on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32, fp32 in and
+// out, fp32 accumulation) and the attention products in TF32 (mma.sync); spec §5 measured all-TF32
+// to pass every workload. Strict runs the GEMMs in true fp32 (CUBLAS_COMPUTE_32F) and the attention
+// products as 3xTF32: fp32-accurate. Softmax, RoPE, bias sums: fp32 in both.
+//
+// cu_seqlens: the kernels read only the device array (the block table is built on the device), so
+// this file never copies it to the host and never synchronises. Validation (starts at 0,
+// non-decreasing, ends at S) is the dispatcher's, on the host copy (`cu_seqlens_host`); the device
+// side clamps every sequence range to [0, S], so even an invalid array cannot make a kernel read or
+// write out of bounds.
+//
+// Diagnostics: ATTNBWD_VARLEN_STAGES=1 serialises the stages on the caller's stream and prints their
+// times (class Stages below).
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "context.hpp"
 #include "cuda_backend.hpp"
+#include "lt_gemm.hpp"
+#include "vision_varlen_rope_backward_attn.cuh"
 
 namespace attnbwd::cuda {
 namespace {
-const char* const kNotYet = "no CUDA fast path for vision_varlen_rope_backward yet (portable path used)";
+
+using std::int64_t;
+constexpr int kSumRows = 64;  // rows per partial column sum
+
+// QKV += bias; q and k rotated: lo' = lo·cos[d] − hi·sin[d], hi' = hi·cos[d+64] + lo·sin[d+64].
+// One thread per (token, head slot of 3H, d < D/2).
+__global__ void bias_rope(float* __restrict__ qkv, const float* __restrict__ bias, const float* __restrict__ cos,
+                          const float* __restrict__ sin, int64_t S, int H, int D) {
+  const int half = D / 2;
+  const int64_t per_tok = static_cast<int64_t>(3) * H * half;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= S * per_tok) return;
+  const int64_t tok = idx / per_tok;
+  const int rem = static_cast<int>(idx % per_tok);
+  const int slot = rem / half, d = rem % half;
+  const int64_t col = static_cast<int64_t>(slot) * D + d;
+  float* row = qkv + tok * 3 * H * D;
+  float lo = row[col] + bias[col], hi = row[col + half] + bias[col + half];
+  if (slot < 2 * H) {
+    const float* c = cos + tok * D;
+    const float* s = sin + tok * D;
+    const float nlo = lo * c[d] - hi * s[d];
+    const float nhi = hi * c[d + half] + lo * s[d + half];
+    lo = nlo, hi = nhi;
+  }
+  row[col] = lo;
+  row[col + half] = hi;
 }
 
-Support supports(const VisionVarlenShape&, const Options&) { return {kNotYet}; }
-void run(const VisionVarlenShape&, const VisionVarlenArgs&, const Options&, cudaStream_t) { throw Error("options.backend", kNotYet); }
+// part[c, col] = Σ_{r in chunk c} x[r, col] (chunks of kSumRows rows), in row order.
+__global__ void column_sums_partial(const float* __restrict__ x, int64_t rows, int64_t cols, float* __restrict__ part) {
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= cols) return;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kSumRows;
+  const int64_t r1 = r0 + kSumRows < rows ? r0 + kSumRows : rows;
+  float s = 0.0f;
+  for (int64_t r = r0; r < r1; ++r) s += x[r * cols + col];
+  part[blockIdx.y * cols + col] = s;
+}
+
+__global__ void column_sums_final(const float* __restrict__ part, int64_t chunks, int64_t cols, float* __restrict__ out) {
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= cols) return;
+  float s = 0.0f;
+  for (int64_t c = 0; c < chunks; ++c) s += part[c * cols + col];
+  out[col] = s;
+}
+
+unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+int64_t chunks_of(int64_t rows) { return (rows + kSumRows - 1) / kSumRows; }
+
+// out[cols] = column sums of x [rows, cols], using part [chunks_of(rows), cols].
+void column_sums(const float* x, int64_t rows, int64_t cols, float* part, float* out, cudaStream_t stream) {
+  const int threads = 256;
+  const dim3 grid(blocks_for(cols, threads), static_cast<unsigned>(chunks_of(rows)));
+  column_sums_partial<<<grid, threads, 0, stream>>>(x, rows, cols, part);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+  column_sums_final<<<blocks_for(cols, threads), threads, 0, stream>>>(part, chunks_of(rows), cols, out);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// ATTNBWD_VARLEN_STAGES=1: a diagnostic stage split. Every stage then runs on the caller's stream (no
+// side-stream overlap), an event is recorded after each, and one line of per-stage milliseconds goes
+// to stderr at the end of the call (which then synchronises). Off by default; never used by tests.
+class Stages {
+ public:
+  Stages(cudaStream_t stream) : stream_(stream) {
+    const char* v = std::getenv("ATTNBWD_VARLEN_STAGES");
+    on_ = v != nullptr && *v != '\0' && *v != '0';
+    if (on_) mark("start");
+  }
+  bool on() const { return on_; }
+  void mark(const char* name) {
+    if (!on_) return;
+    cudaEvent_t e;
+    ATTNBWD_CUDA_CHECK(cudaEventCreate(&e));
+    ATTNBWD_CUDA_CHECK(cudaEventRecord(e, stream_));
+    events_.push_back(e);
+    names_.push_back(name);
+  }
+  void report(int64_t S, int64_t n, bool strict) {
+    if (!on_) return;
+    ATTNBWD_CUDA_CHECK(cudaEventSynchronize(events_.back()));
+    std::string line = "vision_varlen_rope_backward stages S=" + std::to_string(S) + " n=" + std::to_string(n) +
+                       (strict ? " strict" : " default") + " (ms):";
+    float total = 0.0f;
+    for (std::size_t i = 1; i < events_.size(); ++i) {
+      float ms = 0.0f;
+      ATTNBWD_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i - 1], events_[i]));
+      total += ms;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " %s %.4f", names_[i], ms);
+      line += buf;
+    }
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " | total %.4f", total);
+    std::fprintf(stderr, "%s%s\n", line.c_str(), buf);
+  }
+  ~Stages() {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+
+ private:
+  cudaStream_t stream_;
+  bool on_ = false;
+  std::vector<cudaEvent_t> events_;
+  std::vector<const char*> names_;
+};
+
+}  // namespace
+
+Support supports(const VisionVarlenShape& s, const Options&) {
+  const Context& ctx = Context::current();
+  if (ctx.cc() != 90 && ctx.cc() / 10 != 10)
+    return {"no sm_90a/sm_100a code for compute capability " + std::to_string(ctx.cc())};
+  if (s.head_dim != varlen::kHeadDim)
+    return {"head_dim " + std::to_string(s.head_dim) + " (the attention kernels need 128)"};
+  if (s.total_seq_len <= 0 || s.num_sequences <= 0) return {"no tokens"};
+  if (s.num_heads <= 0 || s.num_heads > 65535 || s.hidden_size != s.num_heads * s.head_dim)
+    return {"unsupported head count"};
+  if (s.total_seq_len > (int64_t{1} << 30) || s.num_sequences > (int64_t{1} << 30) ||
+      varlen::block_slots(s.total_seq_len, s.num_sequences) >= (int64_t{1} << 31) - 1)
+    return {"too many tokens or sequences"};
+  if (chunks_of(s.total_seq_len) > 65535) return {"too many tokens for the bias sums"};
+  return {};
+}
+
+void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o, cudaStream_t stream) {
+  Context& ctx = Context::current();
+  ctx.claim(stream);
+  const int64_t S = s.total_seq_len, n = s.num_sequences, C = s.hidden_size, C3 = 3 * C, H = s.num_heads,
+                D = s.head_dim;
+  const bool strict = o.precision == Precision::Strict;
+  const cublasComputeType_t compute = strict ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+  const int64_t slots = varlen::block_slots(S, n), chunks = chunks_of(S);
+
+  // Scratch (slot 0), every piece a multiple of 64 floats (256 B):
+  // qkv | dqkv | dAO | AO | lse | delta | proj-bias partials | qkv-bias partials | block table.
+  const int64_t n_qkv = round_up(S * C3, 64), n_x = round_up(S * C, 64), n_h = round_up(S * H, 64),
+                n_pp = round_up(chunks * C, 64), n_pq = round_up(chunks * C3, 64), n_tab = round_up(2 * slots, 64);
+  const int64_t total = 2 * n_qkv + 2 * n_x + 2 * n_h + n_pp + n_pq + n_tab;
+  float* base = static_cast<float*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(float), stream));
+  float* qkv = base;
+  float* dqkv = qkv + n_qkv;
+  float* dAO = dqkv + n_qkv;
+  float* AO = dAO + n_x;
+  float* lse = AO + n_x;
+  float* delta = lse + n_h;
+  float* part_proj = delta + n_h;
+  float* part_qkv = part_proj + n_pp;
+  int2* table = reinterpret_cast<int2*>(part_qkv + n_pq);
+
+  const float* X = a.hidden_states.data;
+  const float* dY = a.grad_output.data;
+  const float* Wqkv = a.qkv_weight.data;
+  const float* Wp = a.proj_weight.data;
+  const auto fp32 = [&](Gemm g) {
+    g.a_type = g.b_type = g.c_type = CUDA_R_32F;
+    g.compute = compute;
+    return g;
+  };
+
+  Stages stages(stream);
+  const bool overlap = !stages.on();
+  cudaStream_t side = overlap ? ctx.side_stream() : stream;
+  const int side_slot = overlap ? 1 : 0;
+  const auto fork = [&] {
+    if (overlap) ctx.fork(stream);
+  };
+  const auto join = [&] {
+    if (overlap) ctx.join(stream);
+  };
+
+  // 1. side: dAO, grad_proj_bias. main: QKV, block table, bias + RoPE.
+  fork();
+  {
+    Gemm g;  // dAO[S,C] = dY[S,C]·Wp[C,C]
+    g.M = S, g.N = C, g.K = C, g.lda = C, g.ldb = C, g.ldc = C;
+    gemm(ctx, side_slot, side, fp32(g), dY, Wp, dAO);
+    stages.mark("dAO");
+    column_sums(dY, S, C, part_proj, a.grad_proj_bias.data, side);
+    stages.mark("proj_bias");
+  }
+  {
+    Gemm g;  // QKV[S,3C] = X[S,C]·Wqkv[3C,C]ᵀ
+    g.trans_b = true;
+    g.M = S, g.N = C3, g.K = C, g.lda = C, g.ldb = C, g.ldc = C3;
+    gemm(ctx, 0, stream, fp32(g), X, Wqkv, qkv);
+    stages.mark("QKV");
+  }
+  varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
+  stages.mark("table");
+  {
+    const int threads = 256;
+    bias_rope<<<blocks_for(S * 3 * H * (D / 2), threads), threads, 0, stream>>>(
+        qkv, a.qkv_bias.data, a.cos.data, a.sin.data, S, static_cast<int>(H), static_cast<int>(D));
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+    stages.mark("bias_rope");
+  }
+  join();
+
+  // 2. attention forward recompute.
+  varlen::AttnParams p;
+  p.cu = a.cu_seqlens.data;
+  p.table = table;
+  p.slots = slots;
+  p.S = S;
+  p.H = static_cast<int>(H);
+  p.C = C;
+  p.scaling = static_cast<float>(a.scaling);
+  p.qkv = qkv;
+  p.dAO = dAO;
+  p.cos = a.cos.data;
+  p.sin = a.sin.data;
+  p.AO = AO;
+  p.lse = lse;
+  p.delta = delta;
+  p.dqkv = dqkv;
+  varlen::attention_forward(p, strict, stream);
+  stages.mark("attn_fwd");
+
+  // 3. side: grad_proj_weight. main: attention backward.
+  fork();
+  {
+    Gemm g;  // dWp[C,C] = dYᵀ·AO
+    g.trans_a = true;
+    g.M = C, g.N = C, g.K = S, g.lda = C, g.ldb = C, g.ldc = C;
+    gemm(ctx, side_slot, side, fp32(g), dY, AO, a.grad_proj_weight.data);
+    stages.mark("dWp");
+  }
+  varlen::attention_backward(p, strict, stream);
+  stages.mark("attn_bwd");
+
+  // 4. side: grad_qkv_weight. main: grad_hidden_states, grad_qkv_bias.
+  fork();
+  {
+    Gemm g;  // dWqkv[3C,C] = dQKVᵀ·X
+    g.trans_a = true;
+    g.M = C3, g.N = C, g.K = S, g.lda = C3, g.ldb = C, g.ldc = C;
+    gemm(ctx, side_slot, side, fp32(g), dqkv, X, a.grad_qkv_weight.data);
+    stages.mark("dWqkv");
+  }
+  {
+    Gemm g;  // dX[S,C] = dQKV[S,3C]·Wqkv[3C,C]
+    g.M = S, g.N = C, g.K = C3, g.lda = C3, g.ldb = C, g.ldc = C;
+    gemm(ctx, 0, stream, fp32(g), dqkv, Wqkv, a.grad_hidden_states.data);
+    stages.mark("dX");
+  }
+  column_sums(dqkv, S, C3, part_qkv, a.grad_qkv_bias.data, stream);
+  stages.mark("qkv_bias");
+  join();
+  stages.report(S, n, strict);
+  ctx.release(stream);
+}
 
 }  // namespace attnbwd::cuda

@@ -1,0 +1,493 @@
+// vision_varlen_rope_backward (spec §5), steps 3 and 6-7: block-diagonal attention per (sequence,
+// head), forward recompute and backward, head_dim 128, on tensor cores (mma.sync m16n8k8 TF32, fp32
+// accumulation; arch-neutral, valid on sm_90a and sm_100a).
+//
+// Flash-style, in three kernels over 64-token blocks of one sequence and one head (4 warps of 16
+// rows each, operands staged in shared memory as fp32 and rounded to TF32 when a fragment is read):
+//  - forward: per query block, loop over the key blocks with an online softmax; writes O (into AO),
+//    lse = m + log l per row, and delta = Σ_d dO·O (dO = dY·Wp is computed before attention).
+//  - dQ: per query block, loop over key blocks: P = exp(s·scaling − lse), dP = dO·vᵀ,
+//    dS = P⊙(dP − delta)·scaling, dQ' += dS·k'; RoPE backward in the epilogue.
+//  - dK/dV: per key block, loop over query blocks (transposed products): dV += Pᵀ·dO,
+//    dK' += dSᵀ·q'; RoPE backward on dK' in the epilogue. No atomics: deterministic.
+// delta = Σ_j P_ij dP_ij = dO_i·O_i is the reference's row term written another way.
+//
+// Strict runs every product as 3xTF32 (a·b ≈ a_hi·b_hi + a_hi·b_lo + a_lo·b_hi), fp32-accurate.
+//
+// Sequences come from the device cu_seqlens only: a one-CTA kernel writes a table of (sequence,
+// block) per grid slot; slots past the last block exit at once. Rows and keys past a sequence's end
+// are loaded as zeros, masked out of the softmax, and never written.
+#include "vision_varlen_rope_backward_attn.cuh"
+
+#include <cstdint>
+
+#include "check.hpp"
+
+namespace attnbwd::cuda::varlen {
+namespace {
+
+using std::int64_t;
+using std::uint32_t;
+
+constexpr int kD = kHeadDim;
+constexpr int kRows = kBlock;     // rows per block (16 per warp)
+constexpr int kThreads = 128;
+// Shared-memory row strides (floats). Operands read as [row = lane/4][col = lane%4] fragments (A, or B
+// given as [n][k]) use ≡ 4 (mod 32): conflict-free. B given as [k][n] prefers ≡ 8 (mod 32).
+constexpr int kLdA = kD + 4;      // 132
+constexpr int kLdB = kD + 8;      // 136
+constexpr int kLdP = kRows + 4;   // 68: P and dS tiles
+
+__device__ __forceinline__ void seq_range(const std::int32_t* cu, int64_t i, int64_t S, int64_t& a, int64_t& b) {
+  const int64_t x = cu[i], y = cu[i + 1];
+  a = x < 0 ? 0 : (x > S ? S : x);
+  b = y < a ? a : (y > S ? S : y);
+}
+
+__device__ __forceinline__ uint32_t tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ void mma1688(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// acc[j] (16×8 tile j of this warp's 16×(8·NT) result) += A·B over K, A: 16 rows of `A` (row stride
+// lda); B(k, n) = B[n·ldb + k] when BT (B stored [n][k]), else B[k·ldb + n].
+template <bool Split, int NT, int K, bool BT>
+__device__ __forceinline__ void warp_mma(float (&acc)[NT][4], const float* __restrict__ A, int lda,
+                                         const float* __restrict__ B, int ldb) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll 2
+  for (int k0 = 0; k0 < K; k0 += 8) {
+    const float af[4] = {A[g * lda + k0 + t], A[(g + 8) * lda + k0 + t], A[g * lda + k0 + t + 4],
+                         A[(g + 8) * lda + k0 + t + 4]};
+    uint32_t ah[4], al[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      ah[i] = tf32(af[i]);
+      if constexpr (Split) al[i] = tf32(af[i] - __uint_as_float(ah[i]));
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n = j * 8 + g;
+      const float b0 = BT ? B[n * ldb + k0 + t] : B[(k0 + t) * ldb + n];
+      const float b1 = BT ? B[n * ldb + k0 + t + 4] : B[(k0 + t + 4) * ldb + n];
+      const uint32_t bh0 = tf32(b0), bh1 = tf32(b1);
+      if constexpr (Split) {
+        const uint32_t bl0 = tf32(b0 - __uint_as_float(bh0)), bl1 = tf32(b1 - __uint_as_float(bh1));
+        mma1688(acc[j], al[0], al[1], al[2], al[3], bh0, bh1);
+        mma1688(acc[j], ah[0], ah[1], ah[2], ah[3], bl0, bl1);
+      }
+      mma1688(acc[j], ah[0], ah[1], ah[2], ah[3], bh0, bh1);
+    }
+  }
+}
+
+// 64 rows × 128 floats from global (row stride ldg, rows [row0, row0 + rows)) into shared (stride
+// lds); rows ≥ rows are zero. Global rows are 16-byte aligned (the fast path's own buffers).
+__device__ __forceinline__ void load_tile(float* __restrict__ s, int lds, const float* __restrict__ g, int64_t ldg,
+                                          int64_t row0, int rows) {
+  for (int i = threadIdx.x; i < kRows * (kD / 4); i += kThreads) {
+    const int r = i / (kD / 4), c4 = (i % (kD / 4)) * 4;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (r < rows) v = *reinterpret_cast<const float4*>(g + (row0 + r) * ldg + c4);
+    *reinterpret_cast<float4*>(s + r * lds + c4) = v;
+  }
+}
+
+template <int NT>
+__device__ __forceinline__ void zero(float (&acc)[NT][4]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
+}
+
+// This warp's 16×64 accumulator into its rows of a [64][kLdP] tile.
+__device__ __forceinline__ void store_tile16x64(float* __restrict__ s, const float (&acc)[8][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    *reinterpret_cast<float2*>(s + g * kLdP + j * 8 + 2 * t) = make_float2(acc[j][0], acc[j][1]);
+    *reinterpret_cast<float2*>(s + (g + 8) * kLdP + j * 8 + 2 * t) = make_float2(acc[j][2], acc[j][3]);
+  }
+}
+
+// The slot's (sequence, block) and the sequence's token range; false when the slot is unused.
+__device__ __forceinline__ bool slot_of(const AttnParams& p, int64_t& start, int64_t& end, int64_t& b0) {
+  const int2 e = p.table[blockIdx.x];
+  if (e.x < 0) return false;
+  seq_range(p.cu, e.x, p.S, start, end);
+  b0 = start + static_cast<int64_t>(e.y) * kBlock;
+  return b0 < end;
+}
+
+// RoPE backward of a gradient pair (lo at d, hi at d + 64) of token row `tok`:
+// lo' = lo·cos[d] + hi·sin[d+64]; hi' = hi·cos[d+64] − lo·sin[d].
+__device__ __forceinline__ void rope_back(const float* __restrict__ cs, const float* __restrict__ sn, int d, float lo,
+                                          float hi, float& olo, float& ohi) {
+  olo = lo * cs[d] + hi * sn[d + kD / 2];
+  ohi = hi * cs[d + kD / 2] - lo * sn[d];
+}
+
+// ---------------------------------------------------------------------------------------------
+template <bool Split>
+__global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) {
+  int64_t start, end, q0;
+  if (!slot_of(p, start, end, q0)) return;
+  const int h = blockIdx.y;
+  const int rows = static_cast<int>(end - q0 < kRows ? end - q0 : kRows);
+  extern __shared__ float4 smem4[];
+  float* sQ = reinterpret_cast<float*>(smem4);
+  float* sK = sQ + kRows * kLdA;
+  float* sV = sK + kRows * kLdA;
+  float* sP = sV + kRows * kLdB;
+  const int64_t ld3 = 3 * p.C;
+  const float* gQ = p.qkv + static_cast<int64_t>(h) * kD;
+  const float* gK = gQ + p.C;
+  const float* gV = gQ + 2 * p.C;
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float* wP = sP + w * 16 * kLdP;
+
+  load_tile(sQ, kLdA, gQ, ld3, q0, rows);
+  float o[16][4];
+  zero(o);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this thread's part)
+  for (int64_t k0 = start; k0 < end; k0 += kRows) {
+    const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
+    __syncthreads();  // the previous block's K and V are no longer read
+    load_tile(sK, kLdA, gK, ld3, k0, keys);
+    load_tile(sV, kLdB, gV, ld3, k0, keys);
+    __syncthreads();
+    float s[8][4];
+    zero(s);
+    warp_mma<Split, 8, kD, true>(s, sQ + w * 16 * kLdA, kLdA, sK, kLdA);
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int col = j * 8 + 2 * t + (r & 1);
+        s[j][r] = col < keys ? s[j][r] * p.scaling : -INFINITY;
+        mx[r >> 1] = fmaxf(mx[r >> 1], s[j][r]);
+      }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+    }
+    // Every block has ≥ 1 valid key, so mx is finite; exp(−inf − mx) = 0 on the first block.
+    const float corr[2] = {expf(m[0] - mx[0]), expf(m[1] - mx[1])};
+    m[0] = mx[0], m[1] = mx[1];
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        s[j][r] = expf(s[j][r] - mx[r >> 1]);
+        sum[r >> 1] += s[j][r];
+      }
+    l[0] = l[0] * corr[0] + sum[0];
+    l[1] = l[1] * corr[1] + sum[1];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      o[j][0] *= corr[0], o[j][1] *= corr[0];
+      o[j][2] *= corr[1], o[j][3] *= corr[1];
+    }
+    __syncwarp();  // the previous block's P is no longer read
+    store_tile16x64(wP, s);
+    __syncwarp();
+    warp_mma<Split, 16, kRows, false>(o, wP, kLdP, sV, kLdB);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+  }
+  const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+  float dsum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    const bool live = row < rows;
+    const int64_t tok = q0 + row;
+    const float* dO = p.dAO + tok * p.C + static_cast<int64_t>(h) * kD;
+    float* ao = p.AO + tok * p.C + static_cast<int64_t>(h) * kD;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float v0 = o[j][2 * i] * inv[i], v1 = o[j][2 * i + 1] * inv[i];
+      if (live) {
+        const int d = j * 8 + 2 * t;
+        const float2 go = *reinterpret_cast<const float2*>(dO + d);
+        dsum[i] += go.x * v0 + go.y * v1;
+        *reinterpret_cast<float2*>(ao + d) = make_float2(v0, v1);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
+    const int row = w * 16 + g + 8 * i;
+    if (t == 0 && row < rows) {
+      const int64_t at = (q0 + row) * p.H + h;
+      p.lse[at] = m[i] + logf(l[i]);
+      p.delta[at] = dsum[i];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+template <bool Split>
+__global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
+  int64_t start, end, q0;
+  if (!slot_of(p, start, end, q0)) return;
+  const int h = blockIdx.y;
+  const int rows = static_cast<int>(end - q0 < kRows ? end - q0 : kRows);
+  extern __shared__ float4 smem4[];
+  float* sQ = reinterpret_cast<float*>(smem4);
+  float* sdO = sQ + kRows * kLdA;
+  float* sK = sdO + kRows * kLdA;
+  float* sV = sK + kRows * kLdA;
+  float* sS = sV + kRows * kLdA;
+  const int64_t ld3 = 3 * p.C;
+  const float* gQ = p.qkv + static_cast<int64_t>(h) * kD;
+  const float* gK = gQ + p.C;
+  const float* gV = gQ + 2 * p.C;
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float* wS = sS + w * 16 * kLdP;
+
+  load_tile(sQ, kLdA, gQ, ld3, q0, rows);
+  load_tile(sdO, kLdA, p.dAO + static_cast<int64_t>(h) * kD, p.C, q0, rows);
+  float lse[2], dl[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    const int64_t at = (q0 + row) * p.H + h;
+    lse[i] = row < rows ? p.lse[at] : 0.0f;
+    dl[i] = row < rows ? p.delta[at] : 0.0f;
+  }
+  float dq[16][4];
+  zero(dq);
+  for (int64_t k0 = start; k0 < end; k0 += kRows) {
+    const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
+    __syncthreads();
+    load_tile(sK, kLdA, gK, ld3, k0, keys);
+    load_tile(sV, kLdA, gV, ld3, k0, keys);
+    __syncthreads();
+    float s[8][4], dp[8][4];
+    zero(s);
+    zero(dp);
+    warp_mma<Split, 8, kD, true>(s, sQ + w * 16 * kLdA, kLdA, sK, kLdA);
+    warp_mma<Split, 8, kD, true>(dp, sdO + w * 16 * kLdA, kLdA, sV, kLdA);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int col = j * 8 + 2 * t + (r & 1), i = r >> 1;
+        const bool live = col < keys && w * 16 + g + 8 * i < rows;
+        const float pr = live ? expf(s[j][r] * p.scaling - lse[i]) : 0.0f;
+        s[j][r] = pr * (dp[j][r] - dl[i]) * p.scaling;
+      }
+    __syncwarp();
+    store_tile16x64(wS, s);
+    __syncwarp();
+    warp_mma<Split, 16, kRows, false>(dq, wS, kLdP, sK, kLdA);
+  }
+  // RoPE backward and store: columns d (tile j < 8) pair with d + 64 (tile j + 8) in this thread.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    if (row >= rows) continue;
+    const int64_t tok = q0 + row;
+    const float* cs = p.cos + tok * kD;
+    const float* sn = p.sin + tok * kD;
+    float* out = p.dqkv + tok * ld3 + static_cast<int64_t>(h) * kD;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int d = j * 8 + 2 * t;
+      float lo0, hi0, lo1, hi1;
+      rope_back(cs, sn, d, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
+      rope_back(cs, sn, d + 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
+      *reinterpret_cast<float2*>(out + d) = make_float2(lo0, lo1);
+      *reinterpret_cast<float2*>(out + d + kD / 2) = make_float2(hi0, hi1);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+template <bool Split>
+__global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
+  int64_t start, end, k0;
+  if (!slot_of(p, start, end, k0)) return;
+  const int h = blockIdx.y;
+  const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
+  extern __shared__ float4 smem4[];
+  float* sK = reinterpret_cast<float*>(smem4);
+  float* sV = sK + kRows * kLdA;
+  float* sQ = sV + kRows * kLdA;
+  float* sdO = sQ + kRows * kLdA;
+  float* sP = sdO + kRows * kLdA;
+  float* sS = sP + kRows * kLdP;
+  float* sLse = sS + kRows * kLdP;
+  float* sDl = sLse + kRows;
+  const int64_t ld3 = 3 * p.C;
+  const float* gQ = p.qkv + static_cast<int64_t>(h) * kD;
+  const float* gK = gQ + p.C;
+  const float* gV = gQ + 2 * p.C;
+  const float* gdO = p.dAO + static_cast<int64_t>(h) * kD;
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float* wP = sP + w * 16 * kLdP;
+  float* wS = sS + w * 16 * kLdP;
+
+  load_tile(sK, kLdA, gK, ld3, k0, keys);
+  load_tile(sV, kLdA, gV, ld3, k0, keys);
+  float dk[16][4], dv[16][4];
+  zero(dk);
+  zero(dv);
+  for (int64_t q0 = start; q0 < end; q0 += kRows) {
+    const int qrows = static_cast<int>(end - q0 < kRows ? end - q0 : kRows);
+    __syncthreads();
+    load_tile(sQ, kLdA, gQ, ld3, q0, qrows);
+    load_tile(sdO, kLdA, gdO, p.C, q0, qrows);
+    for (int r = threadIdx.x; r < kRows; r += kThreads) {
+      sLse[r] = r < qrows ? p.lse[(q0 + r) * p.H + h] : 0.0f;
+      sDl[r] = r < qrows ? p.delta[(q0 + r) * p.H + h] : 0.0f;
+    }
+    __syncthreads();
+    // Transposed tiles: rows are this warp's 16 keys, columns the 64 queries.
+    float s[8][4];
+    zero(s);
+    warp_mma<Split, 8, kD, true>(s, sK + w * 16 * kLdA, kLdA, sQ, kLdA);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int col = j * 8 + 2 * t + (r & 1);
+        const bool live = col < qrows && w * 16 + g + 8 * (r >> 1) < keys;
+        s[j][r] = live ? expf(s[j][r] * p.scaling - sLse[col]) : 0.0f;
+      }
+    __syncwarp();  // the previous block's Pᵀ and dSᵀ are no longer read
+    store_tile16x64(wP, s);
+    float dp[8][4];
+    zero(dp);
+    warp_mma<Split, 8, kD, true>(dp, sV + w * 16 * kLdA, kLdA, sdO, kLdA);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int col = j * 8 + 2 * t + (r & 1);
+        const float pr = wP[(g + 8 * (r >> 1)) * kLdP + col];  // this thread's own Pᵀ element
+        dp[j][r] = pr * (dp[j][r] - sDl[col]) * p.scaling;
+      }
+    store_tile16x64(wS, dp);
+    __syncwarp();
+    warp_mma<Split, 16, kRows, false>(dv, wP, kLdP, sdO, kLdA);
+    warp_mma<Split, 16, kRows, false>(dk, wS, kLdP, sQ, kLdA);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    if (row >= keys) continue;
+    const int64_t tok = k0 + row;
+    const float* cs = p.cos + tok * kD;
+    const float* sn = p.sin + tok * kD;
+    float* ok = p.dqkv + tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
+    float* ov = ok + p.C;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int d = j * 8 + 2 * t;
+      float lo0, hi0, lo1, hi1;
+      rope_back(cs, sn, d, dk[j][2 * i], dk[j + 8][2 * i], lo0, hi0);
+      rope_back(cs, sn, d + 1, dk[j][2 * i + 1], dk[j + 8][2 * i + 1], lo1, hi1);
+      *reinterpret_cast<float2*>(ok + d) = make_float2(lo0, lo1);
+      *reinterpret_cast<float2*>(ok + d + kD / 2) = make_float2(hi0, hi1);
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      *reinterpret_cast<float2*>(ov + j * 8 + 2 * t) = make_float2(dv[j][2 * i], dv[j][2 * i + 1]);
+  }
+}
+
+constexpr std::size_t kSmemForward = sizeof(float) * (2 * kRows * kLdA + kRows * kLdB + kRows * kLdP);
+constexpr std::size_t kSmemDq = sizeof(float) * (4 * kRows * kLdA + kRows * kLdP);
+constexpr std::size_t kSmemDkv = sizeof(float) * (4 * kRows * kLdA + 2 * kRows * kLdP + 2 * kRows);
+
+// ---------------------------------------------------------------------------------------------
+// One CTA: each thread takes a contiguous run of sequences, a block-wide scan gives its first slot.
+constexpr int kTableThreads = 1024;
+
+__global__ void __launch_bounds__(kTableThreads) block_table_kernel(const std::int32_t* cu, int64_t n, int64_t S,
+                                                                    int2* table, int64_t slots) {
+  __shared__ int64_t scan[kTableThreads];
+  const int tid = threadIdx.x;
+  const int64_t per = (n + kTableThreads - 1) / kTableThreads;
+  const int64_t i0 = tid * per < n ? tid * per : n;
+  const int64_t i1 = i0 + per < n ? i0 + per : n;
+  int64_t count = 0;
+  for (int64_t i = i0; i < i1; ++i) {
+    int64_t a, b;
+    seq_range(cu, i, S, a, b);
+    count += (b - a + kBlock - 1) / kBlock;
+  }
+  scan[tid] = count;
+  __syncthreads();
+  for (int off = 1; off < kTableThreads; off *= 2) {  // inclusive Hillis-Steele scan
+    const int64_t v = tid >= off ? scan[tid - off] : 0;
+    __syncthreads();
+    scan[tid] += v;
+    __syncthreads();
+  }
+  int64_t at = scan[tid] - count;
+  for (int64_t i = i0; i < i1; ++i) {
+    int64_t a, b;
+    seq_range(cu, i, S, a, b);
+    const int64_t nb = (b - a + kBlock - 1) / kBlock;
+    for (int64_t k = 0; k < nb && at < slots; ++k, ++at) table[at] = make_int2(static_cast<int>(i), static_cast<int>(k));
+  }
+  const int64_t total = scan[kTableThreads - 1];
+  for (int64_t s = total + tid; s < slots; s += kTableThreads) table[s] = make_int2(-1, -1);
+}
+
+template <class Kernel>
+void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t stream) {
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(p.slots), static_cast<unsigned>(p.H));
+  kernel<<<grid, kThreads, smem, stream>>>(p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, int2* table, std::int64_t slots,
+                       cudaStream_t stream) {
+  block_table_kernel<<<1, kTableThreads, 0, stream>>>(cu, n, S, table, slots);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+void attention_forward(const AttnParams& p, bool split, cudaStream_t stream) {
+  if (split)
+    launch(attn_forward<true>, kSmemForward, p, stream);
+  else
+    launch(attn_forward<false>, kSmemForward, p, stream);
+}
+
+void attention_backward(const AttnParams& p, bool split, cudaStream_t stream) {
+  if (split) {
+    launch(attn_dq<true>, kSmemDq, p, stream);
+    launch(attn_dkv<true>, kSmemDkv, p, stream);
+  } else {
+    launch(attn_dq<false>, kSmemDq, p, stream);
+    launch(attn_dkv<false>, kSmemDkv, p, stream);
+  }
+}
+
+}  // namespace attnbwd::cuda::varlen

@@ -1,0 +1,46 @@
+// vision_varlen_rope_backward (spec §5): the varlen attention kernels of the CUDA fast path (forward
+// recompute, dQ, dK/dV), their shared parameters, and the device-built block table. Internal to
+// backends/cuda; plain CUDA C++.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace attnbwd::cuda::varlen {
+
+constexpr int kHeadDim = 128;  // the head_dim the attention kernels are written for
+constexpr int kBlock = 64;     // tokens per query or key block
+
+// Upper bound of the number of 64-token blocks over all sequences: Σ ⌈Lᵢ/64⌉ ≤ ⌈S/64⌉ + n.
+inline std::int64_t block_slots(std::int64_t S, std::int64_t n) { return (S + kBlock - 1) / kBlock + n; }
+
+struct AttnParams {
+  const std::int32_t* cu = nullptr;  // device cu_seqlens [n+1]
+  const int2* table = nullptr;       // [slots]: (sequence, block within it), or (-1, -1) past the end
+  std::int64_t slots = 0;
+  std::int64_t S = 0;   // tokens
+  int H = 0;            // heads
+  std::int64_t C = 0;   // hidden = H·128
+  float scaling = 0.0f;
+  const float* qkv = nullptr;   // [S,3C]: q' | k' | v (bias added, q and k rotated)
+  const float* dAO = nullptr;   // [S,C]  dO = dY·Wp
+  const float* cos = nullptr;   // [S,128] (the caller's tensors: read with scalar loads)
+  const float* sin = nullptr;
+  float* AO = nullptr;     // [S,C]  attention output (forward)
+  float* lse = nullptr;    // [S,H]  log Σ exp of the scaled scores (forward)
+  float* delta = nullptr;  // [S,H]  Σ_d dO·O (forward)
+  float* dqkv = nullptr;   // [S,3C] dq | dk (RoPE backward applied) | dV
+};
+
+// Builds p.table from the device cu_seqlens (one CTA, no host copy). Memory-safe for any cu_seqlens:
+// sequence ranges are clamped to [0, S] and the table never overflows `slots`.
+void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, int2* table, std::int64_t slots,
+                       cudaStream_t stream);
+
+// Forward recompute: AO, lse, delta. `split`: 3xTF32 products (Strict), else TF32.
+void attention_forward(const AttnParams& p, bool split, cudaStream_t stream);
+// Backward: dqkv (dq and dk through the RoPE backward, dV).
+void attention_backward(const AttnParams& p, bool split, cudaStream_t stream);
+
+}  // namespace attnbwd::cuda::varlen

@@ -1,0 +1,160 @@
+// The CUDA fast path for vision_varlen_rope_backward (spec §5) against the serial oracle, in both
+// precision modes (Default: TF32 GEMMs and attention products; Strict: fp32 GEMMs, 3xTF32 attention):
+// odd sequence mixes at head_dim 128 with 1-2 heads (one sequence; only length-1 sequences; lengths
+// 1, 7, 65, 131 mixed; empty sequences first, between and last; lengths around the 64-token blocks;
+// a sequence of 300 tokens = 5 key blocks), a call without the caller's host cu_seqlens, run-to-run
+// bit equality, and the two smallest benchmark workloads (#8: S = 131, one sequence; #1: S = 211,
+// lengths 106 and 105) at their own atol. Every element of all five outputs is compared; outputs
+// are poisoned with NaN before each run.
+// Rule: spec §6 (the workload's atol, or the op's smallest for other shapes; rtol 1e-5; matched
+// ratio 0.99) plus a relative-L2 bound per mode: TF32 rounds operands to 11 significant bits
+// (relative 2^-11 ≈ 5e-4 per product), so Default gets 1e-2; Strict is fp32-accurate and gets 1e-4.
+// The measured values are printed ("[ measured ]").
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tests/common/host_case.hpp"
+#include "tests/common/seed.hpp"
+#include "tools/gen.hpp"
+#include "tools/workloads.hpp"
+
+#if defined(KOKKOS_ENABLE_CUDA) && defined(ATTNBWD_HAVE_CUDA_FAST_PATH)
+
+namespace attnbwd::test {
+namespace {
+
+using std::int64_t;
+using Args = VisionVarlenArgs;
+const std::string kOp = "vision_varlen_rope_backward";
+constexpr double kRtol = 1e-5;
+
+double max_rel_l2(Precision p) { return p == Precision::Strict ? 1e-4 : 1e-2; }
+
+// Runs the default backend choice in mode `p` on device copies of `got`'s arguments and asserts it
+// was the fast path.
+void run_cuda(HostCase<Args>& got, Precision p, bool host_cu_seqlens = true) {
+  if (!host_cu_seqlens) got.args.cu_seqlens_host = nullptr;
+  DeviceArgs<Kokkos::Cuda, Args> device(got.args);
+  Options o;
+  o.precision = p;
+  const Backend b = detail::run(Kokkos::Cuda(), device.args, o);
+  Kokkos::Cuda().fence();
+  ASSERT_EQ(b, Backend::Cuda);
+  device.outputs_to(got.args);
+}
+
+// The oracle once, then the fast path in both modes; every output checked.
+void check(const std::string& label, const tools::TensorSet& in, const tools::Axes& axes, double atol,
+           bool host_cu_seqlens = true) {
+  const Oracle<Args> want(in, axes);
+  for (const Precision p : {Precision::Default, Precision::Strict}) {
+    HostCase<Args> got(in, axes);
+    const std::string context = label + " " + to_string(p);
+    SCOPED_TRACE(context);
+    run_cuda(got, p, host_cu_seqlens);
+    const auto g = outputs_of(got.args), w = outputs_of(want.host.args);
+    ASSERT_EQ(g.size(), 5u);
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      ASSERT_EQ(g[i].size, w[i].size);
+      const auto r = close(g[i].name, g[i].data, w[i].data, g[i].size, Tolerance{atol, kRtol, 0.99, max_rel_l2(p)});
+      std::printf("[ measured ] cuda %s: %s\n", context.c_str(), r.message());
+      EXPECT_TRUE(r) << context;
+    }
+  }
+}
+
+// Inputs for sequences of the given lengths (zeros allowed), H heads of 128. The qkv weights are
+// scaled by `weight_gain` (get_inputs draws 0.02·N(0,1)): 4 makes the softmax rows of the small
+// hidden sizes far from uniform.
+tools::TensorSet varlen_inputs(const std::vector<std::int32_t>& lengths, int64_t H, float weight_gain,
+                               std::uint64_t seed, tools::Axes& axes) {
+  int64_t S = 0;
+  for (std::int32_t L : lengths) S += L;
+  axes = {{"total_seq_len", S},
+          {"num_sequences", static_cast<int64_t>(lengths.size())},
+          {"num_heads", H},
+          {"head_dim", 128},
+          {"hidden_size", H * 128}};
+  tools::TensorSet in = tools::generate_inputs(kOp, axes, seed);
+  std::int32_t* cu = in.find("cu_seqlens")->data<std::int32_t>();
+  cu[0] = 0;
+  for (std::size_t i = 0; i < lengths.size(); ++i) cu[i + 1] = cu[i] + lengths[i];
+  tools::HostTensor& w = *in.find("qkv_weight");
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] *= weight_gain;
+  return in;
+}
+
+std::string label_of(const std::vector<std::int32_t>& lengths, int64_t H) {
+  std::string s = "lengths";
+  for (std::int32_t L : lengths) s += " " + std::to_string(L);
+  return s + " H=" + std::to_string(H);
+}
+
+TEST(CudaVisionVarlenRope, OddSequenceMixes) {
+  ATTNBWD_SEED_TRACE();
+  struct Case {
+    std::vector<std::int32_t> lengths;
+    int64_t H;
+  };
+  const std::vector<Case> cases = {
+      {{131}, 2},
+      {{1, 1, 1, 1, 1}, 2},
+      {{1, 7, 65, 131}, 2},
+      {{0, 7, 0, 0, 13, 1, 0}, 1},
+      {{1, 130, 0, 33, 2, 64, 65, 17, 129, 128, 63}, 1},
+      {{300, 5}, 1},
+  };
+  const double atol = smallest_atol(kOp);
+  std::uint64_t tag = 0;
+  for (const Case& c : cases) {
+    tools::Axes axes;
+    const tools::TensorSet in = varlen_inputs(c.lengths, c.H, 4.0f, fresh_seed(tag++), axes);
+    check(label_of(c.lengths, c.H), in, axes, atol);
+  }
+}
+
+// Without the caller's host copy of cu_seqlens (dispatch then makes one for validation; the fast
+// path reads only the device array either way).
+TEST(CudaVisionVarlenRope, OddWithoutHostCuSeqlens) {
+  ATTNBWD_SEED_TRACE();
+  tools::Axes axes;
+  const std::vector<std::int32_t> lengths = {5, 0, 70, 1, 20};
+  const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(50), axes);
+  check(label_of(lengths, 2) + " no host cu_seqlens", in, axes, smallest_atol(kOp), /*host_cu_seqlens=*/false);
+}
+
+// No order-dependent atomics: two runs give the same bits, in both modes.
+TEST(CudaVisionVarlenRope, OddRunsAreBitIdentical) {
+  ATTNBWD_SEED_TRACE();
+  tools::Axes axes;
+  const tools::TensorSet in = varlen_inputs({1, 7, 65, 131}, 2, 4.0f, fresh_seed(60), axes);
+  for (const Precision p : {Precision::Default, Precision::Strict}) {
+    HostCase<Args> first(in, axes), second(in, axes);
+    run_cuda(first, p);
+    run_cuda(second, p);
+    ASSERT_EQ(first.outputs.size(), second.outputs.size());
+    for (std::size_t i = 0; i < first.outputs.size(); ++i)
+      EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " " << to_string(p);
+  }
+}
+
+TEST(CudaVisionVarlenRope, RealWorkloadsMatchTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
+  for (const char* index : {"8", "1"}) {
+    const tools::Workload& w = tools::find_workload(all, index);
+    const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars);
+    check("workload " + std::string(index) + " " + w.uuid, in, w.axes, w.atol);
+  }
+}
+
+}  // namespace
+}  // namespace attnbwd::test
+
+#endif
