@@ -165,6 +165,9 @@ Support supports(const VisionVarlenShape& s, const Options&) {
       varlen::block_slots(s.total_seq_len, s.num_sequences) >= (int64_t{1} << 31) - 1)
     return {"too many tokens or sequences"};
   if (chunks_of(s.total_seq_len) > 65535) return {"too many tokens for the bias sums"};
+  // bias_rope: one thread per (token, head slot of 3H, d < D/2), 256 per block, grid.x < 2^31.
+  if (s.total_seq_len * 3 * s.num_heads * (s.head_dim / 2) / 256 >= (int64_t{1} << 31) - 1)
+    return {"too many tokens for the bias + RoPE kernel"};
   return {};
 }
 
