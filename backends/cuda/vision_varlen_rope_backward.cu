@@ -154,7 +154,7 @@ class Stages {
 
 Support supports(const VisionVarlenShape& s, const Options&) {
   const Context& ctx = Context::current();
-  if (ctx.cc() != 90 && ctx.cc() / 10 != 10)
+  if (!has_fatbin_code(ctx.cc()))
     return {"no sm_90a/sm_100a code for compute capability " + std::to_string(ctx.cc())};
   if (s.head_dim != varlen::kHeadDim)
     return {"head_dim " + std::to_string(s.head_dim) + " (the attention kernels need 128)"};
