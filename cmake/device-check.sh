@@ -6,7 +6,8 @@
 #      (filter --sanitize; racecheck/initcheck are slow, so the default filter is the small shapes),
 #   3b. with --sanitize-workloads OPS (e.g. out_proj_backward,gqa_rope_backward): compute-sanitizer
 #      over `attnbwd run` on every benchmark workload of those ops (memcheck and synccheck on all,
-#      racecheck and initcheck on the smallest of each op) on the default backend choice;
+#      racecheck and initcheck on the smallest of each op) on the default backend choice, jobs in
+#      parallel (ATTNBWD_SANITIZE_JOBS, default 6);
 #   4. the fast path's outputs on the benchmark workloads against float64 PyTorch (with
 #      --check-strict OPS also those ops, e.g. 001,017, in Strict)
 #      (tests/torch/check_workloads.py, when python3 has torch; --check-ops),
@@ -91,29 +92,38 @@ for tool in memcheck racecheck initcheck synccheck; do
 done
 # compute-sanitizer over the CLI on benchmark workloads: every workload with the fast tools, the
 # smallest of each op (least GEMM work, `attnbwd_perf --workloads=smallest`) with the slow ones.
-sanitize_workloads_run() {
-  local tmp op n w tools fails=0 smallest
+# Jobs (one workload, one tool each) run ATTNBWD_SANITIZE_JOBS at a time (default 6): separate
+# processes share the GPU; each line of sanitize-workloads.txt in $out is one finished job.
+sanitize_one() {  # sanitize_one OP W TOOL: one job; prints "ok|FAIL TOOL OP workload W"
+  local op=$1 w=$2 tool=$3 tmp
   tmp=$(mktemp -d)
+  if ! "$bin/attnbwd" gen "$op" --workload "$w" -o "$tmp/in.safetensors" >"$tmp/log" 2>&1; then
+    echo "FAIL gen $op workload $w"; tail -n 5 "$tmp/log"
+  elif ! compute-sanitizer --tool "$tool" --error-exitcode 1 --print-limit 20 \
+      "$bin/attnbwd" run "$op" -i "$tmp/in.safetensors" -o "$tmp/out.safetensors" >"$tmp/log" 2>&1; then
+    echo "FAIL $tool $op workload $w"; tail -n 30 "$tmp/log"
+  else
+    echo "ok   $tool $op workload $w"
+  fi
+  rm -rf "$tmp"
+}
+sanitize_workloads_run() {
+  local op n w tools tool smallest jobs=${ATTNBWD_SANITIZE_JOBS:-6}
+  export bin
+  export -f sanitize_one
   for op in ${sanitize_workloads//,/ }; do
     n=$("$bin/attnbwd" list "$op" 2>/dev/null | grep -cE '^ +[0-9]+ ' || true)
     smallest=$("$bin/attnbwd_perf" --sol-table --ops="$op" --workloads=smallest 2>/dev/null |
       awk -v op="$op" '$1 == op { print $2; exit }')
     for ((w = 0; w < n; w++)); do
-      "$bin/attnbwd" gen "$op" --workload "$w" -o "$tmp/in.safetensors" >/dev/null || { fails=$((fails + 1)); continue; }
       tools="memcheck synccheck"
       [ "$w" = "${smallest:-0}" ] && tools="$tools racecheck initcheck"
-      for tool in $tools; do
-        if ! compute-sanitizer --tool "$tool" --error-exitcode 1 --print-limit 20 \
-          "$bin/attnbwd" run "$op" -i "$tmp/in.safetensors" -o "$tmp/out.safetensors" >"$tmp/log" 2>&1; then
-          echo "FAIL $tool $op workload $w"; tail -n 30 "$tmp/log"; fails=$((fails + 1))
-        else
-          echo "ok   $tool $op workload $w"
-        fi
-      done
+      for tool in $tools; do echo "$op $w $tool"; done
     done
-  done
-  rm -rf "$tmp"
-  [ $fails -eq 0 ]
+  done | xargs -P "$jobs" -L 1 bash -c 'sanitize_one "$@"' _ | tee "$out/sanitize-workloads.txt"
+  echo "sanitize-workloads: $(grep -c '^ok ' "$out/sanitize-workloads.txt") ok," \
+    "$(grep -c '^FAIL' "$out/sanitize-workloads.txt") failed"
+  ! grep -q '^FAIL' "$out/sanitize-workloads.txt" && grep -q '^ok ' "$out/sanitize-workloads.txt"
 }
 [ -n "$sanitize_workloads" ] && step sanitize-workloads sanitize_workloads_run
 
