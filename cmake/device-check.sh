@@ -84,23 +84,55 @@ fi
 export ATTNBWD_SOLEXEC=${ATTNBWD_SOLEXEC:-$root/../shared/solexec}
 
 step tests "$bin/attnbwd_tests" --gtest_filter="$tests_filter" --gtest_output="json:$out/tests.json"
+# Two vendor limits, handled here and documented in README "Reliability":
+#  - racecheck reports hazards inside cuBLASLt's own sm_90 GEMM kernels (names start "nvjet"; their
+#    shared-memory hand-offs go through TMA and mbarriers, which racecheck does not model). We cannot
+#    change those kernels, so racecheck skips them (--kernel-name-exclude kns=nvjet); every kernel of
+#    ours stays checked.
+#  - initcheck does not see the stores of those GEMM kernels, so a kernel of ours that reads a GEMM
+#    result is reported (step initcheck-probe shows it on a bare cuBLASLt call). initcheck runs with
+#    ATTNBWD_CUDA_SANITIZE_INIT=1: the library zeroes its scratch when allocating it.
+sanitizer_opts() {  # sanitizer_opts TOOL: the tool's extra options, one per line
+  case $1 in
+    memcheck) printf '%s\n' --leak-check full ;;
+    racecheck) compute-sanitizer --help 2>/dev/null | grep -q -- --kernel-name-exclude &&
+      printf '%s\n' --kernel-name-exclude kns=nvjet ;;
+  esac
+  return 0
+}
+sanitizer_env() { [ "$1" = initcheck ] && echo ATTNBWD_CUDA_SANITIZE_INIT=1 || echo ATTNBWD_CUDA_SANITIZE_INIT=0; }
+export -f sanitizer_opts sanitizer_env
+initcheck_probe() {  # builds cmake/probes/initcheck_cublaslt.cu, runs it in its three modes
+  local tmp mode rc ok=1
+  tmp=$(mktemp -d)
+  nvcc -arch=sm_90a -O2 -o "$tmp/probe" "$root/cmake/probes/initcheck_cublaslt.cu" -lcublasLt || return 1
+  for mode in gemm memset kernel; do
+    compute-sanitizer --tool initcheck --error-exitcode 1 --print-limit 2 "$tmp/probe" "$mode" >"$tmp/log" 2>&1
+    rc=$?
+    echo "initcheck-probe $mode: $([ $rc = 0 ] && echo clean || echo "reports ($(grep -m1 -o 'ERROR SUMMARY: [0-9]* errors' "$tmp/log"))")"
+    [ "$mode" != gemm ] && [ $rc != 0 ] && ok=0
+  done
+  rm -rf "$tmp"
+  [ $ok = 1 ]
+}
+command -v nvcc >/dev/null && step initcheck-probe initcheck_probe
 for tool in memcheck racecheck initcheck synccheck; do
-  extra=()
-  [ "$tool" = memcheck ] && extra=(--leak-check full)
-  step "$tool" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 1 \
+  mapfile -t extra < <(sanitizer_opts "$tool")
+  step "$tool" env "$(sanitizer_env "$tool")" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 1 \
     "$bin/attnbwd_tests" --gtest_filter="$sanitize_filter"
 done
 # compute-sanitizer over the CLI on benchmark workloads: every workload with the fast tools, the
 # smallest of each op (least GEMM work, `attnbwd_perf --workloads=smallest`) with the slow ones.
 # Jobs (one workload, one tool each) run ATTNBWD_SANITIZE_JOBS at a time (default 6): separate
-# processes share the GPU; each line of sanitize-workloads.txt in $out is one finished job.
+# processes share the GPU; each line of sanitize-workloads.txt in $out is one finished job; with
+# ATTNBWD_SANITIZE_DONE=FILE (an earlier run's sanitize-workloads.txt) jobs that passed there are skipped.
 sanitize_one() {  # sanitize_one OP W TOOL: one job; prints "ok|FAIL TOOL OP workload W"
   local op=$1 w=$2 tool=$3 tmp
   tmp=$(mktemp -d)
   if ! "$bin/attnbwd" gen "$op" --workload "$w" -o "$tmp/in.safetensors" >"$tmp/log" 2>&1; then
     echo "FAIL gen $op workload $w"; tail -n 5 "$tmp/log"
-  elif ! compute-sanitizer --tool "$tool" --error-exitcode 1 --print-limit 20 \
-      "$bin/attnbwd" run "$op" -i "$tmp/in.safetensors" -o "$tmp/out.safetensors" >"$tmp/log" 2>&1; then
+  elif ! env "$(sanitizer_env "$tool")" compute-sanitizer --tool "$tool" $(sanitizer_opts "$tool") \
+      --error-exitcode 1 --print-limit 20 "$bin/attnbwd" run "$op" -i "$tmp/in.safetensors" -o "$tmp/out.safetensors" >"$tmp/log" 2>&1; then
     echo "FAIL $tool $op workload $w"; tail -n 30 "$tmp/log"
   else
     echo "ok   $tool $op workload $w"
@@ -118,7 +150,11 @@ sanitize_workloads_run() {
     for ((w = 0; w < n; w++)); do
       tools="memcheck synccheck"
       [ "$w" = "${smallest:-0}" ] && tools="$tools racecheck initcheck"
-      for tool in $tools; do echo "$op $w $tool"; done
+      for tool in $tools; do
+        # ATTNBWD_SANITIZE_DONE: a sanitize-workloads.txt of an earlier run; its "ok" jobs are skipped
+        [ -n "${ATTNBWD_SANITIZE_DONE:-}" ] && grep -qx "ok   $tool $op workload $w" "$ATTNBWD_SANITIZE_DONE" && continue
+        echo "$op $w $tool"
+      done
     done
   done | xargs -P "$jobs" -L 1 bash -c 'sanitize_one "$@"' _ | tee "$out/sanitize-workloads.txt"
   echo "sanitize-workloads: $(grep -c '^ok ' "$out/sanitize-workloads.txt") ok," \

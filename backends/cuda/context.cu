@@ -93,6 +93,8 @@ void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream) {
     if (scratch_[slot]) ATTNBWD_CUDA_CHECK(cudaFreeAsync(scratch_[slot], stream));
     scratch_[slot] = nullptr;
     ATTNBWD_CUDA_CHECK(cudaMallocAsync(&scratch_[slot], bytes, stream));
+    static const bool zero_for_initcheck = env_switch("ATTNBWD_CUDA_SANITIZE_INIT", {"0", "1"}) == 1;
+    if (zero_for_initcheck) ATTNBWD_CUDA_CHECK(cudaMemsetAsync(scratch_[slot], 0, bytes, stream));
     scratch_bytes_[slot] = bytes;
     ++generation_;
   }

@@ -68,6 +68,10 @@ class Context {
 
   // Device scratch of at least `bytes` for `slot`, valid for work queued on `stream` (the slot's
   // stream) until the next call that grows it: growth is stream-ordered (cudaFreeAsync/MallocAsync).
+  // With ATTNBWD_CUDA_SANITIZE_INIT=1 (for compute-sanitizer initcheck runs only) a new allocation is
+  // zeroed: initcheck does not see the stores of cuBLASLt's sm_90 GEMM kernels, so our kernels that
+  // read a GEMM result from scratch would otherwise be reported (cmake/probes/initcheck_cublaslt.cu
+  // shows it on a bare cuBLASLt call; device-check.sh runs it).
   void* scratch(int slot, std::size_t bytes, cudaStream_t stream);
 
   // cuBLASLt workspace of the slot (fixed size, allocated once).
