@@ -74,6 +74,17 @@ TEST(CudaDeterminism, VisionMhaNormHundredRerunsAreBitIdentical) {
       {{"batch_size", 2}, {"seq_len", 131}, {"num_heads", 2}, {"head_dim", 64}, {"embed_dim", 128}}, fresh_seed(903));
 }
 
+TEST(CudaDeterminism, VisionVarlenRopeHundredRerunsAreBitIdentical) {
+  ATTNBWD_SEED_TRACE();
+  reruns_match<VisionVarlenArgs>("vision_varlen_rope_backward",
+                                 {{"total_seq_len", 200},
+                                  {"num_sequences", 3},
+                                  {"num_heads", 2},
+                                  {"head_dim", 128},
+                                  {"hidden_size", 256}},
+                                 fresh_seed(904));
+}
+
 }  // namespace
 }  // namespace attnbwd::test
 

@@ -163,6 +163,17 @@ TEST(CudaConcurrency, VisionMhaNormFromFourThreadsAndFourStreams) {
       fresh_seed(703));
 }
 
+TEST(CudaConcurrency, VisionVarlenRopeFromFourThreadsAndFourStreams) {
+  ATTNBWD_SEED_TRACE();
+  threads_and_streams<VisionVarlenArgs>("vision_varlen_rope_backward",
+                                        tools::Axes{{"total_seq_len", 150},
+                                                    {"num_sequences", 3},
+                                                    {"num_heads", 2},
+                                                    {"head_dim", 128},
+                                                    {"hidden_size", 256}},
+                                        fresh_seed(704));
+}
+
 }  // namespace
 }  // namespace attnbwd::test
 
