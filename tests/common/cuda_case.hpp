@@ -38,6 +38,19 @@ class CudaCase {
   DeviceArgs<Kokkos::Cuda, Args> dev_;
 };
 
+// Small shapes of the three attention ops for the device reliability tests (determinism, NaN/Inf):
+// 131 and 200 tokens are not multiples of 64; the varlen inputs have 3 sequences.
+inline tools::Axes small_gqa_axes() {
+  return {{"batch_size", 2}, {"seq_len", 131},  {"num_attention_heads", 8}, {"num_key_value_heads", 2},
+          {"head_dim", 128}, {"hidden_size", 64}};
+}
+inline tools::Axes small_mha_axes() {
+  return {{"batch_size", 2}, {"seq_len", 131}, {"num_heads", 2}, {"head_dim", 64}, {"embed_dim", 128}};
+}
+inline tools::Axes small_varlen_axes() {
+  return {{"total_seq_len", 200}, {"num_sequences", 3}, {"num_heads", 2}, {"head_dim", 128}, {"hidden_size", 256}};
+}
+
 // True on a compute capability 9.0 device (where the sm_90a kernels run).
 inline bool is_sm90() {
   int dev = 0;

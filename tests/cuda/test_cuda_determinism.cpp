@@ -57,32 +57,17 @@ TEST(CudaDeterminism, OutProjHundredRerunsAreBitIdentical) {
 
 TEST(CudaDeterminism, GqaRopeHundredRerunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
-  reruns_match<GqaRopeArgs>("gqa_rope_backward",
-                            {{"batch_size", 2},
-                             {"seq_len", 131},
-                             {"num_attention_heads", 8},
-                             {"num_key_value_heads", 2},
-                             {"head_dim", 128},
-                             {"hidden_size", 64}},
-                            fresh_seed(902));
+  reruns_match<GqaRopeArgs>("gqa_rope_backward", small_gqa_axes(), fresh_seed(902));
 }
 
 TEST(CudaDeterminism, VisionMhaNormHundredRerunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
-  reruns_match<VisionMhaArgs>(
-      "vision_mha_norm_backward",
-      {{"batch_size", 2}, {"seq_len", 131}, {"num_heads", 2}, {"head_dim", 64}, {"embed_dim", 128}}, fresh_seed(903));
+  reruns_match<VisionMhaArgs>("vision_mha_norm_backward", small_mha_axes(), fresh_seed(903));
 }
 
 TEST(CudaDeterminism, VisionVarlenRopeHundredRerunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
-  reruns_match<VisionVarlenArgs>("vision_varlen_rope_backward",
-                                 {{"total_seq_len", 200},
-                                  {"num_sequences", 3},
-                                  {"num_heads", 2},
-                                  {"head_dim", 128},
-                                  {"hidden_size", 256}},
-                                 fresh_seed(904));
+  reruns_match<VisionVarlenArgs>("vision_varlen_rope_backward", small_varlen_axes(), fresh_seed(905));
 }
 
 }  // namespace
