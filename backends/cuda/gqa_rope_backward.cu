@@ -32,6 +32,7 @@
 #include "cuda_backend.hpp"
 #include "linear_backward_sm90.hpp"
 #include "lt_gemm.hpp"
+#include "stages.hpp"
 #include "switches.hpp"
 
 namespace attnbwd::cuda {
@@ -241,6 +242,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bf* dXk = dQKVp + n_qkv;
   bf* dXv = dXk + n_x;
 
+  StageTimer stages(stream);
+  const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   const ProjPath path = proj_path();
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
   // directly, or cuBLASLt (dWo on the side stream) + a head-split kernel.
@@ -254,13 +257,15 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   if (sm90_proj(ctx, path, o, oj)) {
     sm90_launch(ctx, oj, stream);
   } else {
-    ctx.fork(stream);
-    forked = true;
+    if (!stages.on()) {  // with the stage timer on, side-stream work runs on `stream`
+      ctx.fork(stream);
+      forked = true;
+    }
     {
       Gemm g;
       g.trans_a = true;
       g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
-      gemm(ctx, 1, ctx.side_stream(), g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
+      gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
     }
     {
       Gemm g;
@@ -269,6 +274,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     }
     head_split(dA, dO, T, S, Hq, D, stream);  // D % 8 == 0, scratch pieces 16-byte aligned: 16-byte moves
   }
+  stages.mark("o_proj");
   const bf* P = c(a.attn_weights.data);
   const bf* Q = c(a.query_states.data);
   const bf* K = c(a.key_states.data);
@@ -291,6 +297,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       softmax_backward_rows<1><<<blocks_for(rows, rows_per_block), threads, 0, stream>>>(P, dS, rows, S, ld, scaling);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
+  stages.mark("dS");
   // 5. dV32 = Pᵀ·dO, dQ = dS·K, dK32 = dSᵀ·Q.
   {
     Gemm g;
@@ -299,6 +306,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     g.stride_c = S * D;
     gemm(ctx, 0, stream, g, P, dO, dV32);
   }
+  stages.mark("dV");
   {
     Gemm g;
     g.M = S, g.N = D, g.K = S, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * ld, g.stride_b = S * D,
@@ -307,11 +315,13 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     g.trans_a = true;
     gemm(ctx, 0, stream, g, dS, Q, dK32);
   }
+  stages.mark("dQ_dK");
   // 6-8. GQA sums, RoPE, merge.
   gqa_rope_merge<<<static_cast<unsigned>(T), 256, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp,
                                                               S, static_cast<int>(Hq), static_cast<int>(Hkv),
                                                               static_cast<int>(D), QKV);
   ATTNBWD_CUDA_CHECK_LAUNCH();
+  stages.mark("gqa_rope_merge");
 
   // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients:
   // three sm_90a launches, or cuBLASLt with the weight gradients on the side stream.
@@ -333,18 +343,22 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   }
   if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);
+    stages.mark("qkv_proj");
   } else {
-    ctx.fork(stream);
-    forked = true;
+    if (!stages.on()) {  // with the stage timer on, side-stream work runs on `stream`
+      ctx.fork(stream);
+      forked = true;
+    }
     {
       Gemm g;
       g.trans_a = true;
       g.N = HS, g.K = T, g.lda = QKV, g.ldb = HS, g.ldc = HS;
       g.M = QP;
-      gemm(ctx, 1, ctx.side_stream(), g, dQKVp, a.hidden_states.data, a.grad_q_weight.data);
+      gemm(ctx, 1, side, g, dQKVp, a.hidden_states.data, a.grad_q_weight.data);
       g.M = KP;
-      gemm(ctx, 1, ctx.side_stream(), g, dQKVp + QP, a.hidden_states.data, a.grad_k_weight.data);
-      gemm(ctx, 1, ctx.side_stream(), g, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
+      gemm(ctx, 1, side, g, dQKVp + QP, a.hidden_states.data, a.grad_k_weight.data);
+      gemm(ctx, 1, side, g, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
+      stages.mark("dW_qkv");
     }
     {
       Gemm g;
@@ -354,6 +368,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.K = KP;
       gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, dXk);
       gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, dXv);
+      stages.mark("dX_qkv");
     }
   }
   // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv).
@@ -367,7 +382,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       add3<1><<<blocks_for(n, threads), threads, 0, stream>>>(h, dXk, dXv, n);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
+  stages.mark("add3");
   if (forked) ctx.join(stream);
+  stages.report("gqa_rope_backward B=" + std::to_string(B) + " S=" + std::to_string(S));
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include "graph_key.hpp"
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
+#include "stages.hpp"
 #include "vision_mha_norm_backward_kernels.cuh"
 
 namespace attnbwd::cuda {
@@ -96,21 +97,26 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const float scale = static_cast<float>(a.scale);
   const int count = static_cast<int>(BH);
 
+  StageTimer stages(stream);  // with it on, the side-stream work runs on `stream`
+  const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   // 1. grad_out_weight (side stream) and dA.
-  ctx.fork(stream);
+  if (!stages.on()) ctx.fork(stream);
   {
     Gemm g;
     g.trans_a = true;
     g.M = E, g.N = E, g.K = N, g.lda = E, g.ldb = E, g.ldc = E;
-    gemm(ctx, 1, ctx.side_stream(), compute, g, dY, a.attn_output.data, a.grad_out_weight.data);
+    gemm(ctx, 1, side, compute, g, dY, a.attn_output.data, a.grad_out_weight.data);
+    stages.mark("dW_out");
   }
   {
     Gemm g;
     g.M = N, g.N = E, g.K = E, g.lda = E, g.ldb = E, g.ldc = E;
     gemm(ctx, 0, stream, compute, g, dY, a.out_weight.data, dA);
+    stages.mark("dA");
   }
   // 2. head split.
   mha::head_split(dA, dO, B, S, H, D, stream);
+  stages.mark("head_split");
   // 3. dP = dO·Vᵀ, then dS in place.
   {
     Gemm g;
@@ -119,7 +125,9 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     g.stride_c = S * ld;
     gemm(ctx, 0, stream, compute, g, dO, a.v.data, dS);
   }
+  stages.mark("dP");
   mha::softmax_backward(P, dS, BH * S, S, ld, stream);
+  stages.mark("dS");
   // 4. dV = Pᵀ·dO, dQ = (dS·K)·scale, dK = dSᵀ·Q·scale.
   {
     Gemm g;
@@ -127,6 +135,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * S, g.stride_b = S * D,
     g.stride_c = S * D;
     gemm(ctx, 0, stream, compute, g, P, dO, dVh);
+    stages.mark("dV");
   }
   {
     Gemm g;
@@ -135,29 +144,36 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     gemm(ctx, 0, stream, compute, g, dS, a.k.data, dQh, scale);
     g.trans_a = true;
     gemm(ctx, 0, stream, compute, g, dS, a.q.data, dKh, scale);
+    stages.mark("dQ_dK");
   }
   // 5. merge + grad_qkv_bias.
   mha::merge_heads(dQh, dKh, dVh, dQKV, part_qkv, B, S, H, D, tpb, stream);
   mha::sum_partials(part_qkv, chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, stream);
+  stages.mark("merge_bias");
   // 6. grad_qkv_weight (side stream, after dQKV exists) and dXn.
-  ctx.fork(stream);
+  if (!stages.on()) ctx.fork(stream);
   {
     Gemm g;
     g.trans_a = true;
     g.M = E3, g.N = E, g.K = N, g.lda = E3, g.ldb = E, g.ldc = E;
-    gemm(ctx, 1, ctx.side_stream(), compute, g, dQKV, a.x_norm.data, a.grad_qkv_weight.data);
+    gemm(ctx, 1, side, compute, g, dQKV, a.x_norm.data, a.grad_qkv_weight.data);
+    stages.mark("dW_qkv");
   }
   {
     Gemm g;
     g.M = N, g.N = E, g.K = E3, g.lda = E3, g.ldb = E, g.ldc = E;
     gemm(ctx, 0, stream, compute, g, dQKV, a.qkv_weight.data, dXn);
+    stages.mark("dXn");
   }
   // 7. LayerNorm backward + residual, then the three token sums.
   mha::layer_norm_backward(dXn, a.x.data, a.x_mean.data, a.x_var.data, a.ln_weight.data, dY, a.grad_x.data, part_ln,
                            N, E, static_cast<float>(a.norm_eps), tpb, stream);
   mha::sum_partials(part_ln, chunks, E3, E, a.grad_ln_weight.data, a.grad_ln_bias.data, a.grad_out_bias.data,
                     stream);
-  ctx.join(stream);
+  stages.mark("layer_norm_sums");
+  if (!stages.on()) ctx.join(stream);
+  stages.report("vision_mha_norm_backward B=" + std::to_string(B) + " S=" + std::to_string(S) +
+                (o.precision == Precision::Strict ? " strict" : " default"));
 }
 
 }  // namespace

@@ -23,8 +23,8 @@
 // side clamps every sequence range to [0, S], so even an invalid array cannot make a kernel read or
 // write out of bounds.
 //
-// Diagnostics: ATTNBWD_VARLEN_STAGES=1 serialises the stages on the caller's stream and prints their
-// times (class Stages below).
+// Diagnostics: ATTNBWD_CUDA_STAGES=1 serialises the stages on the caller's stream and prints their
+// times (stages.hpp).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +35,7 @@
 #include "context.hpp"
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
+#include "stages.hpp"
 #include "vision_varlen_rope_backward_attn.cuh"
 
 namespace attnbwd::cuda {
@@ -102,53 +103,6 @@ void column_sums(const float* x, int64_t rows, int64_t cols, float* part, float*
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// ATTNBWD_VARLEN_STAGES=1: a diagnostic stage split. Every stage then runs on the caller's stream (no
-// side-stream overlap), an event is recorded after each, and one line of per-stage milliseconds goes
-// to stderr at the end of the call (which then synchronises). Off by default; never used by tests.
-class Stages {
- public:
-  Stages(cudaStream_t stream) : stream_(stream) {
-    const char* v = std::getenv("ATTNBWD_VARLEN_STAGES");
-    on_ = v != nullptr && *v != '\0' && *v != '0';
-    if (on_) mark("start");
-  }
-  bool on() const { return on_; }
-  void mark(const char* name) {
-    if (!on_) return;
-    cudaEvent_t e;
-    ATTNBWD_CUDA_CHECK(cudaEventCreate(&e));
-    ATTNBWD_CUDA_CHECK(cudaEventRecord(e, stream_));
-    events_.push_back(e);
-    names_.push_back(name);
-  }
-  void report(int64_t S, int64_t n, bool strict) {
-    if (!on_) return;
-    ATTNBWD_CUDA_CHECK(cudaEventSynchronize(events_.back()));
-    std::string line = "vision_varlen_rope_backward stages S=" + std::to_string(S) + " n=" + std::to_string(n) +
-                       (strict ? " strict" : " default") + " (ms):";
-    float total = 0.0f;
-    for (std::size_t i = 1; i < events_.size(); ++i) {
-      float ms = 0.0f;
-      ATTNBWD_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i - 1], events_[i]));
-      total += ms;
-      char buf[96];
-      std::snprintf(buf, sizeof buf, " %s %.4f", names_[i], ms);
-      line += buf;
-    }
-    char buf[48];
-    std::snprintf(buf, sizeof buf, " | total %.4f", total);
-    std::fprintf(stderr, "%s%s\n", line.c_str(), buf);
-  }
-  ~Stages() {
-    for (cudaEvent_t e : events_) cudaEventDestroy(e);
-  }
-
- private:
-  cudaStream_t stream_;
-  bool on_ = false;
-  std::vector<cudaEvent_t> events_;
-  std::vector<const char*> names_;
-};
 
 }  // namespace
 
@@ -206,7 +160,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     return g;
   };
 
-  Stages stages(stream);
+  StageTimer stages(stream);
   const bool overlap = !stages.on();
   cudaStream_t side = overlap ? ctx.side_stream() : stream;
   const int side_slot = overlap ? 1 : 0;
@@ -295,7 +249,8 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   column_sums(dqkv, S, C3, part_qkv, a.grad_qkv_bias.data, stream);
   stages.mark("qkv_bias");
   join();
-  stages.report(S, n, strict);
+  stages.report("vision_varlen_rope_backward S=" + std::to_string(S) + " n=" + std::to_string(n) +
+                (strict ? " strict" : " default"));
   ctx.release(stream);
 }
 

@@ -70,6 +70,27 @@ TEST(CudaDeterminism, VisionVarlenRopeHundredRerunsAreBitIdentical) {
   reruns_match<VisionVarlenArgs>("vision_varlen_rope_backward", small_varlen_axes(), fresh_seed(905));
 }
 
+// ATTNBWD_CUDA_STAGES=1 (the diagnostic stage split) moves the side-stream work onto the caller's
+// stream: the same kernels in another order, so the same bits.
+template <class Args>
+void stage_timer_same_bits(const char* op, const tools::Axes& axes, std::uint64_t seed) {
+  SCOPED_TRACE(op);
+  const tools::TensorSet in = tools::generate_inputs(op, axes, seed, tools::default_scalars(op));
+  CudaCase<Args> plain(in, axes), timed(in, axes);
+  plain.run();
+  setenv("ATTNBWD_CUDA_STAGES", "1", 1);
+  timed.run();
+  unsetenv("ATTNBWD_CUDA_STAGES");
+  expect_same_bits(timed.result(), plain.result(), "with ATTNBWD_CUDA_STAGES=1");
+}
+
+TEST(CudaDeterminism, StageTimerGivesTheSameBits) {
+  ATTNBWD_SEED_TRACE();
+  stage_timer_same_bits<GqaRopeArgs>("gqa_rope_backward", small_gqa_axes(), fresh_seed(906));
+  stage_timer_same_bits<VisionMhaArgs>("vision_mha_norm_backward", small_mha_axes(), fresh_seed(907));
+  stage_timer_same_bits<VisionVarlenArgs>("vision_varlen_rope_backward", small_varlen_axes(), fresh_seed(908));
+}
+
 }  // namespace
 }  // namespace attnbwd::test
 

@@ -1,0 +1,38 @@
+// ATTNBWD_CUDA_STAGES=1: a diagnostic stage split for the fast path's ops (README "Backends";
+// perf/NOTES.md has the splits measured with it). With it on, an op runs its side-stream work on the
+// caller's stream (no overlap, so the stage times add up to the serialised time), records an event
+// after each stage, and at the end of the call synchronises and prints one line of per-stage
+// milliseconds to stderr. Off by default (one getenv per call), never used by tests, and off while
+// the stream is being captured into a CUDA graph (ATTNBWD_CUDA_GRAPHS=1).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+namespace attnbwd::cuda {
+
+class StageTimer {
+ public:
+  explicit StageTimer(cudaStream_t stream);
+  ~StageTimer();
+  StageTimer(const StageTimer&) = delete;
+  StageTimer& operator=(const StageTimer&) = delete;
+
+  bool on() const { return on_; }
+  // The stream for work that would otherwise go to `side`: `side` when off, the caller's when on.
+  cudaStream_t side_or_main(cudaStream_t side) const { return on_ ? stream_ : side; }
+  // Ends the stage `name` (a string literal) at this point of the caller's stream.
+  void mark(const char* name);
+  // One stderr line: "`what` stages (ms): name ms ... | total ms". Synchronises.
+  void report(const std::string& what);
+
+ private:
+  cudaStream_t stream_;
+  bool on_ = false;
+  std::vector<cudaEvent_t> events_;
+  std::vector<const char*> names_;
+};
+
+}  // namespace attnbwd::cuda
