@@ -19,12 +19,13 @@
 #   bash cmake/device-check.sh [--bin DIR] [--out DIR] [--tests FILTER] [--sanitize FILTER]
 #                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--perf-graphs]
 #                              [--perf-strict] [--check-strict OPS] [--sanitize-workloads OPS]
-#                              [--skip STEP,...]
+#                              [--stages OPS] [--skip STEP,...]
 #
 # DIR holds attnbwd_tests, attnbwd_perf and attnbwd (and may hold lib/ with shared libraries they
 # need, e.g. Google Benchmark). Exit status: the number of failed steps (0 = all passed). Steps:
-# build, tests, memcheck, racecheck, initcheck, synccheck, sanitize-workloads, torch, perf, perf-ab,
-# perf-graphs, perf-strict, torch-strict.
+# build, tests, initcheck-probe, memcheck, racecheck, initcheck, synccheck, sanitize-workloads, torch, perf, perf-ab,
+# perf-graphs, perf-strict, torch-strict, stages (--stages OPS: per-stage times of those ops'
+# workloads with ATTNBWD_CUDA_STAGES=1 into stages.txt).
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,6 +38,7 @@ skip=","
 perf_ab=0
 perf_graphs=0
 sanitize_workloads=""
+stages_ops=""
 perf_strict=0
 check_strict=""
 while [ $# -gt 0 ]; do
@@ -52,6 +54,7 @@ while [ $# -gt 0 ]; do
     --perf-graphs) perf_graphs=1; shift ;;
     --sanitize-workloads) sanitize_workloads=$2; shift 2 ;;
     --perf-strict) perf_strict=1; shift ;;
+    --stages) stages_ops=$2; shift 2 ;;
     --check-strict) check_strict=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set /p' "$0" | sed '$d'; exit 0 ;;
     *) echo "device-check: unknown argument $1" >&2; exit 2 ;;
@@ -214,6 +217,12 @@ if [ $perf_strict = 1 ]; then
   # shellcheck disable=SC2086
   step perf-strict "$bin/attnbwd_perf" $perf_args --ops=vision_mha_norm_backward,vision_varlen_rope_backward \
     --precision=strict --benchmark_out="$out/perf-strict.json" --benchmark_out_format=json
+fi
+
+if [ -n "$stages_ops" ]; then
+  # per-stage milliseconds (ATTNBWD_CUDA_STAGES=1: stages serialised), 2 timed calls per workload
+  step stages bash -c 'ATTNBWD_CUDA_STAGES=1 "$1" --backend=cuda --ops="$2" --workloads=all --iters=2 --warmup=1 \
+    2>&1 >/dev/null | grep " stages (ms):" >"$3"' _ "$bin/attnbwd_perf" "$stages_ops" "$out/stages.txt"
 fi
 
 log "summary"
