@@ -23,7 +23,7 @@ have_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2
 
 deps_prefix() {  # $1 = host|cuda
   local out
-  out=$(bash "$root/cmake/deps/build-deps.sh" "$1" | tee /dev/stderr)
+  out=$(bash "$root/cmake/deps/build-deps.sh" "$1" | tee -a /dev/stderr)  # -a: a log file behind stderr is appended to, not truncated
   sed -n "s/^ATTNBWD_KOKKOS_PREFIX_$1=//p" <<<"$out" | tail -n 1
 }
 

@@ -25,7 +25,7 @@ log() { printf '\n== %s\n' "$*"; }
 if [ -n "${Kokkos_ROOT:-}" ]; then
   prefix=$Kokkos_ROOT
 else
-  out=$(bash "$root/cmake/deps/build-deps.sh" host | tee /dev/stderr)
+  out=$(bash "$root/cmake/deps/build-deps.sh" host | tee -a /dev/stderr)  # -a: a log file behind stderr is appended to, not truncated
   prefix=$(sed -n 's/^ATTNBWD_KOKKOS_PREFIX_host=//p' <<<"$out" | tail -n 1)
 fi
 [ -n "$prefix" ] || { echo "no Kokkos prefix for the host configuration" >&2; exit 1; }

@@ -24,7 +24,7 @@ case "$config" in host|cuda) ;; *) sed -n '2,13p' "$0"; exit 2 ;; esac
 if [ -n "${Kokkos_ROOT:-}" ]; then
   kokkos=$Kokkos_ROOT
 else
-  out=$(bash "$root/cmake/deps/build-deps.sh" "$config" | tee /dev/stderr)
+  out=$(bash "$root/cmake/deps/build-deps.sh" "$config" | tee -a /dev/stderr)  # -a: a log file behind stderr is appended to, not truncated
   kokkos=$(sed -n "s/^ATTNBWD_KOKKOS_PREFIX_$config=//p" <<<"$out" | tail -n 1)
 fi
 [ -n "$kokkos" ] && [ -d "$kokkos" ] || fail "no Kokkos prefix for $config"
