@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "attnbwd/attnbwd.hpp"
+#include "tests/common/nan_inf.hpp"
 #include "tests/common/seed.hpp"
 #include "tests/reliability/cases.hpp"
 
@@ -145,23 +146,6 @@ void poke(Args& a, const std::string& name, std::int64_t i, float v) {
   });
 }
 
-// Calls f(value as float, index) for every element of every output.
-template <class Args, class F>
-void each_output(Args& a, F&& f) {
-  std::int64_t k = 0;
-  detail::for_each_tensor(a, [&](const char*, auto& t, bool output) {
-    if (!output) return;
-    for (std::int64_t i = 0; i < t.size(); ++i) f(static_cast<float>(t.data[i]), k++);
-  });
-}
-
-template <class Args>
-std::vector<bool> nan_mask(Args& a) {
-  std::vector<bool> m;
-  each_output(a, [&](float v, std::int64_t) { m.push_back(std::isnan(v)); });
-  return m;
-}
-
 template <class Args>
 std::vector<std::pair<std::string, std::int64_t>> float_inputs(Args a) {
   std::vector<std::pair<std::string, std::int64_t>> v;
@@ -175,48 +159,22 @@ std::vector<std::pair<std::string, std::int64_t>> float_inputs(Args a) {
 TYPED_TEST(Invariants, NanAndInfInputsReturnAndPropagate) {
   ATTNBWD_SEED_TRACE();
   using Args = typename Case<TypeParam>::Args;
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   Rng rng(fresh_seed(303));
   const auto inputs = float_inputs(make_args(small(TypeParam{})));
   const std::int64_t go_size = inputs.front().second;  // grad_output comes first in every op
   ASSERT_EQ(inputs.front().first, "grad_output");
   const std::int64_t nan_at = static_cast<std::int64_t>(rng.next() % static_cast<std::uint64_t>(go_size));
 
-  using Poison = std::function<void(Args&, Rng&)>;
-  const std::vector<std::pair<std::string, Poison>> scenarios = {
-      {"one NaN in grad_output", [&](Args& a, Rng&) { poke(a, "grad_output", nan_at, nan); }},
-      {"+Inf in grad_output, -Inf in every other input",
-       [&](Args& a, Rng& r) {
-         poke(a, "grad_output", nan_at, inf);
-         for (const auto& [n, size] : inputs)
-           if (n != "grad_output") poke(a, n, static_cast<std::int64_t>(r.next() % static_cast<std::uint64_t>(size)), -inf);
-       }},
-      {"every input element NaN",
-       [&](Args& a, Rng&) {
-         for (const auto& [n, size] : inputs)
-           for (std::int64_t i = 0; i < size; ++i) poke(a, n, i, nan);
-       }},
-      {"NaN, +Inf, -Inf sprinkled over 5% of every input",
-       [&](Args& a, Rng& r) {
-         for (const auto& [n, size] : inputs)
-           for (std::int64_t i = 0; i < size; ++i)
-             if (r.uniform() < 0.05) poke(a, n, i, r.uniform() < 0.34 ? nan : r.uniform() < 0.5 ? inf : -inf);
-       }},
-      {"huge finite inputs (±3e38)",
-       [&](Args& a, Rng& r) {
-         for (const auto& [n, size] : inputs)
-           for (std::int64_t i = 0; i < size; ++i) poke(a, n, i, r.uniform() < 0.5 ? 3e38f : -3e38f);
-       }},
-  };
+  const std::vector<NanInfScenario> scenarios = nan_inf_scenarios(inputs, nan_at);
   for (std::size_t s = 0; s < scenarios.size(); ++s) {
-    SCOPED_TRACE(scenarios[s].first);
+    SCOPED_TRACE(scenarios[s].name);
     std::vector<std::vector<bool>> masks;
     std::vector<std::string> names;
     for (const auto& target : host_targets<Args>()) {
       SCOPED_TRACE(target.name);
       Case<TypeParam> c(small(TypeParam{}), fresh_seed(304));
       Rng r(fresh_seed(305 + s));
-      scenarios[s].second(c.args, r);
+      scenarios[s].apply([&](const std::string& n, std::int64_t i, float v) { poke(c.args, n, i, v); }, r);
       EXPECT_NO_THROW(target.run(c.args, Options{}));
       if (s == 0) {
         masks.push_back(nan_mask(c.args));
