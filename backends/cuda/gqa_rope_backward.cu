@@ -257,10 +257,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   if (sm90_proj(ctx, path, o, oj)) {
     sm90_launch(ctx, oj, stream);
   } else {
-    if (!stages.on()) {  // with the stage timer on, side-stream work runs on `stream`
-      ctx.fork(stream);
-      forked = true;
-    }
+    stages.fork(ctx);
+    forked = true;
     {
       Gemm g;
       g.trans_a = true;
@@ -345,10 +343,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     for (const auto& j : pj) sm90_launch(ctx, j, stream);
     stages.mark("qkv_proj");
   } else {
-    if (!stages.on()) {  // with the stage timer on, side-stream work runs on `stream`
-      ctx.fork(stream);
-      forked = true;
-    }
+    stages.fork(ctx);
+    forked = true;
     {
       Gemm g;
       g.trans_a = true;
@@ -383,7 +379,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
   stages.mark("add3");
-  if (forked) ctx.join(stream);
+  if (forked) stages.join(ctx);
   stages.report("gqa_rope_backward B=" + std::to_string(B) + " S=" + std::to_string(S));
 }
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "context.hpp"
+
 namespace attnbwd::cuda {
 
 class StageTimer {
@@ -23,6 +25,13 @@ class StageTimer {
   bool on() const { return on_; }
   // The stream for work that would otherwise go to `side`: `side` when off, the caller's when on.
   cudaStream_t side_or_main(cudaStream_t side) const { return on_ ? stream_ : side; }
+  // ctx.fork / ctx.join on the caller's stream; nothing when on (no side-stream work then).
+  void fork(Context& ctx) const {
+    if (!on_) ctx.fork(stream_);
+  }
+  void join(Context& ctx) const {
+    if (!on_) ctx.join(stream_);
+  }
   // Ends the stage `name` (a string literal) at this point of the caller's stream.
   void mark(const char* name);
   // One stderr line: "`what` stages (ms): name ms ... | total ms". Synchronises.

@@ -100,7 +100,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   StageTimer stages(stream);  // with it on, the side-stream work runs on `stream`
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   // 1. grad_out_weight (side stream) and dA.
-  if (!stages.on()) ctx.fork(stream);
+  stages.fork(ctx);
   {
     Gemm g;
     g.trans_a = true;
@@ -151,7 +151,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   mha::sum_partials(part_qkv, chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, stream);
   stages.mark("merge_bias");
   // 6. grad_qkv_weight (side stream, after dQKV exists) and dXn.
-  if (!stages.on()) ctx.fork(stream);
+  stages.fork(ctx);
   {
     Gemm g;
     g.trans_a = true;
@@ -171,7 +171,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   mha::sum_partials(part_ln, chunks, E3, E, a.grad_ln_weight.data, a.grad_ln_bias.data, a.grad_out_bias.data,
                     stream);
   stages.mark("layer_norm_sums");
-  if (!stages.on()) ctx.join(stream);
+  stages.join(ctx);
   stages.report("vision_mha_norm_backward B=" + std::to_string(B) + " S=" + std::to_string(S) +
                 (o.precision == Precision::Strict ? " strict" : " default"));
 }

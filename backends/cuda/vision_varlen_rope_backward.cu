@@ -161,18 +161,11 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   };
 
   StageTimer stages(stream);
-  const bool overlap = !stages.on();
-  cudaStream_t side = overlap ? ctx.side_stream() : stream;
-  const int side_slot = overlap ? 1 : 0;
-  const auto fork = [&] {
-    if (overlap) ctx.fork(stream);
-  };
-  const auto join = [&] {
-    if (overlap) ctx.join(stream);
-  };
+  const cudaStream_t side = stages.side_or_main(ctx.side_stream());
+  const int side_slot = stages.on() ? 0 : 1;
 
   // 1. side: dAO, grad_proj_bias. main: QKV, block table, bias + RoPE.
-  fork();
+  stages.fork(ctx);
   {
     Gemm g;  // dAO[S,C] = dY[S,C]·Wp[C,C]
     g.M = S, g.N = C, g.K = C, g.lda = C, g.ldb = C, g.ldc = C;
@@ -197,7 +190,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     ATTNBWD_CUDA_CHECK_LAUNCH();
     stages.mark("bias_rope");
   }
-  join();
+  stages.join(ctx);
 
   // 2. attention forward recompute.
   varlen::AttnParams p;
@@ -220,7 +213,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   stages.mark("attn_fwd");
 
   // 3. side: grad_proj_weight. main: attention backward.
-  fork();
+  stages.fork(ctx);
   {
     Gemm g;  // dWp[C,C] = dYᵀ·AO
     g.trans_a = true;
@@ -232,7 +225,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   stages.mark("attn_bwd");
 
   // 4. side: grad_qkv_weight. main: grad_hidden_states, grad_qkv_bias.
-  fork();
+  stages.fork(ctx);
   {
     Gemm g;  // dWqkv[3C,C] = dQKVᵀ·X
     g.trans_a = true;
@@ -248,7 +241,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   }
   column_sums(dqkv, S, C3, part_qkv, a.grad_qkv_bias.data, stream);
   stages.mark("qkv_bias");
-  join();
+  stages.join(ctx);
   stages.report("vision_varlen_rope_backward S=" + std::to_string(S) + " n=" + std::to_string(n) +
                 (strict ? " strict" : " default"));
   ctx.release(stream);
