@@ -6,8 +6,9 @@
 #      (filter --sanitize; racecheck/initcheck are slow, so the default filter is the small shapes),
 #   3b. with --sanitize-workloads OPS (e.g. out_proj_backward,gqa_rope_backward): compute-sanitizer
 #      over `attnbwd run` on every benchmark workload of those ops (memcheck and synccheck on all,
-#      racecheck and initcheck on the smallest of each op) on the default backend choice, jobs in
-#      parallel (ATTNBWD_SANITIZE_JOBS, default 6);
+#      racecheck and initcheck on the smallest of each op, on all with ATTNBWD_SANITIZE_SLOW=all) on
+#      the default backend choice, jobs in parallel (ATTNBWD_SANITIZE_JOBS, default 6); resumable with
+#      ATTNBWD_SANITIZE_DONE=FILE (jobs listed "ok" there are skipped);
 #   4. the fast path's outputs on the benchmark workloads against float64 PyTorch (with
 #      --check-strict OPS also those ops, e.g. 001,017, in Strict)
 #      (tests/torch/check_workloads.py, when python3 has torch; --check-ops),
@@ -174,7 +175,8 @@ sanitize_workloads_run() {
       awk -v op="$op" '$1 == op { print $2; exit }')
     for ((w = 0; w < n; w++)); do
       tools="memcheck synccheck"
-      [ "$w" = "${smallest:-0}" ] && tools="$tools racecheck initcheck"
+      # ATTNBWD_SANITIZE_SLOW=all: racecheck and initcheck on every workload, not only the smallest
+      [ "$w" = "${smallest:-0}" ] || [ "${ATTNBWD_SANITIZE_SLOW:-smallest}" = all ] && tools="$tools racecheck initcheck"
       for tool in $tools; do
         # ATTNBWD_SANITIZE_DONE: a sanitize-workloads.txt of an earlier run; its "ok" jobs are skipped
         [ -n "${ATTNBWD_SANITIZE_DONE:-}" ] && grep -q "^ok   $tool $op workload $w\( \|\$\)" "$ATTNBWD_SANITIZE_DONE" && continue
