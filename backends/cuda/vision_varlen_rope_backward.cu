@@ -12,9 +12,11 @@
 //  4. side: grad_qkv_weight = dQKVᵀ·X. main: grad_hidden_states = dQKV·Wqkv; grad_qkv_bias =
 //     Σ_tokens dQKV.
 //
-// Precision: Default runs the GEMMs on TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32, fp32 in and
-// out, fp32 accumulation) and the attention products in TF32 (mma.sync); spec §5 measured all-TF32
-// to pass every workload. Strict runs the GEMMs in true fp32 (CUBLAS_COMPUTE_32F) and the attention
+// Precision: Default runs the GEMMs with fp16 operands (fp32 tensors converted here: X, dY, the two
+// weights, and AO and dQKV once they exist), fp32 accumulation and fp32 results, at twice the TF32
+// tensor-core rate; spec §5 measured all-GEMMs-fp16 to pass every workload. ATTNBWD_CUDA_VARLEN_GEMM=
+// tf32 instead runs them on the fp32 tensors with TF32 (CUBLAS_COMPUTE_32F_FAST_TF32; also measured to
+// pass), for A/B timing. The attention products are TF32 (mma.sync) in Default. Strict runs the GEMMs in true fp32 (CUBLAS_COMPUTE_32F) and the attention
 // products as 3xTF32: fp32-accurate. Softmax, RoPE, bias sums: fp32 in both.
 //
 // cu_seqlens: the kernels read only the device array (the block table is built on the device), so
@@ -25,17 +27,21 @@
 //
 // Diagnostics: ATTNBWD_CUDA_STAGES=1 serialises the stages on the caller's stream and prints their
 // times (stages.hpp).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include <cuda_fp16.h>
+
 #include "check.hpp"
 #include "context.hpp"
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
 #include "stages.hpp"
+#include "switches.hpp"
 #include "vision_varlen_rope_backward_attn.cuh"
 
 namespace attnbwd::cuda {
@@ -89,6 +95,37 @@ __global__ void column_sums_final(const float* __restrict__ part, int64_t chunks
 }
 
 unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+// y = fp16(x), round to nearest; n4 groups of 4 (16-byte loads; x 16-byte aligned), then the tail.
+__global__ void to_half(const float* __restrict__ x, __half* __restrict__ y, int64_t n, bool vec4) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t n4 = vec4 ? n / 4 : 0;
+  for (int64_t i = i0; i < n4; i += stride) {
+    const float4 v = reinterpret_cast<const float4*>(x)[i];
+    reinterpret_cast<__half2*>(y)[2 * i] = __floats2half2_rn(v.x, v.y);
+    reinterpret_cast<__half2*>(y)[2 * i + 1] = __floats2half2_rn(v.z, v.w);
+  }
+  for (int64_t i = 4 * n4 + i0; i < n; i += stride) y[i] = __float2half_rn(x[i]);
+}
+
+void convert_to_half(const float* x, __half* y, int64_t n, cudaStream_t stream) {
+  const int threads = 256;
+  const bool vec4 = reinterpret_cast<std::uintptr_t>(x) % 16 == 0;  // y: scratch, 256-byte aligned
+  const int64_t work = vec4 ? n / 4 + 3 : n;
+  const int64_t blocks = std::min<int64_t>((work + threads - 1) / threads, int64_t{132} * 16);
+  to_half<<<static_cast<unsigned>(blocks > 0 ? blocks : 1), threads, 0, stream>>>(x, y, n, vec4);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+// A GEMM operand: an fp32 tensor, or its fp16 copy.
+struct Operand {
+  const void* p;
+  cudaDataType_t t;
+};
+
+// ATTNBWD_CUDA_VARLEN_GEMM=auto|fp16|tf32: the Default mode's GEMM operands (auto = fp16).
+bool fp16_gemms() { return env_switch("ATTNBWD_CUDA_VARLEN_GEMM", {"auto", "fp16", "tf32"}) != 2; }
 int64_t chunks_of(int64_t rows) { return (rows + kSumRows - 1) / kSumRows; }
 
 // out[cols] = column sums of x [rows, cols], using part [chunks_of(rows), cols].
@@ -131,14 +168,19 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   const int64_t S = s.total_seq_len, n = s.num_sequences, C = s.hidden_size, C3 = 3 * C, H = s.num_heads,
                 D = s.head_dim;
   const bool strict = o.precision == Precision::Strict;
-  const cublasComputeType_t compute = strict ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+  const bool use_fp16 = !strict && fp16_gemms();
+  const cublasComputeType_t compute =
+      strict || use_fp16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
   const int64_t slots = varlen::block_slots(S, n), chunks = chunks_of(S);
 
   // Scratch (slot 0), every piece a multiple of 64 floats (256 B):
   // qkv | dqkv | dAO | AO | lse | delta | proj-bias partials | qkv-bias partials | block table.
   const int64_t n_qkv = round_up(S * C3, 64), n_x = round_up(S * C, 64), n_h = round_up(S * H, 64),
                 n_pp = round_up(chunks * C, 64), n_pq = round_up(chunks * C3, 64), n_tab = round_up(2 * slots, 64);
-  const int64_t total = 2 * n_qkv + 2 * n_x + 2 * n_h + n_pp + n_pq + n_tab;
+  // fp16 copies (Default with fp16 GEMMs), in floats of space: X | dY | AO | dQKV | Wqkv | Wp.
+  const int64_t n_w = round_up(C3 * C, 128) / 2, n_wp = round_up(C * C, 128) / 2;
+  const int64_t n_half = use_fp16 ? (3 * n_x + n_qkv) / 2 + n_w + n_wp : 0;  // n_x, n_qkv: multiples of 64
+  const int64_t total = 2 * n_qkv + 2 * n_x + 2 * n_h + n_pp + n_pq + n_tab + n_half;
   float* base = static_cast<float*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(float), stream));
   float* qkv = base;
   float* dqkv = qkv + n_qkv;
@@ -149,15 +191,25 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   float* part_proj = delta + n_h;
   float* part_qkv = part_proj + n_pp;
   int2* table = reinterpret_cast<int2*>(part_qkv + n_pq);
+  __half* Xh = reinterpret_cast<__half*>(part_qkv + n_pq + n_tab);
+  __half* dYh = Xh + n_x;
+  __half* AOh = dYh + n_x;
+  __half* dqkvh = AOh + n_x;
+  __half* Wqkvh = dqkvh + n_qkv;
+  __half* Wph = Wqkvh + 2 * n_w;
 
   const float* X = a.hidden_states.data;
   const float* dY = a.grad_output.data;
   const float* Wqkv = a.qkv_weight.data;
   const float* Wp = a.proj_weight.data;
-  const auto fp32 = [&](Gemm g) {
-    g.a_type = g.b_type = g.c_type = CUDA_R_32F;
+  // Operand x of an fp32 tensor: its fp16 copy h when the GEMMs run fp16, else x itself.
+  const auto opnd = [&](const float* x, const __half* h) {
+    return use_fp16 ? Operand{h, CUDA_R_16F} : Operand{x, CUDA_R_32F};
+  };
+  const auto mm = [&](int slot, cudaStream_t st, Gemm g, Operand A, Operand B, float* C_) {
+    g.a_type = A.t, g.b_type = B.t, g.c_type = CUDA_R_32F;
     g.compute = compute;
-    return g;
+    gemm(ctx, slot, st, g, A.p, B.p, C_);
   };
 
   StageTimer stages(stream);
@@ -169,7 +221,12 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   {
     Gemm g;  // dAO[S,C] = dY[S,C]·Wp[C,C]
     g.M = S, g.N = C, g.K = C, g.lda = C, g.ldb = C, g.ldc = C;
-    gemm(ctx, side_slot, side, fp32(g), dY, Wp, dAO);
+    if (use_fp16) {
+      convert_to_half(dY, dYh, S * C, side);
+      convert_to_half(Wp, Wph, C * C, side);
+      stages.mark("to_half_dY_Wp");
+    }
+    mm(side_slot, side, g, opnd(dY, dYh), opnd(Wp, Wph), dAO);
     stages.mark("dAO");
     column_sums(dY, S, C, part_proj, a.grad_proj_bias.data, side);
     stages.mark("proj_bias");
@@ -178,7 +235,12 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     Gemm g;  // QKV[S,3C] = X[S,C]·Wqkv[3C,C]ᵀ
     g.trans_b = true;
     g.M = S, g.N = C3, g.K = C, g.lda = C, g.ldb = C, g.ldc = C3;
-    gemm(ctx, 0, stream, fp32(g), X, Wqkv, qkv);
+    if (use_fp16) {
+      convert_to_half(X, Xh, S * C, stream);
+      convert_to_half(Wqkv, Wqkvh, C3 * C, stream);
+      stages.mark("to_half_X_Wqkv");
+    }
+    mm(0, stream, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);
     stages.mark("QKV");
   }
   varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
@@ -211,6 +273,10 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   p.dqkv = dqkv;
   varlen::attention_forward(p, strict, stream);
   stages.mark("attn_fwd");
+  if (use_fp16) {
+    convert_to_half(AO, AOh, S * C, stream);
+    stages.mark("to_half_AO");
+  }
 
   // 3. side: grad_proj_weight. main: attention backward.
   stages.fork(ctx);
@@ -218,11 +284,15 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     Gemm g;  // dWp[C,C] = dYᵀ·AO
     g.trans_a = true;
     g.M = C, g.N = C, g.K = S, g.lda = C, g.ldb = C, g.ldc = C;
-    gemm(ctx, side_slot, side, fp32(g), dY, AO, a.grad_proj_weight.data);
+    mm(side_slot, side, g, opnd(dY, dYh), opnd(AO, AOh), a.grad_proj_weight.data);
     stages.mark("dWp");
   }
   varlen::attention_backward(p, strict, stream);
   stages.mark("attn_bwd");
+  if (use_fp16) {
+    convert_to_half(dqkv, dqkvh, S * C3, stream);
+    stages.mark("to_half_dQKV");
+  }
 
   // 4. side: grad_qkv_weight. main: grad_hidden_states, grad_qkv_bias.
   stages.fork(ctx);
@@ -230,13 +300,13 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     Gemm g;  // dWqkv[3C,C] = dQKVᵀ·X
     g.trans_a = true;
     g.M = C3, g.N = C, g.K = S, g.lda = C3, g.ldb = C, g.ldc = C;
-    gemm(ctx, side_slot, side, fp32(g), dqkv, X, a.grad_qkv_weight.data);
+    mm(side_slot, side, g, opnd(dqkv, dqkvh), opnd(X, Xh), a.grad_qkv_weight.data);
     stages.mark("dWqkv");
   }
   {
     Gemm g;  // dX[S,C] = dQKV[S,3C]·Wqkv[3C,C]
     g.M = S, g.N = C, g.K = C3, g.lda = C3, g.ldb = C, g.ldc = C;
-    gemm(ctx, 0, stream, fp32(g), dqkv, Wqkv, a.grad_hidden_states.data);
+    mm(0, stream, g, opnd(dqkv, dqkvh), opnd(Wqkv, Wqkvh), a.grad_hidden_states.data);
     stages.mark("dX");
   }
   column_sums(dqkv, S, C3, part_qkv, a.grad_qkv_bias.data, stream);

@@ -8,6 +8,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <string>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -36,6 +37,44 @@ class CudaCase {
  private:
   HostCase<Args> host_;
   DeviceArgs<Kokkos::Cuda, Args> dev_;
+};
+
+// Device copies of `host`'s tensors, each starting `offset` bytes into its own allocation (outputs
+// copied too, so the NaN poison travels).
+template <class Args>
+class ShiftedArgs {
+  using Bytes = Kokkos::View<unsigned char*, Kokkos::CudaSpace>;
+  using HostBytes = Kokkos::View<unsigned char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+ public:
+  ShiftedArgs(const Args& host, std::size_t offset) : args(host), offset_(offset) {
+    args.memory = Memory::Device;
+    detail::for_each_tensor(args, [&](const char* name, auto& t, bool) {
+      const std::size_t n = bytes_of(t);
+      Bytes b(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), n + offset);
+      Kokkos::deep_copy(Kokkos::subview(b, Kokkos::make_pair(offset, offset + n)),
+                        HostBytes(static_cast<unsigned char*>(raw(t)), n));
+      t.data = reinterpret_cast<decltype(t.data)>(b.data() + offset);
+      buffers_.push_back(b);
+    });
+  }
+
+  void outputs_to(Args& host) const {
+    std::size_t i = 0;
+    detail::for_each_tensor(host, [&](const char*, auto& t, bool output) {
+      const std::size_t n = bytes_of(t);
+      if (output)
+        Kokkos::deep_copy(HostBytes(static_cast<unsigned char*>(raw(t)), n),
+                          Kokkos::subview(buffers_[i], Kokkos::make_pair(offset_, offset_ + n)));
+      ++i;
+    });
+  }
+
+  Args args;
+
+ private:
+  std::size_t offset_;
+  std::vector<Bytes> buffers_;
 };
 
 // Small shapes of the three attention ops for the device reliability tests (determinism, NaN/Inf):

@@ -36,47 +36,10 @@ constexpr Precision kModes[] = {Precision::Default, Precision::Strict};
 double max_rel_l2(Precision p) { return p == Precision::Strict ? 1e-5 : 3e-3; }
 const char* mode_name(Precision p) { return p == Precision::Strict ? "strict" : "default"; }
 
-// Device copies of `host`'s tensors, each starting `offset` bytes into its own allocation (outputs
-// copied too, so the NaN poison travels).
-class ShiftedArgs {
-  using Bytes = Kokkos::View<unsigned char*, Kokkos::CudaSpace>;
-  using HostBytes = Kokkos::View<unsigned char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-
- public:
-  ShiftedArgs(const Args& host, std::size_t offset) : args(host), offset_(offset) {
-    args.memory = Memory::Device;
-    detail::for_each_tensor(args, [&](const char* name, auto& t, bool) {
-      const std::size_t n = bytes_of(t);
-      Bytes b(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(name)), n + offset);
-      Kokkos::deep_copy(Kokkos::subview(b, Kokkos::make_pair(offset, offset + n)),
-                        HostBytes(static_cast<unsigned char*>(raw(t)), n));
-      t.data = reinterpret_cast<decltype(t.data)>(b.data() + offset);
-      buffers_.push_back(b);
-    });
-  }
-
-  void outputs_to(Args& host) const {
-    std::size_t i = 0;
-    detail::for_each_tensor(host, [&](const char*, auto& t, bool output) {
-      const std::size_t n = bytes_of(t);
-      if (output)
-        Kokkos::deep_copy(HostBytes(static_cast<unsigned char*>(raw(t)), n),
-                          Kokkos::subview(buffers_[i], Kokkos::make_pair(offset_, offset_ + n)));
-      ++i;
-    });
-  }
-
-  Args args;
-
- private:
-  std::size_t offset_;
-  std::vector<Bytes> buffers_;
-};
-
 // Runs the default backend choice in mode `p` on device copies of `got`'s arguments, asserts it was the
 // fast path, and copies the outputs back.
 void run_cuda(HostCase<Args>& got, Precision p, std::size_t offset = 0) {
-  ShiftedArgs device(got.args, offset);
+  ShiftedArgs<Args> device(got.args, offset);
   Options o;
   o.precision = p;
   const Backend b = detail::run(Kokkos::Cuda(), device.args, o);

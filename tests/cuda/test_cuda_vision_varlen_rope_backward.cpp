@@ -15,6 +15,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -40,9 +41,10 @@ double max_rel_l2(Precision p) { return p == Precision::Strict ? 1e-4 : 1e-2; }
 
 // Runs the default backend choice in mode `p` on device copies of `got`'s arguments and asserts it
 // was the fast path.
-void run_cuda(HostCase<Args>& got, Precision p, bool host_cu_seqlens = true) {
+// With `offset` > 0 every device tensor starts that many bytes into its allocation (unaligned).
+void run_cuda(HostCase<Args>& got, Precision p, bool host_cu_seqlens = true, std::size_t offset = 0) {
   if (!host_cu_seqlens) got.args.cu_seqlens_host = nullptr;
-  DeviceArgs<Kokkos::Cuda, Args> device(got.args);
+  ShiftedArgs<Args> device(got.args, offset);
   Options o;
   o.precision = p;
   const Backend b = detail::run(Kokkos::Cuda(), device.args, o);
@@ -53,13 +55,13 @@ void run_cuda(HostCase<Args>& got, Precision p, bool host_cu_seqlens = true) {
 
 // The oracle once, then the fast path in both modes; every output checked.
 void check(const std::string& label, const tools::TensorSet& in, const tools::Axes& axes, double atol,
-           bool host_cu_seqlens = true) {
+           bool host_cu_seqlens = true, std::size_t offset = 0) {
   const Oracle<Args> want(in, axes);
   for (const Precision p : {Precision::Default, Precision::Strict}) {
     HostCase<Args> got(in, axes);
     const std::string context = label + " " + to_string(p);
     SCOPED_TRACE(context);
-    run_cuda(got, p, host_cu_seqlens);
+    run_cuda(got, p, host_cu_seqlens, offset);
     const auto g = outputs_of(got.args), w = outputs_of(want.host.args);
     ASSERT_EQ(g.size(), 5u);
     for (std::size_t i = 0; i < g.size(); ++i) {
@@ -129,6 +131,19 @@ TEST(CudaVisionVarlenRope, OddWithoutHostCuSeqlens) {
   const std::vector<std::int32_t> lengths = {5, 0, 70, 1, 20};
   const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(50), axes);
   check(label_of(lengths, 2) + " no host cu_seqlens", in, axes, smallest_atol(kOp), /*host_cu_seqlens=*/false);
+}
+
+// Tensors 4 bytes past 16-byte alignment (cuBLASLt's unaligned algorithms, the scalar fp16
+// conversion); and the Default mode's TF32 GEMM variant (ATTNBWD_CUDA_VARLEN_GEMM=tf32).
+TEST(CudaVisionVarlenRope, OddUnalignedAndTf32Variant) {
+  ATTNBWD_SEED_TRACE();
+  tools::Axes axes;
+  const std::vector<std::int32_t> lengths = {1, 66, 0, 30};
+  const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(70), axes);
+  check(label_of(lengths, 2) + " offset 4", in, axes, smallest_atol(kOp), true, 4);
+  setenv("ATTNBWD_CUDA_VARLEN_GEMM", "tf32", 1);
+  check(label_of(lengths, 2) + " tf32 GEMMs", in, axes, smallest_atol(kOp));
+  unsetenv("ATTNBWD_CUDA_VARLEN_GEMM");
 }
 
 // No order-dependent atomics: two runs give the same bits, in both modes.
