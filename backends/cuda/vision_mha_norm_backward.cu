@@ -14,8 +14,12 @@
 // P is read twice (row kernel, dV GEMM); dP/dS make four more P-sized passes. A fused attention
 // kernel reading P once is the next step (perf notes).
 //
-// Precision: Default runs every GEMM with TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32; measured
-// by the spec to pass every workload), Strict with full fp32 (CUBLAS_COMPUTE_32F). Element-wise math
+// Precision: Default runs the four projection GEMMs with fp16 operands (dY, attn_output, x_norm, the
+// two weights and dQKV converted to fp16 copies; fp32 accumulation and results; spec §4 measured
+// all-GEMMs-fp16 to pass) and the attention GEMMs on the fp32 tensors with TF32 tensor cores
+// (CUBLAS_COMPUTE_32F_FAST_TF32; P is read as it is, a conversion pass would cost more than it
+// saves); ATTNBWD_CUDA_FP32_GEMM=tf32 runs the projections in TF32 too (A/B). Strict runs every GEMM
+// in full fp32 (CUBLAS_COMPUTE_32F). Element-wise math
 // is fp32 in both; cross-block sums are added in double. Deterministic in both modes: no atomics, every
 // reduction in a fixed order, one cuBLASLt algorithm per GEMM shape.
 #include <algorithm>
@@ -26,6 +30,7 @@
 
 #include "check.hpp"
 #include "context.hpp"
+#include "convert.hpp"
 #include "graph_key.hpp"
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
@@ -46,6 +51,14 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, cublasComputeType_t compu
   g.a_type = g.b_type = g.c_type = CUDA_R_32F;
   g.compute = compute;
   cuda::gemm(ctx, slot, stream, g, A, B, C, alpha);
+}
+
+// A projection GEMM: fp16 operands (fp32 accumulation, CUBLAS_COMPUTE_32F) or fp32 ones in `compute`.
+void gemm(Context& ctx, int slot, cudaStream_t stream, cublasComputeType_t compute, Gemm g, Operand A, Operand B,
+          float* C) {
+  g.a_type = A.t, g.b_type = B.t, g.c_type = CUDA_R_32F;
+  g.compute = A.t == CUDA_R_16F ? CUBLAS_COMPUTE_32F : compute;
+  cuda::gemm(ctx, slot, stream, g, A.p, B.p, C);
 }
 
 constexpr int64_t kMaxEmbed = 4096;  // the LayerNorm kernel keeps a token's row in registers
@@ -74,13 +87,17 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t B = s.batch, S = s.seq_len, E = s.embed_dim, H = s.num_heads, D = s.head_dim, N = s.tokens();
   const int64_t E3 = 3 * E, BH = B * H, ld = round_up(S, 4);
   const int64_t tpb = mha::tokens_per_block(N, ctx.sm_count()), chunks = (N + tpb - 1) / tpb;
+  const bool use_fp16 = o.precision != Precision::Strict && fp16_gemms();
 
   // Scratch (slot 0), each piece a multiple of 64 floats: dA (later dXn) | dO | dQh | dKh | dVh |
   // dS (later dQKV) | partials of the qkv bias | partials of the LayerNorm sums.
   const int64_t n_tok = round_up(N * E, 64), n_ds = round_up(std::max(BH * S * ld, N * E3), 64),
                 n_part = round_up(chunks * E3, 64);
+  // fp16 copies (Default with fp16 projections), in floats of space: dY | A | x_norm | dQKV | Wo | Wqkv.
+  const int64_t n_w = round_up(E * E, 128) / 2;
+  const int64_t n_half = use_fp16 ? 3 * n_tok / 2 + round_up(N * E3, 128) / 2 + 4 * n_w : 0;
   float* base = static_cast<float*>(
-      ctx.scratch(0, static_cast<std::size_t>(5 * n_tok + n_ds + 2 * n_part) * sizeof(float), stream));
+      ctx.scratch(0, static_cast<std::size_t>(5 * n_tok + n_ds + 2 * n_part + n_half) * sizeof(float), stream));
   float* dA = base;
   float* dO = dA + n_tok;
   float* dQh = dO + n_tok;
@@ -91,6 +108,12 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   float* part_ln = part_qkv + n_part;
   float* dXn = dA;     // dA is dead after the head split
   float* dQKV = dS;    // dS is dead after the dQ and dK GEMMs
+  __half* dYh = reinterpret_cast<__half*>(part_ln + n_part);
+  __half* Ah = dYh + n_tok;
+  __half* Xnh = Ah + n_tok;
+  __half* dQKVh = Xnh + n_tok;
+  __half* Woh = dQKVh + round_up(N * E3, 128);
+  __half* Wqkvh = Woh + 2 * n_w;
 
   const float* dY = a.grad_output.data;
   const float* P = a.attn_weights.data;
@@ -99,19 +122,26 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
 
   StageTimer stages(stream);  // with it on, the side-stream work runs on `stream`
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
+  const auto op = [&](const float* x, const __half* h) { return operand(use_fp16, x, h); };
+  if (use_fp16) {  // before the fork: the side stream's first GEMM reads dY and A
+    convert_to_half(dY, dYh, N * E, stream);
+    convert_to_half(a.attn_output.data, Ah, N * E, stream);
+    convert_to_half(a.out_weight.data, Woh, E * E, stream);
+    stages.mark("to_half_dY_A_Wo");
+  }
   // 1. grad_out_weight (side stream) and dA.
   stages.fork(ctx);
   {
     Gemm g;
     g.trans_a = true;
     g.M = E, g.N = E, g.K = N, g.lda = E, g.ldb = E, g.ldc = E;
-    gemm(ctx, 1, side, compute, g, dY, a.attn_output.data, a.grad_out_weight.data);
+    gemm(ctx, 1, side, compute, g, op(dY, dYh), op(a.attn_output.data, Ah), a.grad_out_weight.data);
     stages.mark("dW_out");
   }
   {
     Gemm g;
     g.M = N, g.N = E, g.K = E, g.lda = E, g.ldb = E, g.ldc = E;
-    gemm(ctx, 0, stream, compute, g, dY, a.out_weight.data, dA);
+    gemm(ctx, 0, stream, compute, g, op(dY, dYh), op(a.out_weight.data, Woh), dA);
     stages.mark("dA");
   }
   // 2. head split.
@@ -150,19 +180,25 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   mha::merge_heads(dQh, dKh, dVh, dQKV, part_qkv, B, S, H, D, tpb, stream);
   mha::sum_partials(part_qkv, chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, stream);
   stages.mark("merge_bias");
+  if (use_fp16) {
+    convert_to_half(dQKV, dQKVh, N * E3, stream);
+    convert_to_half(a.x_norm.data, Xnh, N * E, stream);
+    convert_to_half(a.qkv_weight.data, Wqkvh, E3 * E, stream);
+    stages.mark("to_half_dQKV_Xn_Wqkv");
+  }
   // 6. grad_qkv_weight (side stream, after dQKV exists) and dXn.
   stages.fork(ctx);
   {
     Gemm g;
     g.trans_a = true;
     g.M = E3, g.N = E, g.K = N, g.lda = E3, g.ldb = E, g.ldc = E;
-    gemm(ctx, 1, side, compute, g, dQKV, a.x_norm.data, a.grad_qkv_weight.data);
+    gemm(ctx, 1, side, compute, g, op(dQKV, dQKVh), op(a.x_norm.data, Xnh), a.grad_qkv_weight.data);
     stages.mark("dW_qkv");
   }
   {
     Gemm g;
     g.M = N, g.N = E, g.K = E3, g.lda = E3, g.ldb = E, g.ldc = E;
-    gemm(ctx, 0, stream, compute, g, dQKV, a.qkv_weight.data, dXn);
+    gemm(ctx, 0, stream, compute, g, op(dQKV, dQKVh), op(a.qkv_weight.data, Wqkvh), dXn);
     stages.mark("dXn");
   }
   // 7. LayerNorm backward + residual, then the three token sums.
@@ -182,7 +218,8 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
   Context& ctx = Context::current();
   ctx.claim(stream);
   const auto key = [&] {
-    return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision)});
+    return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
+                            env_word("ATTNBWD_CUDA_FP32_GEMM")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

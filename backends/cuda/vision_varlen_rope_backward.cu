@@ -14,10 +14,10 @@
 //
 // Precision: Default runs the GEMMs with fp16 operands (fp32 tensors converted here: X, dY, the two
 // weights, and AO and dQKV once they exist), fp32 accumulation and fp32 results, at twice the TF32
-// tensor-core rate; spec §5 measured all-GEMMs-fp16 to pass every workload. ATTNBWD_CUDA_VARLEN_GEMM=
-// tf32 instead runs them on the fp32 tensors with TF32 (CUBLAS_COMPUTE_32F_FAST_TF32; also measured to
-// pass), for A/B timing. The attention products are TF32 (mma.sync) in Default. Strict runs the GEMMs in true fp32 (CUBLAS_COMPUTE_32F) and the attention
-// products as 3xTF32: fp32-accurate. Softmax, RoPE, bias sums: fp32 in both.
+// tensor-core rate; spec §5 measured all-GEMMs-fp16 to pass every workload. ATTNBWD_CUDA_FP32_GEMM=tf32
+// instead runs them on the fp32 tensors with TF32 (CUBLAS_COMPUTE_32F_FAST_TF32; also measured to
+// pass), for A/B timing. The attention products are TF32 (mma.sync) in Default. Strict runs the
+// GEMMs in true fp32 (CUBLAS_COMPUTE_32F) and the attention products as 3xTF32: fp32-accurate. Softmax, RoPE, bias sums: fp32 in both.
 //
 // cu_seqlens: the kernels read only the device array (the block table is built on the device), so
 // this file never copies it to the host and never synchronises. Validation (starts at 0,
@@ -38,6 +38,7 @@
 
 #include "check.hpp"
 #include "context.hpp"
+#include "convert.hpp"
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
 #include "stages.hpp"
@@ -96,36 +97,6 @@ __global__ void column_sums_final(const float* __restrict__ part, int64_t chunks
 
 unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
-// y = fp16(x), round to nearest; n4 groups of 4 (16-byte loads; x 16-byte aligned), then the tail.
-__global__ void to_half(const float* __restrict__ x, __half* __restrict__ y, int64_t n, bool vec4) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t n4 = vec4 ? n / 4 : 0;
-  for (int64_t i = i0; i < n4; i += stride) {
-    const float4 v = reinterpret_cast<const float4*>(x)[i];
-    reinterpret_cast<__half2*>(y)[2 * i] = __floats2half2_rn(v.x, v.y);
-    reinterpret_cast<__half2*>(y)[2 * i + 1] = __floats2half2_rn(v.z, v.w);
-  }
-  for (int64_t i = 4 * n4 + i0; i < n; i += stride) y[i] = __float2half_rn(x[i]);
-}
-
-void convert_to_half(const float* x, __half* y, int64_t n, cudaStream_t stream) {
-  const int threads = 256;
-  const bool vec4 = reinterpret_cast<std::uintptr_t>(x) % 16 == 0;  // y: scratch, 256-byte aligned
-  const int64_t work = vec4 ? n / 4 + 3 : n;
-  const int64_t blocks = std::min<int64_t>((work + threads - 1) / threads, int64_t{132} * 16);
-  to_half<<<static_cast<unsigned>(blocks > 0 ? blocks : 1), threads, 0, stream>>>(x, y, n, vec4);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
-}
-
-// A GEMM operand: an fp32 tensor, or its fp16 copy.
-struct Operand {
-  const void* p;
-  cudaDataType_t t;
-};
-
-// ATTNBWD_CUDA_VARLEN_GEMM=auto|fp16|tf32: the Default mode's GEMM operands (auto = fp16).
-bool fp16_gemms() { return env_switch("ATTNBWD_CUDA_VARLEN_GEMM", {"auto", "fp16", "tf32"}) != 2; }
 int64_t chunks_of(int64_t rows) { return (rows + kSumRows - 1) / kSumRows; }
 
 // out[cols] = column sums of x [rows, cols], using part [chunks_of(rows), cols].
@@ -203,9 +174,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   const float* Wqkv = a.qkv_weight.data;
   const float* Wp = a.proj_weight.data;
   // Operand x of an fp32 tensor: its fp16 copy h when the GEMMs run fp16, else x itself.
-  const auto opnd = [&](const float* x, const __half* h) {
-    return use_fp16 ? Operand{h, CUDA_R_16F} : Operand{x, CUDA_R_32F};
-  };
+  const auto opnd = [&](const float* x, const __half* h) { return operand(use_fp16, x, h); };
   const auto mm = [&](int slot, cudaStream_t st, Gemm g, Operand A, Operand B, float* C_) {
     g.a_type = A.t, g.b_type = B.t, g.c_type = CUDA_R_32F;
     g.compute = compute;

@@ -11,6 +11,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -98,6 +99,16 @@ TEST(CudaVisionMhaNorm, TinyUnalignedTensorsMatchTheOracle) {
     const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++)), axes, smallest_atol(kOp), 4);
   }
+}
+
+// Default with the projection GEMMs in TF32 instead of fp16 (ATTNBWD_CUDA_FP32_GEMM=tf32, the A/B
+// variant).
+TEST(CudaVisionMhaNorm, Tf32ProjectionVariantMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes axes = axes_of(2, 65, 3, 64);
+  setenv("ATTNBWD_CUDA_FP32_GEMM", "tf32", 1);
+  check(tools::generate_inputs(kOp, axes, fresh_seed(60)), axes, smallest_atol(kOp));
+  unsetenv("ATTNBWD_CUDA_FP32_GEMM");
 }
 
 // No order-dependent atomics: two runs give the same bits, in both modes.

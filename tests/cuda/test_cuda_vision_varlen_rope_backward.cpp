@@ -134,16 +134,16 @@ TEST(CudaVisionVarlenRope, OddWithoutHostCuSeqlens) {
 }
 
 // Tensors 4 bytes past 16-byte alignment (cuBLASLt's unaligned algorithms, the scalar fp16
-// conversion); and the Default mode's TF32 GEMM variant (ATTNBWD_CUDA_VARLEN_GEMM=tf32).
+// conversion); and the Default mode's TF32 GEMM variant (ATTNBWD_CUDA_FP32_GEMM=tf32).
 TEST(CudaVisionVarlenRope, OddUnalignedAndTf32Variant) {
   ATTNBWD_SEED_TRACE();
   tools::Axes axes;
   const std::vector<std::int32_t> lengths = {1, 66, 0, 30};
   const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(70), axes);
   check(label_of(lengths, 2) + " offset 4", in, axes, smallest_atol(kOp), true, 4);
-  setenv("ATTNBWD_CUDA_VARLEN_GEMM", "tf32", 1);
+  setenv("ATTNBWD_CUDA_FP32_GEMM", "tf32", 1);
   check(label_of(lengths, 2) + " tf32 GEMMs", in, axes, smallest_atol(kOp));
-  unsetenv("ATTNBWD_CUDA_VARLEN_GEMM");
+  unsetenv("ATTNBWD_CUDA_FP32_GEMM");
 }
 
 // No order-dependent atomics: two runs give the same bits, in both modes.

@@ -1,0 +1,30 @@
+// fp32 → fp16 copies for GEMM operands, and the switch choosing them. The fp32 ops
+// (vision_mha_norm, vision_varlen_rope) run their projection GEMMs in Default with fp16 operands,
+// fp32 accumulation and fp32 results: spec §4 and §5 measured all-GEMMs-fp16 to pass every workload.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+#include <library_types.h>
+
+#include <cstdint>
+
+namespace attnbwd::cuda {
+
+// y[0, n) = fp16(x[0, n)), round to nearest even; 16-byte loads where x allows. y: 16-byte aligned.
+void convert_to_half(const float* x, __half* y, std::int64_t n, cudaStream_t stream);
+
+// ATTNBWD_CUDA_FP32_GEMM=auto|fp16|tf32: the Default mode's GEMM operands in the fp32 ops (auto =
+// fp16; tf32 = the fp32 tensors with TF32 tensor cores, for A/B timing). Strict ignores it.
+bool fp16_gemms();
+
+// A GEMM operand: an fp32 tensor, or its fp16 copy.
+struct Operand {
+  const void* p;
+  cudaDataType_t t;
+};
+inline Operand operand(bool use_fp16, const float* x, const __half* h) {
+  return use_fp16 ? Operand{h, CUDA_R_16F} : Operand{x, CUDA_R_32F};
+}
+
+}  // namespace attnbwd::cuda
