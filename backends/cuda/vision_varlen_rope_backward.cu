@@ -16,7 +16,8 @@
 // weights, and AO and dQKV once they exist), fp32 accumulation and fp32 results, at twice the TF32
 // tensor-core rate; spec §5 measured all-GEMMs-fp16 to pass every workload. ATTNBWD_CUDA_FP32_GEMM=tf32
 // instead runs them on the fp32 tensors with TF32 (CUBLAS_COMPUTE_32F_FAST_TF32; also measured to
-// pass), for A/B timing. The attention products are TF32 (mma.sync) in Default. Strict runs the
+// pass), for A/B timing. The attention products are fp16 (mma.sync m16n8k16) with fp16 GEMMs, TF32
+// with TF32 GEMMs or ATTNBWD_CUDA_VARLEN_ATTN=tf32. Strict runs the
 // GEMMs in true fp32 (CUBLAS_COMPUTE_32F) and the attention products as 3xTF32: fp32-accurate. Softmax, RoPE, bias sums: fp32 in both.
 //
 // cu_seqlens: the kernels read only the device array (the block table is built on the device), so
@@ -140,6 +141,11 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
                 D = s.head_dim;
   const bool strict = o.precision == Precision::Strict;
   const bool use_fp16 = !strict && fp16_gemms();
+  // ATTNBWD_CUDA_VARLEN_ATTN=auto|tf32: Default's attention products (auto: fp16 with fp16 GEMMs).
+  const bool tf32_attn = env_switch("ATTNBWD_CUDA_VARLEN_ATTN", {"auto", "tf32"}) == 1;
+  const varlen::Products products = strict                  ? varlen::Products::Tf32x3
+                                    : use_fp16 && !tf32_attn ? varlen::Products::Fp16
+                                                             : varlen::Products::Tf32;
   const cublasComputeType_t compute =
       strict || use_fp16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
   const int64_t slots = varlen::block_slots(S, n), chunks = chunks_of(S);
@@ -240,7 +246,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   p.lse = lse;
   p.delta = delta;
   p.dqkv = dqkv;
-  varlen::attention_forward(p, strict, stream);
+  varlen::attention_forward(p, products, stream);
   stages.mark("attn_fwd");
   if (use_fp16) {
     convert_to_half(AO, AOh, S * C, stream);
@@ -256,7 +262,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     mm(side_slot, side, g, opnd(dY, dYh), opnd(AO, AOh), a.grad_proj_weight.data);
     stages.mark("dWp");
   }
-  varlen::attention_backward(p, strict, stream);
+  varlen::attention_backward(p, products, stream);
   stages.mark("attn_bwd");
   if (use_fp16) {
     convert_to_half(dqkv, dqkvh, S * C3, stream);

@@ -12,7 +12,11 @@
 //    dK' += dSᵀ·q'; RoPE backward on dK' in the epilogue. No atomics: deterministic.
 // delta = Σ_j P_ij dP_ij = dO_i·O_i is the reference's row term written another way.
 //
-// Strict runs every product as 3xTF32 (a·b ≈ a_hi·b_hi + a_hi·b_lo + a_lo·b_hi), fp32-accurate.
+// Products (Mode): TF32 (mma.sync m16n8k8); Strict's 3xTF32 (a·b ≈ a_hi·b_hi + a_hi·b_lo + a_lo·b_hi),
+// fp32-accurate; and Default's fp16 (mma.sync m16n8k16, fp32 accumulation: half the instructions of
+// TF32 per product; spec §5 measured fp16 GEMM operands to pass). In fp16, dS tiles are stored times
+// kDsScale (a power of two, exact) so that small dS values stay normal fp16 numbers; dQ and dK are
+// multiplied back by 1/kDsScale in their epilogues.
 //
 // Sequences come from the device cu_seqlens only: a one-CTA kernel writes a table of (sequence,
 // block) per grid slot; slots past the last block exit at once. Rows and keys past a sequence's end
@@ -20,6 +24,8 @@
 #include "vision_varlen_rope_backward_attn.cuh"
 
 #include <cstdint>
+
+#include <cuda_fp16.h>
 
 #include "check.hpp"
 
@@ -61,9 +67,73 @@ __device__ __forceinline__ void mma1688(float (&c)[4], uint32_t a0, uint32_t a1,
 
 // acc[j] (16×8 tile j of this warp's 16×(8·NT) result) += A·B over K, A: 16 rows of `A` (row stride
 // lda); B(k, n) = B[n·ldb + k] when BT (B stored [n][k]), else B[k·ldb + n].
+__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);  // lo in the low 16 bits
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+constexpr int kTf32 = 0, kTf32x3 = 1, kFp16 = 2;  // product modes
+constexpr float kDsScale = 256.0f;                // fp16 mode: dS tiles stored ×kDsScale
+
+// fp16 products (m16n8k16), operands converted from the fp32 tiles as fragments are read. A pairs
+// (k, k+1) are adjacent in a row (8-byte loads: lda even, k even); B pairs too when BT.
+template <int NT, int K, bool BT>
+__device__ __forceinline__ void warp_mma_fp16(float (&acc)[NT][4], const float* __restrict__ A, int lda,
+                                              const float* __restrict__ B, int ldb) {
+  static_assert(K % 16 == 0, "K must be a multiple of 16");
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll 2
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    const float2 x0 = *reinterpret_cast<const float2*>(A + g * lda + k0 + 2 * t);
+    const float2 x1 = *reinterpret_cast<const float2*>(A + (g + 8) * lda + k0 + 2 * t);
+    const float2 x2 = *reinterpret_cast<const float2*>(A + g * lda + k0 + 2 * t + 8);
+    const float2 x3 = *reinterpret_cast<const float2*>(A + (g + 8) * lda + k0 + 2 * t + 8);
+    const uint32_t a0 = half2_bits(x0.x, x0.y), a1 = half2_bits(x1.x, x1.y), a2 = half2_bits(x2.x, x2.y),
+                   a3 = half2_bits(x3.x, x3.y);
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n = j * 8 + g;
+      uint32_t b0, b1;
+      if constexpr (BT) {
+        const float2 y0 = *reinterpret_cast<const float2*>(B + n * ldb + k0 + 2 * t);
+        const float2 y1 = *reinterpret_cast<const float2*>(B + n * ldb + k0 + 2 * t + 8);
+        b0 = half2_bits(y0.x, y0.y), b1 = half2_bits(y1.x, y1.y);
+      } else {
+        b0 = half2_bits(B[(k0 + 2 * t) * ldb + n], B[(k0 + 2 * t + 1) * ldb + n]);
+        b1 = half2_bits(B[(k0 + 2 * t + 8) * ldb + n], B[(k0 + 2 * t + 9) * ldb + n]);
+      }
+      mma16816(acc[j], a0, a1, a2, a3, b0, b1);
+    }
+  }
+}
+
 template <bool Split, int NT, int K, bool BT>
+__device__ __forceinline__ void warp_mma_tf32(float (&acc)[NT][4], const float* __restrict__ A, int lda,
+                                              const float* __restrict__ B, int ldb);
+
+template <int Mode, int NT, int K, bool BT>
 __device__ __forceinline__ void warp_mma(float (&acc)[NT][4], const float* __restrict__ A, int lda,
                                          const float* __restrict__ B, int ldb) {
+  if constexpr (Mode == kFp16) {
+    warp_mma_fp16<NT, K, BT>(acc, A, lda, B, ldb);
+  } else {
+    warp_mma_tf32<Mode == kTf32x3, NT, K, BT>(acc, A, lda, B, ldb);
+  }
+}
+
+// TF32 products (m16n8k8); Split: 3xTF32.
+template <bool Split, int NT, int K, bool BT>
+__device__ __forceinline__ void warp_mma_tf32(float (&acc)[NT][4], const float* __restrict__ A, int lda,
+                                              const float* __restrict__ B, int ldb) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll 2
   for (int k0 = 0; k0 < K; k0 += 8) {
@@ -104,6 +174,14 @@ __device__ __forceinline__ void load_tile(float* __restrict__ s, int lds, const 
 }
 
 template <int NT>
+__device__ __forceinline__ void scale_acc(float (&acc)[NT][4], float f) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) acc[j][r] *= f;
+}
+
+template <int NT>
 __device__ __forceinline__ void zero(float (&acc)[NT][4]) {
 #pragma unroll
   for (int j = 0; j < NT; ++j)
@@ -139,7 +217,7 @@ __device__ __forceinline__ void rope_back(const float* __restrict__ cs, const fl
 }
 
 // ---------------------------------------------------------------------------------------------
-template <bool Split>
+template <int Mode>
 __global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) {
   int64_t start, end, q0;
   if (!slot_of(p, start, end, q0)) return;
@@ -169,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) 
     __syncthreads();
     float s[8][4];
     zero(s);
-    warp_mma<Split, 8, kD, true>(s, sQ + w * 16 * kLdA, kLdA, sK, kLdA);
+    warp_mma<Mode, 8, kD, true>(s, sQ + w * 16 * kLdA, kLdA, sK, kLdA);
     float mx[2] = {m[0], m[1]};
 #pragma unroll
     for (int j = 0; j < 8; ++j)
@@ -205,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) 
     __syncwarp();  // the previous block's P is no longer read
     store_tile16x64(wP, s);
     __syncwarp();
-    warp_mma<Split, 16, kRows, false>(o, wP, kLdP, sV, kLdB);
+    warp_mma<Mode, 16, kRows, false>(o, wP, kLdP, sV, kLdB);
   }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -246,7 +324,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) 
 }
 
 // ---------------------------------------------------------------------------------------------
-template <bool Split>
+template <int Mode>
 __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
   int64_t start, end, q0;
   if (!slot_of(p, start, end, q0)) return;
@@ -286,8 +364,8 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
     float s[8][4], dp[8][4];
     zero(s);
     zero(dp);
-    warp_mma<Split, 8, kD, true>(s, sQ + w * 16 * kLdA, kLdA, sK, kLdA);
-    warp_mma<Split, 8, kD, true>(dp, sdO + w * 16 * kLdA, kLdA, sV, kLdA);
+    warp_mma<Mode, 8, kD, true>(s, sQ + w * 16 * kLdA, kLdA, sK, kLdA);
+    warp_mma<Mode, 8, kD, true>(dp, sdO + w * 16 * kLdA, kLdA, sV, kLdA);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -295,13 +373,14 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
         const int col = j * 8 + 2 * t + (r & 1), i = r >> 1;
         const bool live = col < keys && w * 16 + g + 8 * i < rows;
         const float pr = live ? expf(s[j][r] * p.scaling - lse[i]) : 0.0f;
-        s[j][r] = pr * (dp[j][r] - dl[i]) * p.scaling;
+        s[j][r] = pr * (dp[j][r] - dl[i]) * (Mode == kFp16 ? p.scaling * kDsScale : p.scaling);
       }
     __syncwarp();
     store_tile16x64(wS, s);
     __syncwarp();
-    warp_mma<Split, 16, kRows, false>(dq, wS, kLdP, sK, kLdA);
+    warp_mma<Mode, 16, kRows, false>(dq, wS, kLdP, sK, kLdA);
   }
+  if constexpr (Mode == kFp16) scale_acc(dq, 1.0f / kDsScale);
   // RoPE backward and store: columns d (tile j < 8) pair with d + 64 (tile j + 8) in this thread.
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -324,7 +403,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-template <bool Split>
+template <int Mode>
 __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
   int64_t start, end, k0;
   if (!slot_of(p, start, end, k0)) return;
@@ -366,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
     // Transposed tiles: rows are this warp's 16 keys, columns the 64 queries.
     float s[8][4];
     zero(s);
-    warp_mma<Split, 8, kD, true>(s, sK + w * 16 * kLdA, kLdA, sQ, kLdA);
+    warp_mma<Mode, 8, kD, true>(s, sK + w * 16 * kLdA, kLdA, sQ, kLdA);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -379,20 +458,21 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
     store_tile16x64(wP, s);
     float dp[8][4];
     zero(dp);
-    warp_mma<Split, 8, kD, true>(dp, sV + w * 16 * kLdA, kLdA, sdO, kLdA);
+    warp_mma<Mode, 8, kD, true>(dp, sV + w * 16 * kLdA, kLdA, sdO, kLdA);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int col = j * 8 + 2 * t + (r & 1);
         const float pr = wP[(g + 8 * (r >> 1)) * kLdP + col];  // this thread's own Pᵀ element
-        dp[j][r] = pr * (dp[j][r] - sDl[col]) * p.scaling;
+        dp[j][r] = pr * (dp[j][r] - sDl[col]) * (Mode == kFp16 ? p.scaling * kDsScale : p.scaling);
       }
     store_tile16x64(wS, dp);
     __syncwarp();
-    warp_mma<Split, 16, kRows, false>(dv, wP, kLdP, sdO, kLdA);
-    warp_mma<Split, 16, kRows, false>(dk, wS, kLdP, sQ, kLdA);
+    warp_mma<Mode, 16, kRows, false>(dv, wP, kLdP, sdO, kLdA);
+    warp_mma<Mode, 16, kRows, false>(dk, wS, kLdP, sQ, kLdA);
   }
+  if constexpr (Mode == kFp16) scale_acc(dk, 1.0f / kDsScale);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int row = w * 16 + g + 8 * i;
@@ -473,20 +553,28 @@ void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, i
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
-void attention_forward(const AttnParams& p, bool split, cudaStream_t stream) {
-  if (split)
-    launch(attn_forward<true>, kSmemForward, p, stream);
-  else
-    launch(attn_forward<false>, kSmemForward, p, stream);
+void attention_forward(const AttnParams& p, Products products, cudaStream_t stream) {
+  switch (products) {
+    case Products::Tf32x3: launch(attn_forward<kTf32x3>, kSmemForward, p, stream); break;
+    case Products::Fp16: launch(attn_forward<kFp16>, kSmemForward, p, stream); break;
+    default: launch(attn_forward<kTf32>, kSmemForward, p, stream); break;
+  }
 }
 
-void attention_backward(const AttnParams& p, bool split, cudaStream_t stream) {
-  if (split) {
-    launch(attn_dq<true>, kSmemDq, p, stream);
-    launch(attn_dkv<true>, kSmemDkv, p, stream);
-  } else {
-    launch(attn_dq<false>, kSmemDq, p, stream);
-    launch(attn_dkv<false>, kSmemDkv, p, stream);
+void attention_backward(const AttnParams& p, Products products, cudaStream_t stream) {
+  switch (products) {
+    case Products::Tf32x3:
+      launch(attn_dq<kTf32x3>, kSmemDq, p, stream);
+      launch(attn_dkv<kTf32x3>, kSmemDkv, p, stream);
+      break;
+    case Products::Fp16:
+      launch(attn_dq<kFp16>, kSmemDq, p, stream);
+      launch(attn_dkv<kFp16>, kSmemDkv, p, stream);
+      break;
+    default:
+      launch(attn_dq<kTf32>, kSmemDq, p, stream);
+      launch(attn_dkv<kTf32>, kSmemDkv, p, stream);
+      break;
   }
 }
 

@@ -38,9 +38,13 @@ struct AttnParams {
 void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, int2* table, std::int64_t slots,
                        cudaStream_t stream);
 
-// Forward recompute: AO, lse, delta. `split`: 3xTF32 products (Strict), else TF32.
-void attention_forward(const AttnParams& p, bool split, cudaStream_t stream);
+// How the tensor-core products are formed: TF32, 3xTF32 (fp32-accurate; Strict) or fp16 operands
+// (fp32 accumulation; Default).
+enum class Products { Tf32, Tf32x3, Fp16 };
+
+// Forward recompute: AO, lse, delta.
+void attention_forward(const AttnParams& p, Products products, cudaStream_t stream);
 // Backward: dqkv (dq and dk through the RoPE backward, dV).
-void attention_backward(const AttnParams& p, bool split, cudaStream_t stream);
+void attention_backward(const AttnParams& p, Products products, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda::varlen

@@ -134,7 +134,8 @@ TEST(CudaVisionVarlenRope, OddWithoutHostCuSeqlens) {
 }
 
 // Tensors 4 bytes past 16-byte alignment (cuBLASLt's unaligned algorithms, the scalar fp16
-// conversion); and the Default mode's TF32 GEMM variant (ATTNBWD_CUDA_FP32_GEMM=tf32).
+// conversion); and the Default mode's variants: TF32 GEMMs and attention (ATTNBWD_CUDA_FP32_GEMM=tf32),
+// fp16 GEMMs with TF32 attention (ATTNBWD_CUDA_VARLEN_ATTN=tf32).
 TEST(CudaVisionVarlenRope, OddUnalignedAndTf32Variant) {
   ATTNBWD_SEED_TRACE();
   tools::Axes axes;
@@ -144,6 +145,9 @@ TEST(CudaVisionVarlenRope, OddUnalignedAndTf32Variant) {
   setenv("ATTNBWD_CUDA_FP32_GEMM", "tf32", 1);
   check(label_of(lengths, 2) + " tf32 GEMMs", in, axes, smallest_atol(kOp));
   unsetenv("ATTNBWD_CUDA_FP32_GEMM");
+  setenv("ATTNBWD_CUDA_VARLEN_ATTN", "tf32", 1);
+  check(label_of(lengths, 2) + " fp16 GEMMs, tf32 attention", in, axes, smallest_atol(kOp));
+  unsetenv("ATTNBWD_CUDA_VARLEN_ATTN");
 }
 
 // No order-dependent atomics: two runs give the same bits, in both modes.
