@@ -208,6 +208,26 @@ __device__ __forceinline__ bool slot_of(const AttnParams& p, int64_t& start, int
   return b0 < end;
 }
 
+// This CTA's block: the slot's sequence [start, end), the block's first token b0 and token count n
+// (≤ 64), the head h, and the head's q, k, v columns of qkv (row stride ld3).
+struct Block {
+  int64_t start, end, b0;
+  int n, h;
+  int64_t ld3;
+  const float *gQ, *gK, *gV;
+};
+
+__device__ __forceinline__ bool block_of(const AttnParams& p, Block& b) {
+  if (!slot_of(p, b.start, b.end, b.b0)) return false;
+  b.n = static_cast<int>(b.end - b.b0 < kRows ? b.end - b.b0 : kRows);
+  b.h = blockIdx.y;
+  b.ld3 = 3 * p.C;
+  b.gQ = p.qkv + static_cast<int64_t>(b.h) * kD;
+  b.gK = b.gQ + p.C;
+  b.gV = b.gQ + 2 * p.C;
+  return true;
+}
+
 // RoPE backward of a gradient pair (lo at d, hi at d + 64) of token row `tok`:
 // lo' = lo·cos[d] + hi·sin[d+64]; hi' = hi·cos[d+64] − lo·sin[d].
 __device__ __forceinline__ void rope_back(const float* __restrict__ cs, const float* __restrict__ sn, int d, float lo,
@@ -219,19 +239,14 @@ __device__ __forceinline__ void rope_back(const float* __restrict__ cs, const fl
 // ---------------------------------------------------------------------------------------------
 template <int Mode>
 __global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) {
-  int64_t start, end, q0;
-  if (!slot_of(p, start, end, q0)) return;
-  const int h = blockIdx.y;
-  const int rows = static_cast<int>(end - q0 < kRows ? end - q0 : kRows);
+  Block b;
+  if (!block_of(p, b)) return;
+  const auto [start, end, q0, rows, h, ld3, gQ, gK, gV] = b;
   extern __shared__ float4 smem4[];
   float* sQ = reinterpret_cast<float*>(smem4);
   float* sK = sQ + kRows * kLdA;
   float* sV = sK + kRows * kLdA;
   float* sP = sV + kRows * kLdB;
-  const int64_t ld3 = 3 * p.C;
-  const float* gQ = p.qkv + static_cast<int64_t>(h) * kD;
-  const float* gK = gQ + p.C;
-  const float* gV = gQ + 2 * p.C;
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   float* wP = sP + w * 16 * kLdP;
 
@@ -326,20 +341,15 @@ __global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) 
 // ---------------------------------------------------------------------------------------------
 template <int Mode>
 __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
-  int64_t start, end, q0;
-  if (!slot_of(p, start, end, q0)) return;
-  const int h = blockIdx.y;
-  const int rows = static_cast<int>(end - q0 < kRows ? end - q0 : kRows);
+  Block b;
+  if (!block_of(p, b)) return;
+  const auto [start, end, q0, rows, h, ld3, gQ, gK, gV] = b;
   extern __shared__ float4 smem4[];
   float* sQ = reinterpret_cast<float*>(smem4);
   float* sdO = sQ + kRows * kLdA;
   float* sK = sdO + kRows * kLdA;
   float* sV = sK + kRows * kLdA;
   float* sS = sV + kRows * kLdA;
-  const int64_t ld3 = 3 * p.C;
-  const float* gQ = p.qkv + static_cast<int64_t>(h) * kD;
-  const float* gK = gQ + p.C;
-  const float* gV = gQ + 2 * p.C;
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   float* wS = sS + w * 16 * kLdP;
 
@@ -405,10 +415,9 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
 // ---------------------------------------------------------------------------------------------
 template <int Mode>
 __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
-  int64_t start, end, k0;
-  if (!slot_of(p, start, end, k0)) return;
-  const int h = blockIdx.y;
-  const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
+  Block b;
+  if (!block_of(p, b)) return;
+  const auto [start, end, k0, keys, h, ld3, gQ, gK, gV] = b;
   extern __shared__ float4 smem4[];
   float* sK = reinterpret_cast<float*>(smem4);
   float* sV = sK + kRows * kLdA;
@@ -418,10 +427,6 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
   float* sS = sP + kRows * kLdP;
   float* sLse = sS + kRows * kLdP;
   float* sDl = sLse + kRows;
-  const int64_t ld3 = 3 * p.C;
-  const float* gQ = p.qkv + static_cast<int64_t>(h) * kD;
-  const float* gK = gQ + p.C;
-  const float* gV = gQ + 2 * p.C;
   const float* gdO = p.dAO + static_cast<int64_t>(h) * kD;
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   float* wP = sP + w * 16 * kLdP;
