@@ -19,9 +19,9 @@
 // all-GEMMs-fp16 to pass) and the attention GEMMs on the fp32 tensors with TF32 tensor cores
 // (CUBLAS_COMPUTE_32F_FAST_TF32; P is read as it is, a conversion pass would cost more than it
 // saves); ATTNBWD_CUDA_FP32_GEMM=tf32 runs the projections in TF32 too (A/B). Strict runs every GEMM
-// in full fp32 (CUBLAS_COMPUTE_32F). Element-wise math
-// is fp32 in both; cross-block sums are added in double. Deterministic in both modes: no atomics, every
-// reduction in a fixed order, one cuBLASLt algorithm per GEMM shape.
+// in full fp32 (CUBLAS_COMPUTE_32F). Element-wise math is fp32 in both; cross-block sums are added
+// in double. Deterministic in both modes: no atomics, every reduction in a fixed order, one cuBLASLt
+// algorithm per GEMM shape.
 #include <algorithm>
 #include <cstdint>
 #include <map>
