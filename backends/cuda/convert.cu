@@ -32,6 +32,13 @@ void convert_to_half(const float* x, __half* y, std::int64_t n, cudaStream_t str
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
+void gemm(Context& ctx, int slot, cudaStream_t stream, cublasComputeType_t fp32_compute, Gemm g, Operand A,
+          Operand B, float* C) {
+  g.a_type = A.t, g.b_type = B.t, g.c_type = CUDA_R_32F;
+  g.compute = A.t == CUDA_R_16F ? CUBLAS_COMPUTE_32F : fp32_compute;
+  gemm(ctx, slot, stream, g, A.p, B.p, C);
+}
+
 bool fp16_gemms() { return env_switch("ATTNBWD_CUDA_FP32_GEMM", {"auto", "fp16", "tf32"}) != 2; }
 
 }  // namespace attnbwd::cuda

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "lt_gemm.hpp"
+
 namespace attnbwd::cuda {
 
 // y[0, n) = fp16(x[0, n)), round to nearest even; 16-byte loads where x allows. y: 16-byte aligned.
@@ -26,5 +28,10 @@ struct Operand {
 inline Operand operand(bool use_fp16, const float* x, const __half* h) {
   return use_fp16 ? Operand{h, CUDA_R_16F} : Operand{x, CUDA_R_32F};
 }
+
+// C (fp32) = op(A)·op(B) through lt_gemm: fp16 operands accumulate in fp32 (CUBLAS_COMPUTE_32F), fp32
+// operands use `fp32_compute` (TF32 or full fp32, by mode).
+void gemm(Context& ctx, int slot, cudaStream_t stream, cublasComputeType_t fp32_compute, Gemm g, Operand A,
+          Operand B, float* C);
 
 }  // namespace attnbwd::cuda

@@ -53,14 +53,6 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, cublasComputeType_t compu
   cuda::gemm(ctx, slot, stream, g, A, B, C, alpha);
 }
 
-// A projection GEMM: fp16 operands (fp32 accumulation, CUBLAS_COMPUTE_32F) or fp32 ones in `compute`.
-void gemm(Context& ctx, int slot, cudaStream_t stream, cublasComputeType_t compute, Gemm g, Operand A, Operand B,
-          float* C) {
-  g.a_type = A.t, g.b_type = B.t, g.c_type = CUDA_R_32F;
-  g.compute = A.t == CUDA_R_16F ? CUBLAS_COMPUTE_32F : compute;
-  cuda::gemm(ctx, slot, stream, g, A.p, B.p, C);
-}
-
 constexpr int64_t kMaxEmbed = 4096;  // the LayerNorm kernel keeps a token's row in registers
 
 }  // namespace

@@ -17,8 +17,9 @@
 // tensor-core rate; spec §5 measured all-GEMMs-fp16 to pass every workload. ATTNBWD_CUDA_FP32_GEMM=tf32
 // instead runs them on the fp32 tensors with TF32 (CUBLAS_COMPUTE_32F_FAST_TF32; also measured to
 // pass), for A/B timing. The attention products are fp16 (mma.sync m16n8k16) with fp16 GEMMs, TF32
-// with TF32 GEMMs or ATTNBWD_CUDA_VARLEN_ATTN=tf32. Strict runs the
-// GEMMs in true fp32 (CUBLAS_COMPUTE_32F) and the attention products as 3xTF32: fp32-accurate. Softmax, RoPE, bias sums: fp32 in both.
+// with TF32 GEMMs or ATTNBWD_CUDA_VARLEN_ATTN=tf32. Strict runs the GEMMs in true fp32
+// (CUBLAS_COMPUTE_32F) and the attention products as 3xTF32: fp32-accurate. Softmax, RoPE, bias
+// sums: fp32 in both.
 //
 // cu_seqlens: the kernels read only the device array (the block table is built on the device), so
 // this file never copies it to the host and never synchronises. Validation (starts at 0,
@@ -146,8 +147,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   const varlen::Products products = strict                  ? varlen::Products::Tf32x3
                                     : use_fp16 && !tf32_attn ? varlen::Products::Fp16
                                                              : varlen::Products::Tf32;
-  const cublasComputeType_t compute =
-      strict || use_fp16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+  const cublasComputeType_t compute = strict ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
   const int64_t slots = varlen::block_slots(S, n), chunks = chunks_of(S);
 
   // Scratch (slot 0), every piece a multiple of 64 floats (256 B):
@@ -181,11 +181,6 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   const float* Wp = a.proj_weight.data;
   // Operand x of an fp32 tensor: its fp16 copy h when the GEMMs run fp16, else x itself.
   const auto opnd = [&](const float* x, const __half* h) { return operand(use_fp16, x, h); };
-  const auto mm = [&](int slot, cudaStream_t st, Gemm g, Operand A, Operand B, float* C_) {
-    g.a_type = A.t, g.b_type = B.t, g.c_type = CUDA_R_32F;
-    g.compute = compute;
-    gemm(ctx, slot, st, g, A.p, B.p, C_);
-  };
 
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
@@ -201,7 +196,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
       convert_to_half(Wp, Wph, C * C, side);
       stages.mark("to_half_dY_Wp");
     }
-    mm(side_slot, side, g, opnd(dY, dYh), opnd(Wp, Wph), dAO);
+    gemm(ctx, side_slot, side, compute, g, opnd(dY, dYh), opnd(Wp, Wph), dAO);
     stages.mark("dAO");
     column_sums(dY, S, C, part_proj, a.grad_proj_bias.data, side);
     stages.mark("proj_bias");
@@ -215,7 +210,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
       convert_to_half(Wqkv, Wqkvh, C3 * C, stream);
       stages.mark("to_half_X_Wqkv");
     }
-    mm(0, stream, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);
+    gemm(ctx, 0, stream, compute, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);
     stages.mark("QKV");
   }
   varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
@@ -259,7 +254,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     Gemm g;  // dWp[C,C] = dYᵀ·AO
     g.trans_a = true;
     g.M = C, g.N = C, g.K = S, g.lda = C, g.ldb = C, g.ldc = C;
-    mm(side_slot, side, g, opnd(dY, dYh), opnd(AO, AOh), a.grad_proj_weight.data);
+    gemm(ctx, side_slot, side, compute, g, opnd(dY, dYh), opnd(AO, AOh), a.grad_proj_weight.data);
     stages.mark("dWp");
   }
   varlen::attention_backward(p, products, stream);
@@ -275,13 +270,13 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     Gemm g;  // dWqkv[3C,C] = dQKVᵀ·X
     g.trans_a = true;
     g.M = C3, g.N = C, g.K = S, g.lda = C3, g.ldb = C, g.ldc = C;
-    mm(side_slot, side, g, opnd(dqkv, dqkvh), opnd(X, Xh), a.grad_qkv_weight.data);
+    gemm(ctx, side_slot, side, compute, g, opnd(dqkv, dqkvh), opnd(X, Xh), a.grad_qkv_weight.data);
     stages.mark("dWqkv");
   }
   {
     Gemm g;  // dX[S,C] = dQKV[S,3C]·Wqkv[3C,C]
     g.M = S, g.N = C, g.K = C3, g.lda = C3, g.ldb = C, g.ldc = C;
-    mm(0, stream, g, opnd(dqkv, dqkvh), opnd(Wqkv, Wqkvh), a.grad_hidden_states.data);
+    gemm(ctx, 0, stream, compute, g, opnd(dqkv, dqkvh), opnd(Wqkv, Wqkvh), a.grad_hidden_states.data);
     stages.mark("dX");
   }
   column_sums(dqkv, S, C3, part_qkv, a.grad_qkv_bias.data, stream);

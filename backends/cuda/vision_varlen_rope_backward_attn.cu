@@ -24,6 +24,7 @@
 #include "vision_varlen_rope_backward_attn.cuh"
 
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_fp16.h>
 
@@ -65,8 +66,6 @@ __device__ __forceinline__ void mma1688(float (&c)[4], uint32_t a0, uint32_t a1,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// acc[j] (16×8 tile j of this warp's 16×(8·NT) result) += A·B over K, A: 16 rows of `A` (row stride
-// lda); B(k, n) = B[n·ldb + k] when BT (B stored [n][k]), else B[k·ldb + n].
 __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
   const __half2 v = __floats2half2_rn(lo, hi);  // lo in the low 16 bits
   return *reinterpret_cast<const uint32_t*>(&v);
@@ -120,6 +119,9 @@ template <bool Split, int NT, int K, bool BT>
 __device__ __forceinline__ void warp_mma_tf32(float (&acc)[NT][4], const float* __restrict__ A, int lda,
                                               const float* __restrict__ B, int ldb);
 
+// acc[j] (16×8 tile j of this warp's 16×(8·NT) result) += A·B over K, A: 16 rows of `A` (row stride
+// lda); B(k, n) = B[n·ldb + k] when BT (B stored [n][k]), else B[k·ldb + n].
+// Mode: kTf32, kTf32x3 or kFp16.
 template <int Mode, int NT, int K, bool BT>
 __device__ __forceinline__ void warp_mma(float (&acc)[NT][4], const float* __restrict__ A, int lda,
                                          const float* __restrict__ B, int ldb) {
@@ -550,6 +552,16 @@ void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t s
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
+// f(std::integral_constant<int, Mode>) for the kernels' product mode of `products`.
+template <class F>
+void with_mode(Products products, F&& f) {
+  switch (products) {
+    case Products::Tf32x3: f(std::integral_constant<int, kTf32x3>{}); break;
+    case Products::Fp16: f(std::integral_constant<int, kFp16>{}); break;
+    default: f(std::integral_constant<int, kTf32>{}); break;
+  }
+}
+
 }  // namespace
 
 void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, int2* table, std::int64_t slots,
@@ -559,28 +571,14 @@ void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, i
 }
 
 void attention_forward(const AttnParams& p, Products products, cudaStream_t stream) {
-  switch (products) {
-    case Products::Tf32x3: launch(attn_forward<kTf32x3>, kSmemForward, p, stream); break;
-    case Products::Fp16: launch(attn_forward<kFp16>, kSmemForward, p, stream); break;
-    default: launch(attn_forward<kTf32>, kSmemForward, p, stream); break;
-  }
+  with_mode(products, [&](auto mode) { launch(attn_forward<decltype(mode)::value>, kSmemForward, p, stream); });
 }
 
 void attention_backward(const AttnParams& p, Products products, cudaStream_t stream) {
-  switch (products) {
-    case Products::Tf32x3:
-      launch(attn_dq<kTf32x3>, kSmemDq, p, stream);
-      launch(attn_dkv<kTf32x3>, kSmemDkv, p, stream);
-      break;
-    case Products::Fp16:
-      launch(attn_dq<kFp16>, kSmemDq, p, stream);
-      launch(attn_dkv<kFp16>, kSmemDkv, p, stream);
-      break;
-    default:
-      launch(attn_dq<kTf32>, kSmemDq, p, stream);
-      launch(attn_dkv<kTf32>, kSmemDkv, p, stream);
-      break;
-  }
+  with_mode(products, [&](auto mode) {
+    launch(attn_dq<decltype(mode)::value>, kSmemDq, p, stream);
+    launch(attn_dkv<decltype(mode)::value>, kSmemDkv, p, stream);
+  });
 }
 
 }  // namespace attnbwd::cuda::varlen
