@@ -142,11 +142,13 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
                 D = s.head_dim;
   const bool strict = o.precision == Precision::Strict;
   const bool use_fp16 = !strict && fp16_gemms();
-  // ATTNBWD_CUDA_VARLEN_ATTN=auto|tf32: Default's attention products (auto: fp16 with fp16 GEMMs).
-  const bool tf32_attn = env_switch("ATTNBWD_CUDA_VARLEN_ATTN", {"auto", "tf32"}) == 1;
-  const varlen::Products products = strict                  ? varlen::Products::Tf32x3
-                                    : use_fp16 && !tf32_attn ? varlen::Products::Fp16
-                                                             : varlen::Products::Tf32;
+  // ATTNBWD_CUDA_VARLEN_ATTN=auto|tf32|fp16-v1: Default's attention products (auto: fp16 with fp16
+  // GEMMs; fp16-v1: the same products from the older fp32-tile kernels, for A/B timing).
+  const int attn = env_switch("ATTNBWD_CUDA_VARLEN_ATTN", {"auto", "tf32", "fp16-v1"});
+  const varlen::Products products = strict                   ? varlen::Products::Tf32x3
+                                    : !use_fp16 || attn == 1 ? varlen::Products::Tf32
+                                    : attn == 2              ? varlen::Products::Fp16Smem32
+                                                             : varlen::Products::Fp16;
   const cublasComputeType_t compute = strict ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
   const int64_t slots = varlen::block_slots(S, n), chunks = chunks_of(S);
 

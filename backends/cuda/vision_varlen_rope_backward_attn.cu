@@ -504,6 +504,347 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Default's fp16 kernels (Products::Fp16). Same blocks, loops and arithmetic as the Mode kernels
+// above, but the operand tiles live in shared memory as fp16 (converted once when loaded, half the
+// bytes: 2 CTAs per SM instead of 1), fragments come from ldmatrix, and the P and dS tiles never
+// touch shared memory: a 16×64 fp32 accumulator of m16n8 tiles is, element for element, the A
+// operand of the next m16n8k16 product (pairs of adjacent columns), so it is packed in registers.
+// Every product sees the same fp16 operands in the same k order as attn_*<kFp16>, so the results
+// are the same bits (tested; ATTNBWD_CUDA_VARLEN_ATTN=fp16-v1 runs the older kernels).
+constexpr int kLdH = kD + 8;  // fp16 row stride: 272 B, so 8 ldmatrix rows hit 8 distinct 16-byte bank groups
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// 64 rows × 128 floats from global (row stride ldg, rows [row0, row0 + rows)) into an fp16 tile
+// (stride kLdH), rounded to nearest; rows ≥ rows are zero. 8 loads in flight per thread.
+__device__ __forceinline__ void load_tile_h(__half* __restrict__ s, const float* __restrict__ g, int64_t ldg,
+                                            int64_t row0, int rows) {
+  constexpr int kPer = kRows * (kD / 4) / kThreads, kBatch = 4;  // 16 float4 per thread
+#pragma unroll
+  for (int i0 = 0; i0 < kPer; i0 += kBatch) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = threadIdx.x + (i0 + u) * kThreads, r = i / (kD / 4), c4 = (i % (kD / 4)) * 4;
+      v[u] = r < rows ? *reinterpret_cast<const float4*>(g + (row0 + r) * ldg + c4) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = threadIdx.x + (i0 + u) * kThreads, r = i / (kD / 4), c4 = (i % (kD / 4)) * 4;
+      *reinterpret_cast<uint2*>(s + r * kLdH + c4) = make_uint2(half2_bits(v[u].x, v[u].y), half2_bits(v[u].z, v[u].w));
+    }
+  }
+}
+
+// acc[j] += A·Bᵀ over k = 0..127: A = 16 rows of an fp16 tile, B = rows [n][k] of one (n = 8·NT).
+template <int NT>
+__device__ __forceinline__ void mma_abt_h(float (&acc)[NT][4], const __half* A, const __half* B) {
+  static_assert(NT % 2 == 0, "pairs of n tiles per ldmatrix.x4");
+  const int lane = threadIdx.x & 31;
+  // x4 matrices: A (rows 0-7 | 8-15) × (k 0-7 | 8-15); B (k 0-7 | 8-15) × (n tile j | j + 1)
+  const uint32_t a0 = smem_u32(A + (lane & 15) * kLdH + (lane >> 4) * 8);
+  const uint32_t b0 = smem_u32(B + ((lane & 7) + ((lane >> 4) << 3)) * kLdH + ((lane >> 3) & 1) * 8);
+#pragma unroll 2
+  for (int k0 = 0; k0 < kD; k0 += 16) {
+    uint32_t a[4];
+    ldsm4(a, a0 + 2 * k0);
+#pragma unroll
+    for (int j = 0; j < NT; j += 2) {
+      uint32_t b[4];
+      ldsm4(b, b0 + 2 * (j * 8 * kLdH + k0));
+      mma16816(acc[j], a[0], a[1], a[2], a[3], b[0], b[1]);
+      mma16816(acc[j + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+    }
+  }
+}
+
+// This warp's 16×64 fp32 accumulator as the A operand (fp16, k = its 64 columns) of m16n8k16.
+__device__ __forceinline__ void to_afrag(uint32_t (&a)[4][4], const float (&s)[8][4]) {
+#pragma unroll
+  for (int kc = 0; kc < 4; ++kc) {
+    a[kc][0] = half2_bits(s[2 * kc][0], s[2 * kc][1]);
+    a[kc][1] = half2_bits(s[2 * kc][2], s[2 * kc][3]);
+    a[kc][2] = half2_bits(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+    a[kc][3] = half2_bits(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+  }
+}
+
+// acc[j] += A·B over k = 0..63: A from to_afrag, B = rows [k][n] of an fp16 tile (n = 0..127).
+__device__ __forceinline__ void mma_rb_h(float (&acc)[16][4], const uint32_t (&a)[4][4], const __half* B) {
+  const int lane = threadIdx.x & 31;
+  // x4.trans matrices: (k 0-7 | 8-15) × (n tile j | j + 1)
+  const uint32_t b0 = smem_u32(B + ((lane & 7) + ((lane >> 3) & 1) * 8) * kLdH + (lane >> 4) * 8);
+#pragma unroll
+  for (int kc = 0; kc < 4; ++kc)
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+      uint32_t b[4];
+      ldsm4_trans(b, b0 + 2 * (kc * 16 * kLdH + j * 8));
+      mma16816(acc[j], a[kc][0], a[kc][1], a[kc][2], a[kc][3], b[0], b[1]);
+      mma16816(acc[j + 1], a[kc][0], a[kc][1], a[kc][2], a[kc][3], b[2], b[3]);
+    }
+}
+
+constexpr int kTileH = kRows * kLdH;  // halves per fp16 tile (17408 B)
+
+__global__ void __launch_bounds__(kThreads, 2) attn_forward_h(const AttnParams p) {
+  Block b;
+  if (!block_of(p, b)) return;
+  const auto [start, end, q0, rows, h, ld3, gQ, gK, gV] = b;
+  extern __shared__ float4 smem4[];
+  __half* sQ = reinterpret_cast<__half*>(smem4);
+  __half* sK = sQ + kTileH;
+  __half* sV = sK + kTileH;
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+
+  load_tile_h(sQ, gQ, ld3, q0, rows);
+  float o[16][4];
+  zero(o);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this thread's part)
+  for (int64_t k0 = start; k0 < end; k0 += kRows) {
+    const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
+    __syncthreads();  // the previous block's K and V are no longer read
+    load_tile_h(sK, gK, ld3, k0, keys);
+    load_tile_h(sV, gV, ld3, k0, keys);
+    __syncthreads();
+    float s[8][4];
+    zero(s);
+    mma_abt_h<8>(s, sQ + w * 16 * kLdH, sK);
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int col = j * 8 + 2 * t + (r & 1);
+        s[j][r] = col < keys ? s[j][r] * p.scaling : -INFINITY;
+        mx[r >> 1] = fmaxf(mx[r >> 1], s[j][r]);
+      }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+    }
+    const float corr[2] = {expf(m[0] - mx[0]), expf(m[1] - mx[1])};
+    m[0] = mx[0], m[1] = mx[1];
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        s[j][r] = expf(s[j][r] - mx[r >> 1]);
+        sum[r >> 1] += s[j][r];
+      }
+    l[0] = l[0] * corr[0] + sum[0];
+    l[1] = l[1] * corr[1] + sum[1];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      o[j][0] *= corr[0], o[j][1] *= corr[0];
+      o[j][2] *= corr[1], o[j][3] *= corr[1];
+    }
+    uint32_t a[4][4];
+    to_afrag(a, s);
+    mma_rb_h(o, a, sV);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+  }
+  const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+  float dsum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    const bool live = row < rows;
+    const int64_t tok = q0 + row;
+    const float* dO = p.dAO + tok * p.C + static_cast<int64_t>(h) * kD;
+    float* ao = p.AO + tok * p.C + static_cast<int64_t>(h) * kD;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float v0 = o[j][2 * i] * inv[i], v1 = o[j][2 * i + 1] * inv[i];
+      if (live) {
+        const int d = j * 8 + 2 * t;
+        const float2 go = *reinterpret_cast<const float2*>(dO + d);
+        dsum[i] += go.x * v0 + go.y * v1;
+        *reinterpret_cast<float2*>(ao + d) = make_float2(v0, v1);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
+    const int row = w * 16 + g + 8 * i;
+    if (t == 0 && row < rows) {
+      const int64_t at = (q0 + row) * p.H + h;
+      p.lse[at] = m[i] + logf(l[i]);
+      p.delta[at] = dsum[i];
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
+  Block b;
+  if (!block_of(p, b)) return;
+  const auto [start, end, q0, rows, h, ld3, gQ, gK, gV] = b;
+  extern __shared__ float4 smem4[];
+  __half* sQ = reinterpret_cast<__half*>(smem4);
+  __half* sdO = sQ + kTileH;
+  __half* sK = sdO + kTileH;
+  __half* sV = sK + kTileH;
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+
+  load_tile_h(sQ, gQ, ld3, q0, rows);
+  load_tile_h(sdO, p.dAO + static_cast<int64_t>(h) * kD, p.C, q0, rows);
+  float lse[2], dl[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    const int64_t at = (q0 + row) * p.H + h;
+    lse[i] = row < rows ? p.lse[at] : 0.0f;
+    dl[i] = row < rows ? p.delta[at] : 0.0f;
+  }
+  float dq[16][4];
+  zero(dq);
+  for (int64_t k0 = start; k0 < end; k0 += kRows) {
+    const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
+    __syncthreads();
+    load_tile_h(sK, gK, ld3, k0, keys);
+    load_tile_h(sV, gV, ld3, k0, keys);
+    __syncthreads();
+    float s[8][4], dp[8][4];
+    zero(s);
+    zero(dp);
+    mma_abt_h<8>(s, sQ + w * 16 * kLdH, sK);
+    mma_abt_h<8>(dp, sdO + w * 16 * kLdH, sV);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int col = j * 8 + 2 * t + (r & 1), i = r >> 1;
+        const bool live = col < keys && w * 16 + g + 8 * i < rows;
+        const float pr = live ? expf(s[j][r] * p.scaling - lse[i]) : 0.0f;
+        s[j][r] = pr * (dp[j][r] - dl[i]) * (p.scaling * kDsScale);
+      }
+    uint32_t a[4][4];
+    to_afrag(a, s);
+    mma_rb_h(dq, a, sK);
+  }
+  scale_acc(dq, 1.0f / kDsScale);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    if (row >= rows) continue;
+    const int64_t tok = q0 + row;
+    const float* cs = p.cos + tok * kD;
+    const float* sn = p.sin + tok * kD;
+    float* out = p.dqkv + tok * ld3 + static_cast<int64_t>(h) * kD;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int d = j * 8 + 2 * t;
+      float lo0, hi0, lo1, hi1;
+      rope_back(cs, sn, d, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
+      rope_back(cs, sn, d + 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
+      *reinterpret_cast<float2*>(out + d) = make_float2(lo0, lo1);
+      *reinterpret_cast<float2*>(out + d + kD / 2) = make_float2(hi0, hi1);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
+  Block b;
+  if (!block_of(p, b)) return;
+  const auto [start, end, k0, keys, h, ld3, gQ, gK, gV] = b;
+  extern __shared__ float4 smem4[];
+  __half* sK = reinterpret_cast<__half*>(smem4);
+  __half* sV = sK + kTileH;
+  __half* sQ = sV + kTileH;
+  __half* sdO = sQ + kTileH;
+  float* sLse = reinterpret_cast<float*>(sdO + kTileH);
+  float* sDl = sLse + kRows;
+  const float* gdO = p.dAO + static_cast<int64_t>(h) * kD;
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+
+  load_tile_h(sK, gK, ld3, k0, keys);
+  load_tile_h(sV, gV, ld3, k0, keys);
+  float dk[16][4], dv[16][4];
+  zero(dk);
+  zero(dv);
+  for (int64_t q0 = start; q0 < end; q0 += kRows) {
+    const int qrows = static_cast<int>(end - q0 < kRows ? end - q0 : kRows);
+    __syncthreads();
+    load_tile_h(sQ, gQ, ld3, q0, qrows);
+    load_tile_h(sdO, gdO, p.C, q0, qrows);
+    for (int r = threadIdx.x; r < kRows; r += kThreads) {
+      sLse[r] = r < qrows ? p.lse[(q0 + r) * p.H + h] : 0.0f;
+      sDl[r] = r < qrows ? p.delta[(q0 + r) * p.H + h] : 0.0f;
+    }
+    __syncthreads();
+    // Transposed tiles: rows are this warp's 16 keys, columns the 64 queries.
+    float s[8][4], dp[8][4];
+    zero(s);
+    zero(dp);
+    mma_abt_h<8>(s, sK + w * 16 * kLdH, sQ);
+    mma_abt_h<8>(dp, sV + w * 16 * kLdH, sdO);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int col = j * 8 + 2 * t + (r & 1);
+        const bool live = col < qrows && w * 16 + g + 8 * (r >> 1) < keys;
+        s[j][r] = live ? expf(s[j][r] * p.scaling - sLse[col]) : 0.0f;
+        dp[j][r] = s[j][r] * (dp[j][r] - sDl[col]) * (p.scaling * kDsScale);
+      }
+    uint32_t a[4][4];
+    to_afrag(a, s);
+    mma_rb_h(dv, a, sdO);
+    to_afrag(a, dp);
+    mma_rb_h(dk, a, sQ);
+  }
+  scale_acc(dk, 1.0f / kDsScale);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    if (row >= keys) continue;
+    const int64_t tok = k0 + row;
+    const float* cs = p.cos + tok * kD;
+    const float* sn = p.sin + tok * kD;
+    float* ok = p.dqkv + tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
+    float* ov = ok + p.C;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int d = j * 8 + 2 * t;
+      float lo0, hi0, lo1, hi1;
+      rope_back(cs, sn, d, dk[j][2 * i], dk[j + 8][2 * i], lo0, hi0);
+      rope_back(cs, sn, d + 1, dk[j][2 * i + 1], dk[j + 8][2 * i + 1], lo1, hi1);
+      *reinterpret_cast<float2*>(ok + d) = make_float2(lo0, lo1);
+      *reinterpret_cast<float2*>(ok + d + kD / 2) = make_float2(hi0, hi1);
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      *reinterpret_cast<float2*>(ov + j * 8 + 2 * t) = make_float2(dv[j][2 * i], dv[j][2 * i + 1]);
+  }
+}
+
+constexpr std::size_t kSmemForwardH = sizeof(__half) * 3 * kTileH;
+constexpr std::size_t kSmemDqH = sizeof(__half) * 4 * kTileH;
+constexpr std::size_t kSmemDkvH = sizeof(__half) * 4 * kTileH + sizeof(float) * 2 * kRows;
+
 constexpr std::size_t kSmemForward = sizeof(float) * (2 * kRows * kLdA + kRows * kLdB + kRows * kLdP);
 constexpr std::size_t kSmemDq = sizeof(float) * (4 * kRows * kLdA + kRows * kLdP);
 constexpr std::size_t kSmemDkv = sizeof(float) * (4 * kRows * kLdA + 2 * kRows * kLdP + 2 * kRows);
@@ -557,7 +898,7 @@ template <class F>
 void with_mode(Products products, F&& f) {
   switch (products) {
     case Products::Tf32x3: f(std::integral_constant<int, kTf32x3>{}); break;
-    case Products::Fp16: f(std::integral_constant<int, kFp16>{}); break;
+    case Products::Fp16Smem32: f(std::integral_constant<int, kFp16>{}); break;
     default: f(std::integral_constant<int, kTf32>{}); break;
   }
 }
@@ -571,10 +912,15 @@ void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, i
 }
 
 void attention_forward(const AttnParams& p, Products products, cudaStream_t stream) {
+  if (products == Products::Fp16) return launch(attn_forward_h, kSmemForwardH, p, stream);
   with_mode(products, [&](auto mode) { launch(attn_forward<decltype(mode)::value>, kSmemForward, p, stream); });
 }
 
 void attention_backward(const AttnParams& p, Products products, cudaStream_t stream) {
+  if (products == Products::Fp16) {
+    launch(attn_dq_h, kSmemDqH, p, stream);
+    return launch(attn_dkv_h, kSmemDkvH, p, stream);
+  }
   with_mode(products, [&](auto mode) {
     launch(attn_dq<decltype(mode)::value>, kSmemDq, p, stream);
     launch(attn_dkv<decltype(mode)::value>, kSmemDkv, p, stream);

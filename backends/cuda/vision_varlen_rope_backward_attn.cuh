@@ -39,8 +39,9 @@ void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, i
                        cudaStream_t stream);
 
 // How the tensor-core products are formed: TF32, 3xTF32 (fp32-accurate; Strict) or fp16 operands
-// (fp32 accumulation; Default).
-enum class Products { Tf32, Tf32x3, Fp16 };
+// (fp32 accumulation; Default). Fp16Smem32: the same fp16 products (same bits) from the older kernels
+// that keep fp32 tiles in shared memory, kept for A/B timing (ATTNBWD_CUDA_VARLEN_ATTN=fp16-v1).
+enum class Products { Tf32, Tf32x3, Fp16, Fp16Smem32 };
 
 // Forward recompute: AO, lse, delta.
 void attention_forward(const AttnParams& p, Products products, cudaStream_t stream);

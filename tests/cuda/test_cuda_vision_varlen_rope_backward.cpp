@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/common/host_case.hpp"
@@ -160,6 +161,31 @@ TEST(CudaVisionVarlenRope, OddRunsAreBitIdentical) {
     run_cuda(first, p);
     run_cuda(second, p);
     expect_same_bits(second, first, std::string("second run, ") + to_string(p));
+  }
+}
+
+// Default's fp16 attention kernels (fp16 shared-memory tiles, ldmatrix, P and dS in registers) form
+// the same fp16 products in the same order as the older fp32-tile kernels (ATTNBWD_CUDA_VARLEN_ATTN=
+// fp16-v1): same bits, on odd mixes (tails, empty and length-1 sequences, 5 key blocks) and workload #1.
+TEST(CudaVisionVarlenRope, Fp16TileKernelsGiveTheV1Bits) {
+  ATTNBWD_SEED_TRACE();
+  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
+  const tools::Workload& w1 = tools::find_workload(all, "1");
+  std::vector<std::pair<std::string, std::pair<tools::TensorSet, tools::Axes>>> cases;
+  for (const std::vector<std::int32_t>& lengths :
+       {std::vector<std::int32_t>{1, 7, 65, 131}, std::vector<std::int32_t>{0, 300, 1, 0, 64, 63}}) {
+    tools::Axes axes;
+    tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(80 + lengths.size()), axes);
+    cases.push_back({label_of(lengths, 2), {std::move(in), axes}});
+  }
+  cases.push_back({"workload 1", {tools::generate_inputs(kOp, w1.axes, fresh_seed(90), w1.scalars), w1.axes}});
+  for (const auto& [label, c] : cases) {
+    HostCase<Args> now(c.first, c.second), v1(c.first, c.second);
+    run_cuda(now, Precision::Default);
+    setenv("ATTNBWD_CUDA_VARLEN_ATTN", "fp16-v1", 1);
+    run_cuda(v1, Precision::Default);
+    unsetenv("ATTNBWD_CUDA_VARLEN_ATTN");
+    expect_same_bits(now, v1, label + ": fp16 tiles vs fp16-v1");
   }
 }
 
