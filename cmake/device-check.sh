@@ -33,6 +33,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin="" out="$root/build/device-check"
 tests_filter='Cuda*:*Cuda*'
 sanitize_filter='CudaOutProj.TinyAndOdd*:CudaOutProj.Sm90KernelMatchesTheOracle*'
+plain_filter='CudaOutProj.TinyAndOdd*:CudaGqaRope.SmallShapes*:CudaVisionMhaNorm.TinyAndOdd*:CudaVisionVarlenRope.OddSequenceMixes'
 check_ops=004
 perf_args='--backend=cuda --workloads=all'
 skip=","
@@ -135,6 +136,8 @@ initcheck_probe() {  # builds cmake/probes/initcheck_cublaslt.cu, runs it in its
   [ $ok = 1 ]
 }
 command -v nvcc >/dev/null && step initcheck-probe initcheck_probe
+# The sanitizer-only GEMM route (ATTNBWD_SANITIZE_VENDOR below) must give correct results too.
+step plain-gemm env ATTNBWD_CUDA_SANITIZE_GEMM=plain "$bin/attnbwd_tests" --gtest_filter="$plain_filter"
 step racecheck racecheck_run "$out/racecheck.log" "$bin/attnbwd_tests" --gtest_filter="$sanitize_filter"
 for tool in memcheck initcheck synccheck; do
   mapfile -t extra < <(sanitizer_opts "$tool")
@@ -146,16 +149,25 @@ done
 # Jobs (one workload, one tool each) run ATTNBWD_SANITIZE_JOBS at a time (default 6): separate
 # processes share the GPU; each line of sanitize-workloads.txt in $out is one finished job; with
 # ATTNBWD_SANITIZE_DONE=FILE (an earlier run's sanitize-workloads.txt) jobs that passed there are skipped.
-# ATTNBWD_SANITIZE_VENDOR=exclude: racecheck, initcheck and synccheck leave cuBLASLt's own kernels
-# (names "nvjet...") uninstrumented: every kernel of ours is still checked, and those jobs then take
-# seconds instead of the 10+ minutes the instrumented vendor GEMMs cost on the large workloads
-# (synccheck gqa #9: >555 s instrumented, 8 s excluded; H200, 2026-12-01). memcheck always checks all.
+# The instrumented cuBLASLt GEMMs (kernel names "nvjet...") make the slow tools take 10+ minutes per
+# large workload (synccheck gqa #9: >555 s). ATTNBWD_SANITIZE_VENDOR (memcheck always checks all):
+#   exclude: racecheck, initcheck, synccheck leave the nvjet kernels uninstrumented (every kernel of
+#            ours is checked; synccheck gqa #9 then takes 8 s). racecheck then fails with "Internal
+#            Sanitizer Error ... hardware exception" on every workload (H200, CUDA 13, 2026-12-01);
+#   plain:   those tools run with ATTNBWD_CUDA_SANITIZE_GEMM=plain: the library's GEMMs go through a
+#            plain kernel of ours (no shared memory) instead of cuBLASLt; every kernel is instrumented;
+#   auto:    racecheck plain, initcheck and synccheck exclude (initcheck instruments global loads,
+#            which the plain GEMM is made of).
 sanitize_one() {  # sanitize_one OP W TOOL: one job; prints "ok|FAIL TOOL OP workload W"
-  local op=$1 w=$2 tool=$3 tmp note=""
+  local op=$1 w=$2 tool=$3 tmp note="" mode=${ATTNBWD_SANITIZE_VENDOR:-}
   local -a vendor=()
-  if [ "${ATTNBWD_SANITIZE_VENDOR:-}" = exclude ] && [ "$tool" != memcheck ]; then
+  [ "$mode" = auto ] && { [ "$tool" = racecheck ] && mode=plain || mode=exclude; }
+  if [ "$tool" != memcheck ] && [ "$mode" = exclude ]; then
     vendor=(--kernel-name-exclude kns=nvjet)
     note=" [nvjet kernels excluded]"
+  elif [ "$tool" != memcheck ] && [ "$mode" = plain ]; then
+    export ATTNBWD_CUDA_SANITIZE_GEMM=plain
+    note=" [GEMMs through the plain sanitizer kernel]"
   fi
   tmp=$(mktemp -d)
   if ! "$bin/attnbwd" gen "$op" --workload "$w" -o "$tmp/in.safetensors" >"$tmp/log" 2>&1; then

@@ -4,7 +4,11 @@
 #include <string>
 #include <vector>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "check.hpp"
+#include "switches.hpp"
 
 namespace attnbwd::cuda {
 namespace {
@@ -60,10 +64,57 @@ struct Desc {
   Desc& operator=(const Desc&) = delete;
 };
 
+__device__ __forceinline__ float load_as_float(const void* p, std::int64_t i, cudaDataType_t t) {
+  switch (t) {
+    case CUDA_R_16BF: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case CUDA_R_16F: return __half2float(static_cast<const __half*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+// ATTNBWD_CUDA_SANITIZE_GEMM=plain (compute-sanitizer runs only): every GEMM of the fast path through
+// this kernel instead of cuBLASLt, one thread per element of C, an fp32 sum in k order, no shared
+// memory and no barriers. racecheck must instrument cuBLASLt's own kernels (excluding them makes it
+// fail with an internal error, H200/CUDA 13), which costs 10+ minutes per large workload; with this
+// route racecheck and initcheck see only kernels of ours. Results agree with cuBLASLt to rounding;
+// the route is slow and is not a product mode (README "Reliability").
+__global__ void plain_gemm(Gemm g, const void* A, const void* B, void* C, float alpha, float beta) {
+  const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= g.N) return;
+  for (int b = blockIdx.z; b < g.count; b += gridDim.z) {
+    for (std::int64_t m = blockIdx.y; m < g.M; m += gridDim.y) {
+      const std::int64_t oa = b * g.stride_a, ob = b * g.stride_b, oc = b * g.stride_c + m * g.ldc + n;
+      float acc = 0.0f;
+      for (std::int64_t k = 0; k < g.K; ++k) {
+        const float x = load_as_float(A, oa + (g.trans_a ? k * g.lda + m : m * g.lda + k), g.a_type);
+        const float y = load_as_float(B, ob + (g.trans_b ? n * g.ldb + k : k * g.ldb + n), g.b_type);
+        acc = fmaf(x, y, acc);
+      }
+      float c = alpha * acc;
+      if (beta != 0.0f) c += beta * load_as_float(C, oc, g.c_type);
+      if (g.c_type == CUDA_R_16BF) {
+        static_cast<__nv_bfloat16*>(C)[oc] = __float2bfloat16_rn(c);
+      } else if (g.c_type == CUDA_R_16F) {
+        static_cast<__half*>(C)[oc] = __float2half_rn(c);
+      } else {
+        static_cast<float*>(C)[oc] = c;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void* A, const void* B, void* C,
           float alpha, float beta) {
+  if (env_switch("ATTNBWD_CUDA_SANITIZE_GEMM", {"cublaslt", "plain"}) == 1) {
+    if (g.M <= 0 || g.N <= 0 || g.count <= 0) return;
+    const dim3 grid(static_cast<unsigned>((g.N + 127) / 128), static_cast<unsigned>(g.M < 65535 ? g.M : 65535),
+                    static_cast<unsigned>(g.count < 65535 ? g.count : 65535));
+    plain_gemm<<<grid, 128, 0, stream>>>(g, A, B, C, alpha, beta);
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+    return;
+  }
   // Column-major shapes of the stored matrices: our row-major X[r,c] with ld is column-major [c,r].
   Layout first(g.b_type, g.trans_b ? g.K : g.N, g.trans_b ? g.N : g.K, g.ldb, g.count, g.stride_b);
   Layout second(g.a_type, g.trans_a ? g.M : g.K, g.trans_a ? g.K : g.M, g.lda, g.count, g.stride_a);
