@@ -168,8 +168,9 @@ TEST(CudaVisionVarlenRope, OddRunsAreBitIdentical) {
 // the older fp32-tile kernels (ATTNBWD_CUDA_VARLEN_ATTN=fp16-v1), which form the same fp16 products in
 // the same k order: on odd mixes (tails, empty and length-1 sequences, 5 key blocks) and workload #1
 // every output agrees to rel-L2 ≤ 5e-4, 20 times tighter than the oracle bound of the mode (1e-2).
-// Not asserted bit-equal: on the H200 (2026-12-01) the first mix gave the same bits but the other two
-// cases did not (outputs 0-3 differ, so the forward differs too; the cause is not identified yet).
+// Not asserted bit-equal: on the H200 (2026-12-01, two runs with fresh inputs) some cases gave the same
+// bits and others differed in a few elements at rounding level (rel-L2 ≤ 2.3e-6; data-dependent, so
+// most likely different FMA contraction in the two compiled kernels, not a difference in the products).
 TEST(CudaVisionVarlenRope, Fp16TileKernelsAgreeWithV1) {
   ATTNBWD_SEED_TRACE();
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
