@@ -4,16 +4,15 @@
 // Stages, on the caller's stream unless noted (N = B·S tokens, E = H·D):
 //  1. dA = dY·Wo; on the side stream, concurrently, grad_out_weight = dYᵀ·A.
 //  2. head split dA [N, E] -> dO [B, H, S, D] (so every (b, h) matrix is one stride apart).
-//  3. dS = P⊙(dP − r), r = Σ P·dP, into the dS buffer (rows padded to a multiple of 4 floats): for
-//     head_dim 64 one fused kernel forms dP = dO·Vᵀ on tensor cores (TF32; Strict 3xTF32) and never
-//     stores it; otherwise dP by a batched GEMM into the dS buffer, then the row kernel in place.
+//  3. dP = dO·Vᵀ per (b, h) into the dS buffer (rows padded to a multiple of 4 floats), then the row
+//     kernel: r = Σ P·dP, dS = P⊙(dP − r), in place.
 //  4. dV = Pᵀ·dO, dQ = (dS·K)·scale, dK = dSᵀ·Q·scale (strided-batched, scale as the GEMM's alpha).
 //  5. merge dQ|dK|dV into dQKV [N, 3E] with per-block column sums, reduced to grad_qkv_bias.
 //  6. on the side stream grad_qkv_weight = dQKVᵀ·x_norm; here dXn = dQKV·Wqkv.
 //  7. LayerNorm backward (σ² quirk) + residual -> grad_x, with per-block column sums of dXn⊙x̂, dXn
 //     and dY reduced to grad_ln_weight, grad_ln_bias, grad_out_bias.
-// P is read by the dS kernel (twice, the second time mostly from L2) and the dV GEMM; dS is written
-// once and read by the dQ and dK GEMMs. One attention kernel reading P once is the next step.
+// P is read twice (row kernel, dV GEMM); dP/dS make four more P-sized passes. A fused attention
+// kernel reading P once is the next step (perf notes).
 //
 // Precision: Default runs the four projection GEMMs with fp16 operands (dY, attn_output, x_norm, the
 // two weights and dQKV converted to fp16 copies; fp32 accumulation and results; spec §4 measured
@@ -36,7 +35,6 @@
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
 #include "stages.hpp"
-#include "switches.hpp"
 #include "vision_mha_norm_backward_kernels.cuh"
 
 namespace attnbwd::cuda {
@@ -141,24 +139,17 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   // 2. head split.
   mha::head_split(dA, dO, B, S, H, D, stream);
   stages.mark("head_split");
-  // 3. dS = P⊙(dP − r), dP = dO·Vᵀ: fused (dP formed in the kernel, never stored) where it applies;
-  // else the dP GEMM into the dS buffer and the row kernel in place.
-  // ATTNBWD_CUDA_MHA_DS=auto|gemm|fused|fused2|fused3 (A/B: fused = no cap on CTAs per SM, fusedN = ≤ N).
-  const int ds_path = env_switch("ATTNBWD_CUDA_MHA_DS", {"auto", "gemm", "fused", "fused2", "fused3"});
-  if (ds_path != 1 && mha::softmax_backward_fused_supported(D, BH, S)) {
-    const int cap = ds_path == 2 ? 0 : ds_path == 4 ? 3 : 2;  // auto: 2
-    mha::softmax_backward_fused(P, dO, a.v.data, dS, BH, S, ld, o.precision == Precision::Strict, cap, stream);
-    stages.mark("dP_dS");
-  } else {
+  // 3. dP = dO·Vᵀ, then dS in place.
+  {
     Gemm g;
     g.trans_b = true;
     g.M = S, g.N = S, g.K = D, g.lda = D, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = S * D, g.stride_b = S * D,
     g.stride_c = S * ld;
     gemm(ctx, 0, stream, compute, g, dO, a.v.data, dS);
-    stages.mark("dP");
-    mha::softmax_backward(P, dS, BH * S, S, ld, stream);
-    stages.mark("dS");
   }
+  stages.mark("dP");
+  mha::softmax_backward(P, dS, BH * S, S, ld, stream);
+  stages.mark("dS");
   // 4. dV = Pᵀ·dO, dQ = (dS·K)·scale, dK = dSᵀ·Q·scale.
   {
     Gemm g;

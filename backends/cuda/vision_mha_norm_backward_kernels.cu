@@ -5,7 +5,6 @@
 
 #include "check.hpp"
 #include "vision_mha_norm_backward_kernels.cuh"
-#include "warp_mma.cuh"
 
 namespace attnbwd::cuda::mha {
 namespace {
@@ -184,83 +183,6 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_kernel(
   }
 }
 
-// Fused dP + softmax backward for head_dim 64: one CTA per (64 query rows, b·h), 4 warps of 16 rows.
-// dP = dO·Vᵀ is formed on TF32 tensor cores (3xTF32: fp32-accurate) one 64-key block at a time, in two
-// sweeps: the first accumulates r = Σ_j P·dP per row, the second writes dS = P⊙(dP − r). dP never
-// goes to memory; P's 64-row block is read twice, the second time mostly from L2 (see the launcher).
-constexpr int kFusedD = 64, kFusedRows = 64, kFusedThreads = 128;
-constexpr int kFusedLd = kFusedD + 4;  // ≡ 4 (mod 32): conflict-free fragment reads
-
-// Rows [r0, r0 + rows) of a dense [*, 64] matrix into a [64][kFusedLd] tile; rows ≥ rows are zero.
-__device__ __forceinline__ void load_rows64(float* s, const float* __restrict__ g, int64_t r0, int rows, bool vec4) {
-  if (vec4) {
-    for (int i = threadIdx.x; i < kFusedRows * (kFusedD / 4); i += kFusedThreads) {
-      const int r = i / (kFusedD / 4), c = (i % (kFusedD / 4)) * 4;
-      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (r < rows) v = *reinterpret_cast<const float4*>(g + (r0 + r) * kFusedD + c);
-      *reinterpret_cast<float4*>(s + r * kFusedLd + c) = v;
-    }
-  } else {
-    for (int i = threadIdx.x; i < kFusedRows * kFusedD; i += kFusedThreads) {
-      const int r = i / kFusedD, c = i % kFusedD;
-      s[r * kFusedLd + c] = r < rows ? g[(r0 + r) * kFusedD + c] : 0.0f;
-    }
-  }
-}
-
-template <bool Split>
-__global__ void __launch_bounds__(kFusedThreads) softmax_backward_fused_kernel(const float* __restrict__ P,
-                                                                              const float* __restrict__ dO,
-                                                                              const float* __restrict__ V,
-                                                                              float* __restrict__ ds, int64_t S,
-                                                                              int64_t ld, bool v_vec4) {
-  __shared__ float sdO[kFusedRows * kFusedLd];
-  __shared__ float sV[kFusedRows * kFusedLd];
-  const int64_t bh = blockIdx.y, q0 = static_cast<int64_t>(blockIdx.x) * kFusedRows;
-  const int rows = static_cast<int>(S - q0 < kFusedRows ? S - q0 : kFusedRows);
-  const float* gP = P + bh * S * S;
-  const float* gV = V + bh * S * kFusedD;
-  float* gds = ds + bh * S * ld;
-  load_rows64(sdO, dO + bh * S * kFusedD, q0, rows, true);
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t row[2] = {q0 + w * 16 + g, q0 + w * 16 + g + 8};  // this thread's rows (C fragment)
-  const bool live[2] = {row[0] < S, row[1] < S};
-  float r[2] = {0.0f, 0.0f};
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int64_t k0 = 0; k0 < S; k0 += kFusedRows) {
-      const int keys = static_cast<int>(S - k0 < kFusedRows ? S - k0 : kFusedRows);
-      __syncthreads();  // the previous block's V is no longer read (and sdO is written, first time)
-      load_rows64(sV, gV, k0, keys, v_vec4);
-      __syncthreads();
-      float dp[8][4];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) dp[j][0] = dp[j][1] = dp[j][2] = dp[j][3] = 0.0f;
-      mma::warp_mma_tf32<Split, 8, kFusedD, true>(dp, sdO + w * 16 * kFusedLd, kFusedLd, sV, kFusedLd);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = e >> 1;
-          const int64_t col = k0 + j * 8 + 2 * t + (e & 1);
-          if (live[i] && col < S) {
-            const float p = gP[row[i] * S + col];
-            if (pass == 0)
-              r[i] = fmaf(p, dp[j][e], r[i]);
-            else
-              gds[row[i] * ld + col] = p * (dp[j][e] - r[i]);
-          }
-        }
-    }
-    if (pass == 0) {
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {  // the row's 4 lanes; every lane ends with the same bits
-        r[i] += __shfl_xor_sync(0xffffffffu, r[i], 1);
-        r[i] += __shfl_xor_sync(0xffffffffu, r[i], 2);
-      }
-    }
-  }
-}
-
 __global__ void sum_partials_kernel(const float* __restrict__ partial, int64_t chunks, int64_t width, int64_t seg,
                                     float* out0, float* out1, float* out2) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -292,28 +214,6 @@ void softmax_backward(const float* P, float* ds, int64_t rows, int64_t S, int64_
     softmax_backward_rows<20><<<grid, kThreads, 0, stream>>>(P, ds, rows, S, ld);
   else
     softmax_backward_rows<0><<<grid, kThreads, 0, stream>>>(P, ds, rows, S, ld);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
-}
-
-bool softmax_backward_fused_supported(int64_t D, int64_t BH, int64_t S) {
-  return D == kFusedD && BH <= 65535 && (S + kFusedRows - 1) / kFusedRows <= 0x7fffffff;
-}
-
-void softmax_backward_fused(const float* P, const float* dO, const float* V, float* ds, int64_t BH, int64_t S,
-                            int64_t ld, bool split, int max_ctas_per_sm, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((S + kFusedRows - 1) / kFusedRows), static_cast<unsigned>(BH));
-  const auto kernel = split ? softmax_backward_fused_kernel<true> : softmax_backward_fused_kernel<false>;
-  // max_ctas_per_sm > 0: unused dynamic shared memory caps the CTAs per SM, so that the P blocks in
-  // flight (148 KB each at S = 577) stay within L2 between the two sweeps.
-  int dyn = 0;
-  if (max_ctas_per_sm > 0) {
-    // sm_90: 228 KB of shared memory per SM, 1 KB of it reserved per CTA.
-    const int per_sm = 228 * 1024, fixed = 2 * kFusedRows * kFusedLd * static_cast<int>(sizeof(float));
-    dyn = std::max(0, per_sm / max_ctas_per_sm - fixed - 2048);
-    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn));
-    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  }
-  kernel<<<grid, kFusedThreads, dyn, stream>>>(P, dO, V, ds, S, ld, aligned16(V));
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 

@@ -18,13 +18,6 @@ void head_split(const float* dA, float* dO, std::int64_t B, std::int64_t S, std:
 void softmax_backward(const float* P, float* ds, std::int64_t rows, std::int64_t S, std::int64_t ld,
                       cudaStream_t stream);
 
-// The same dS with dP = dO·Vᵀ formed inside (TF32 tensor cores; split: 3xTF32, fp32-accurate), so dP
-// never goes to memory: dO, V [B·H, S, 64] dense (dO 16-byte aligned), ds [B·H, S, ld]. Valid where
-// softmax_backward_fused_supported. max_ctas_per_sm: 0 = no cap, else at most that many CTAs per SM.
-bool softmax_backward_fused_supported(std::int64_t D, std::int64_t BH, std::int64_t S);
-void softmax_backward_fused(const float* P, const float* dO, const float* V, float* ds, std::int64_t BH,
-                            std::int64_t S, std::int64_t ld, bool split, int max_ctas_per_sm, cudaStream_t stream);
-
 // Tokens per block of the token-chunked kernels below (and so their number of partial rows).
 std::int64_t tokens_per_block(std::int64_t tokens, int sm_count);
 

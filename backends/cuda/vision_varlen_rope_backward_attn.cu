@@ -29,14 +29,12 @@
 #include <cuda_fp16.h>
 
 #include "check.hpp"
-#include "warp_mma.cuh"
 
 namespace attnbwd::cuda::varlen {
 namespace {
 
 using std::int64_t;
 using std::uint32_t;
-using namespace attnbwd::cuda::mma;
 
 constexpr int kD = kHeadDim;
 constexpr int kRows = kBlock;     // rows per block (16 per warp)
@@ -51,6 +49,35 @@ __device__ __forceinline__ void seq_range(const std::int32_t* cu, int64_t i, int
   const int64_t x = cu[i], y = cu[i + 1];
   a = x < 0 ? 0 : (x > S ? S : x);
   b = y < a ? a : (y > S ? S : y);
+}
+
+__device__ __forceinline__ uint32_t tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ void mma1688(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);  // lo in the low 16 bits
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 constexpr int kTf32 = 0, kTf32x3 = 1, kFp16 = 2;  // product modes
@@ -88,6 +115,10 @@ __device__ __forceinline__ void warp_mma_fp16(float (&acc)[NT][4], const float* 
   }
 }
 
+template <bool Split, int NT, int K, bool BT>
+__device__ __forceinline__ void warp_mma_tf32(float (&acc)[NT][4], const float* __restrict__ A, int lda,
+                                              const float* __restrict__ B, int ldb);
+
 // acc[j] (16×8 tile j of this warp's 16×(8·NT) result) += A·B over K, A: 16 rows of `A` (row stride
 // lda); B(k, n) = B[n·ldb + k] when BT (B stored [n][k]), else B[k·ldb + n].
 // Mode: kTf32, kTf32x3 or kFp16.
@@ -98,6 +129,37 @@ __device__ __forceinline__ void warp_mma(float (&acc)[NT][4], const float* __res
     warp_mma_fp16<NT, K, BT>(acc, A, lda, B, ldb);
   } else {
     warp_mma_tf32<Mode == kTf32x3, NT, K, BT>(acc, A, lda, B, ldb);
+  }
+}
+
+// TF32 products (m16n8k8); Split: 3xTF32.
+template <bool Split, int NT, int K, bool BT>
+__device__ __forceinline__ void warp_mma_tf32(float (&acc)[NT][4], const float* __restrict__ A, int lda,
+                                              const float* __restrict__ B, int ldb) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll 2
+  for (int k0 = 0; k0 < K; k0 += 8) {
+    const float af[4] = {A[g * lda + k0 + t], A[(g + 8) * lda + k0 + t], A[g * lda + k0 + t + 4],
+                         A[(g + 8) * lda + k0 + t + 4]};
+    uint32_t ah[4], al[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      ah[i] = tf32(af[i]);
+      if constexpr (Split) al[i] = tf32(af[i] - __uint_as_float(ah[i]));
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n = j * 8 + g;
+      const float b0 = BT ? B[n * ldb + k0 + t] : B[(k0 + t) * ldb + n];
+      const float b1 = BT ? B[n * ldb + k0 + t + 4] : B[(k0 + t + 4) * ldb + n];
+      const uint32_t bh0 = tf32(b0), bh1 = tf32(b1);
+      if constexpr (Split) {
+        const uint32_t bl0 = tf32(b0 - __uint_as_float(bh0)), bl1 = tf32(b1 - __uint_as_float(bh1));
+        mma1688(acc[j], al[0], al[1], al[2], al[3], bh0, bh1);
+        mma1688(acc[j], ah[0], ah[1], ah[2], ah[3], bl0, bl1);
+      }
+      mma1688(acc[j], ah[0], ah[1], ah[2], ah[3], bh0, bh1);
+    }
   }
 }
 
