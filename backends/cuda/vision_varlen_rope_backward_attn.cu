@@ -238,70 +238,50 @@ __device__ __forceinline__ void rope_back(const float* __restrict__ cs, const fl
   ohi = hi * cs[d + kD / 2] - lo * sn[d];
 }
 
-// ---------------------------------------------------------------------------------------------
-template <int Mode>
-__global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) {
-  Block b;
-  if (!block_of(p, b)) return;
-  const auto [start, end, q0, rows, h, ld3, gQ, gK, gV] = b;
-  extern __shared__ float4 smem4[];
-  float* sQ = reinterpret_cast<float*>(smem4);
-  float* sK = sQ + kRows * kLdA;
-  float* sV = sK + kRows * kLdA;
-  float* sP = sV + kRows * kLdB;
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  float* wP = sP + w * 16 * kLdP;
-
-  load_tile(sQ, kLdA, gQ, ld3, q0, rows);
-  float o[16][4];
-  zero(o);
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this thread's part)
-  for (int64_t k0 = start; k0 < end; k0 += kRows) {
-    const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
-    __syncthreads();  // the previous block's K and V are no longer read
-    load_tile(sK, kLdA, gK, ld3, k0, keys);
-    load_tile(sV, kLdB, gV, ld3, k0, keys);
-    __syncthreads();
-    float s[8][4];
-    zero(s);
-    warp_mma<Mode, 8, kD, true>(s, sQ + w * 16 * kLdA, kLdA, sK, kLdA);
-    float mx[2] = {m[0], m[1]};
+// Online-softmax step of the forward for one key block (keys valid columns): this warp's 16×64 scores
+// s become exp(s·scaling − m_new) in place; the running maxima m and this thread's part of the row
+// sums l are updated and the output accumulator o rescaled. Rows g and g + 8 of the warp.
+__device__ __forceinline__ void softmax_step(float (&s)[8][4], int keys, float scaling, float (&m)[2], float (&l)[2],
+                                             float (&o)[16][4]) {
+  const int t = threadIdx.x & 3;
+  float mx[2] = {m[0], m[1]};
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < 8; ++j)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int col = j * 8 + 2 * t + (r & 1);
-        s[j][r] = col < keys ? s[j][r] * p.scaling : -INFINITY;
-        mx[r >> 1] = fmaxf(mx[r >> 1], s[j][r]);
-      }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+    for (int r = 0; r < 4; ++r) {
+      const int col = j * 8 + 2 * t + (r & 1);
+      s[j][r] = col < keys ? s[j][r] * scaling : -INFINITY;
+      mx[r >> 1] = fmaxf(mx[r >> 1], s[j][r]);
     }
-    // Every block has ≥ 1 valid key, so mx is finite; exp(−inf − mx) = 0 on the first block.
-    const float corr[2] = {expf(m[0] - mx[0]), expf(m[1] - mx[1])};
-    m[0] = mx[0], m[1] = mx[1];
-    float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        s[j][r] = expf(s[j][r] - mx[r >> 1]);
-        sum[r >> 1] += s[j][r];
-      }
-    l[0] = l[0] * corr[0] + sum[0];
-    l[1] = l[1] * corr[1] + sum[1];
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      o[j][0] *= corr[0], o[j][1] *= corr[0];
-      o[j][2] *= corr[1], o[j][3] *= corr[1];
-    }
-    __syncwarp();  // the previous block's P is no longer read
-    store_tile16x64(wP, s);
-    __syncwarp();
-    warp_mma<Mode, 16, kRows, false>(o, wP, kLdP, sV, kLdB);
+  for (int i = 0; i < 2; ++i) {
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
   }
+  // Every block has ≥ 1 valid key, so mx is finite; exp(−inf − mx) = 0 on the first block.
+  const float corr[2] = {expf(m[0] - mx[0]), expf(m[1] - mx[1])};
+  m[0] = mx[0], m[1] = mx[1];
+  float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      s[j][r] = expf(s[j][r] - mx[r >> 1]);
+      sum[r >> 1] += s[j][r];
+    }
+  l[0] = l[0] * corr[0] + sum[0];
+  l[1] = l[1] * corr[1] + sum[1];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    o[j][0] *= corr[0], o[j][1] *= corr[0];
+    o[j][2] *= corr[1], o[j][3] *= corr[1];
+  }
+}
+
+// Forward epilogue: O = o / l into AO, lse = m + log l and delta = Σ_d dO·O per row of this warp.
+__device__ __forceinline__ void forward_epilogue(const AttnParams& p, const float (&o)[16][4], const float (&m)[2],
+                                                 float (&l)[2], int64_t q0, int rows, int h) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
@@ -338,6 +318,95 @@ __global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) 
       p.delta[at] = dsum[i];
     }
   }
+}
+
+// dQ' (this warp's 16×128 accumulator) through the RoPE backward into the dq columns of p.dqkv: columns
+// d (tile j < 8) pair with d + 64 (tile j + 8) in this thread.
+__device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[16][4], int64_t q0, int rows, int h,
+                                         int64_t ld3) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    if (row >= rows) continue;
+    const int64_t tok = q0 + row;
+    const float* cs = p.cos + tok * kD;
+    const float* sn = p.sin + tok * kD;
+    float* out = p.dqkv + tok * ld3 + static_cast<int64_t>(h) * kD;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int d = j * 8 + 2 * t;
+      float lo0, hi0, lo1, hi1;
+      rope_back(cs, sn, d, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
+      rope_back(cs, sn, d + 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
+      *reinterpret_cast<float2*>(out + d) = make_float2(lo0, lo1);
+      *reinterpret_cast<float2*>(out + d + kD / 2) = make_float2(hi0, hi1);
+    }
+  }
+}
+
+// dK' (through the RoPE backward) and dV of this warp's 16 keys into the dk and dv columns of p.dqkv.
+__device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk)[16][4], const float (&dv)[16][4],
+                                           int64_t k0, int keys, int h, int64_t ld3) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    if (row >= keys) continue;
+    const int64_t tok = k0 + row;
+    const float* cs = p.cos + tok * kD;
+    const float* sn = p.sin + tok * kD;
+    float* ok = p.dqkv + tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
+    float* ov = ok + p.C;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int d = j * 8 + 2 * t;
+      float lo0, hi0, lo1, hi1;
+      rope_back(cs, sn, d, dk[j][2 * i], dk[j + 8][2 * i], lo0, hi0);
+      rope_back(cs, sn, d + 1, dk[j][2 * i + 1], dk[j + 8][2 * i + 1], lo1, hi1);
+      *reinterpret_cast<float2*>(ok + d) = make_float2(lo0, lo1);
+      *reinterpret_cast<float2*>(ok + d + kD / 2) = make_float2(hi0, hi1);
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+      *reinterpret_cast<float2*>(ov + j * 8 + 2 * t) = make_float2(dv[j][2 * i], dv[j][2 * i + 1]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+template <int Mode>
+__global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) {
+  Block b;
+  if (!block_of(p, b)) return;
+  const auto [start, end, q0, rows, h, ld3, gQ, gK, gV] = b;
+  extern __shared__ float4 smem4[];
+  float* sQ = reinterpret_cast<float*>(smem4);
+  float* sK = sQ + kRows * kLdA;
+  float* sV = sK + kRows * kLdA;
+  float* sP = sV + kRows * kLdB;
+  const int w = threadIdx.x / 32;
+  float* wP = sP + w * 16 * kLdP;
+
+  load_tile(sQ, kLdA, gQ, ld3, q0, rows);
+  float o[16][4];
+  zero(o);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this thread's part)
+  for (int64_t k0 = start; k0 < end; k0 += kRows) {
+    const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
+    __syncthreads();  // the previous block's K and V are no longer read
+    load_tile(sK, kLdA, gK, ld3, k0, keys);
+    load_tile(sV, kLdB, gV, ld3, k0, keys);
+    __syncthreads();
+    float s[8][4];
+    zero(s);
+    warp_mma<Mode, 8, kD, true>(s, sQ + w * 16 * kLdA, kLdA, sK, kLdA);
+    softmax_step(s, keys, p.scaling, m, l, o);
+    __syncwarp();  // the previous block's P is no longer read
+    store_tile16x64(wP, s);
+    __syncwarp();
+    warp_mma<Mode, 16, kRows, false>(o, wP, kLdP, sV, kLdB);
+  }
+  forward_epilogue(p, o, m, l, q0, rows, h);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -393,25 +462,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
     warp_mma<Mode, 16, kRows, false>(dq, wS, kLdP, sK, kLdA);
   }
   if constexpr (Mode == kFp16) scale_acc(dq, 1.0f / kDsScale);
-  // RoPE backward and store: columns d (tile j < 8) pair with d + 64 (tile j + 8) in this thread.
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = w * 16 + g + 8 * i;
-    if (row >= rows) continue;
-    const int64_t tok = q0 + row;
-    const float* cs = p.cos + tok * kD;
-    const float* sn = p.sin + tok * kD;
-    float* out = p.dqkv + tok * ld3 + static_cast<int64_t>(h) * kD;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int d = j * 8 + 2 * t;
-      float lo0, hi0, lo1, hi1;
-      rope_back(cs, sn, d, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
-      rope_back(cs, sn, d + 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
-      *reinterpret_cast<float2*>(out + d) = make_float2(lo0, lo1);
-      *reinterpret_cast<float2*>(out + d + kD / 2) = make_float2(hi0, hi1);
-    }
-  }
+  store_dq(p, dq, q0, rows, h, ld3);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -480,28 +531,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
     warp_mma<Mode, 16, kRows, false>(dk, wS, kLdP, sQ, kLdA);
   }
   if constexpr (Mode == kFp16) scale_acc(dk, 1.0f / kDsScale);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = w * 16 + g + 8 * i;
-    if (row >= keys) continue;
-    const int64_t tok = k0 + row;
-    const float* cs = p.cos + tok * kD;
-    const float* sn = p.sin + tok * kD;
-    float* ok = p.dqkv + tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
-    float* ov = ok + p.C;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int d = j * 8 + 2 * t;
-      float lo0, hi0, lo1, hi1;
-      rope_back(cs, sn, d, dk[j][2 * i], dk[j + 8][2 * i], lo0, hi0);
-      rope_back(cs, sn, d + 1, dk[j][2 * i + 1], dk[j + 8][2 * i + 1], lo1, hi1);
-      *reinterpret_cast<float2*>(ok + d) = make_float2(lo0, lo1);
-      *reinterpret_cast<float2*>(ok + d + kD / 2) = make_float2(hi0, hi1);
-    }
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-      *reinterpret_cast<float2*>(ov + j * 8 + 2 * t) = make_float2(dv[j][2 * i], dv[j][2 * i + 1]);
-  }
+  store_dkdv(p, dk, dv, k0, keys, h, ld3);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -610,7 +640,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_h(const AttnParams p
   __half* sQ = reinterpret_cast<__half*>(smem4);
   __half* sK = sQ + kTileH;
   __half* sV = sK + kTileH;
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int w = threadIdx.x / 32;
 
   load_tile_h(sQ, gQ, ld3, q0, rows);
   float o[16][4];
@@ -625,77 +655,12 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_h(const AttnParams p
     float s[8][4];
     zero(s);
     mma_abt_h<8>(s, sQ + w * 16 * kLdH, sK);
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int col = j * 8 + 2 * t + (r & 1);
-        s[j][r] = col < keys ? s[j][r] * p.scaling : -INFINITY;
-        mx[r >> 1] = fmaxf(mx[r >> 1], s[j][r]);
-      }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-    }
-    const float corr[2] = {expf(m[0] - mx[0]), expf(m[1] - mx[1])};
-    m[0] = mx[0], m[1] = mx[1];
-    float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        s[j][r] = expf(s[j][r] - mx[r >> 1]);
-        sum[r >> 1] += s[j][r];
-      }
-    l[0] = l[0] * corr[0] + sum[0];
-    l[1] = l[1] * corr[1] + sum[1];
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      o[j][0] *= corr[0], o[j][1] *= corr[0];
-      o[j][2] *= corr[1], o[j][3] *= corr[1];
-    }
+    softmax_step(s, keys, p.scaling, m, l, o);
     uint32_t a[4][4];
     to_afrag(a, s);
     mma_rb_h(o, a, sV);
   }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-  }
-  const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
-  float dsum[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = w * 16 + g + 8 * i;
-    const bool live = row < rows;
-    const int64_t tok = q0 + row;
-    const float* dO = p.dAO + tok * p.C + static_cast<int64_t>(h) * kD;
-    float* ao = p.AO + tok * p.C + static_cast<int64_t>(h) * kD;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const float v0 = o[j][2 * i] * inv[i], v1 = o[j][2 * i + 1] * inv[i];
-      if (live) {
-        const int d = j * 8 + 2 * t;
-        const float2 go = *reinterpret_cast<const float2*>(dO + d);
-        dsum[i] += go.x * v0 + go.y * v1;
-        *reinterpret_cast<float2*>(ao + d) = make_float2(v0, v1);
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
-    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
-    const int row = w * 16 + g + 8 * i;
-    if (t == 0 && row < rows) {
-      const int64_t at = (q0 + row) * p.H + h;
-      p.lse[at] = m[i] + logf(l[i]);
-      p.delta[at] = dsum[i];
-    }
-  }
+  forward_epilogue(p, o, m, l, q0, rows, h);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
@@ -746,24 +711,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
     mma_rb_h(dq, a, sK);
   }
   scale_acc(dq, 1.0f / kDsScale);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = w * 16 + g + 8 * i;
-    if (row >= rows) continue;
-    const int64_t tok = q0 + row;
-    const float* cs = p.cos + tok * kD;
-    const float* sn = p.sin + tok * kD;
-    float* out = p.dqkv + tok * ld3 + static_cast<int64_t>(h) * kD;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int d = j * 8 + 2 * t;
-      float lo0, hi0, lo1, hi1;
-      rope_back(cs, sn, d, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
-      rope_back(cs, sn, d + 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
-      *reinterpret_cast<float2*>(out + d) = make_float2(lo0, lo1);
-      *reinterpret_cast<float2*>(out + d + kD / 2) = make_float2(hi0, hi1);
-    }
-  }
+  store_dq(p, dq, q0, rows, h, ld3);
 }
 
 __global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
@@ -817,28 +765,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
     mma_rb_h(dk, a, sQ);
   }
   scale_acc(dk, 1.0f / kDsScale);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = w * 16 + g + 8 * i;
-    if (row >= keys) continue;
-    const int64_t tok = k0 + row;
-    const float* cs = p.cos + tok * kD;
-    const float* sn = p.sin + tok * kD;
-    float* ok = p.dqkv + tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
-    float* ov = ok + p.C;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int d = j * 8 + 2 * t;
-      float lo0, hi0, lo1, hi1;
-      rope_back(cs, sn, d, dk[j][2 * i], dk[j + 8][2 * i], lo0, hi0);
-      rope_back(cs, sn, d + 1, dk[j][2 * i + 1], dk[j + 8][2 * i + 1], lo1, hi1);
-      *reinterpret_cast<float2*>(ok + d) = make_float2(lo0, lo1);
-      *reinterpret_cast<float2*>(ok + d + kD / 2) = make_float2(hi0, hi1);
-    }
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-      *reinterpret_cast<float2*>(ov + j * 8 + 2 * t) = make_float2(dv[j][2 * i], dv[j][2 * i + 1]);
-  }
+  store_dkdv(p, dk, dv, k0, keys, h, ld3);
 }
 
 constexpr std::size_t kSmemForwardH = sizeof(__half) * 3 * kTileH;
