@@ -320,6 +320,44 @@ __device__ __forceinline__ void forward_epilogue(const AttnParams& p, const floa
   }
 }
 
+// dQ kernels: lse and delta of this warp's rows g and g + 8 of query block q0 (zero past `rows`).
+__device__ __forceinline__ void load_row_terms(const AttnParams& p, int64_t q0, int rows, int h, float (&lse)[2],
+                                               float (&dl)[2]) {
+  const int w = threadIdx.x / 32, g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    const int64_t at = (q0 + row) * p.H + h;
+    lse[i] = row < rows ? p.lse[at] : 0.0f;
+    dl[i] = row < rows ? p.delta[at] : 0.0f;
+  }
+}
+
+// dQ kernels: this warp's 16×64 scores s and dP become dS·ds_factor in s, with P = exp(s·scaling − lse);
+// zero for keys ≥ keys and rows ≥ rows.
+__device__ __forceinline__ void ds_rows(float (&s)[8][4], const float (&dp)[8][4], int keys, int rows,
+                                        const float (&lse)[2], const float (&dl)[2], float scaling, float ds_factor) {
+  const int w = threadIdx.x / 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int col = j * 8 + 2 * t + (r & 1), i = r >> 1;
+      const bool live = col < keys && w * 16 + g + 8 * i < rows;
+      const float pr = live ? expf(s[j][r] * scaling - lse[i]) : 0.0f;
+      s[j][r] = pr * (dp[j][r] - dl[i]) * ds_factor;
+    }
+}
+
+// dK/dV kernels: lse and delta of query block q0 (qrows rows, zero after) into sLse, sDl [kRows].
+__device__ __forceinline__ void stage_row_terms(const AttnParams& p, int64_t q0, int qrows, int h, float* sLse,
+                                                float* sDl) {
+  for (int r = threadIdx.x; r < kRows; r += kThreads) {
+    sLse[r] = r < qrows ? p.lse[(q0 + r) * p.H + h] : 0.0f;
+    sDl[r] = r < qrows ? p.delta[(q0 + r) * p.H + h] : 0.0f;
+  }
+}
+
 // dQ' (this warp's 16×128 accumulator) through the RoPE backward into the dq columns of p.dqkv: columns
 // d (tile j < 8) pair with d + 64 (tile j + 8) in this thread.
 __device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[16][4], int64_t q0, int rows, int h,
@@ -421,19 +459,13 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
   float* sK = sdO + kRows * kLdA;
   float* sV = sK + kRows * kLdA;
   float* sS = sV + kRows * kLdA;
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int w = threadIdx.x / 32;
   float* wS = sS + w * 16 * kLdP;
 
   load_tile(sQ, kLdA, gQ, ld3, q0, rows);
   load_tile(sdO, kLdA, p.dAO + static_cast<int64_t>(h) * kD, p.C, q0, rows);
   float lse[2], dl[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = w * 16 + g + 8 * i;
-    const int64_t at = (q0 + row) * p.H + h;
-    lse[i] = row < rows ? p.lse[at] : 0.0f;
-    dl[i] = row < rows ? p.delta[at] : 0.0f;
-  }
+  load_row_terms(p, q0, rows, h, lse, dl);
   float dq[16][4];
   zero(dq);
   for (int64_t k0 = start; k0 < end; k0 += kRows) {
@@ -447,15 +479,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
     zero(dp);
     warp_mma<Mode, 8, kD, true>(s, sQ + w * 16 * kLdA, kLdA, sK, kLdA);
     warp_mma<Mode, 8, kD, true>(dp, sdO + w * 16 * kLdA, kLdA, sV, kLdA);
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int col = j * 8 + 2 * t + (r & 1), i = r >> 1;
-        const bool live = col < keys && w * 16 + g + 8 * i < rows;
-        const float pr = live ? expf(s[j][r] * p.scaling - lse[i]) : 0.0f;
-        s[j][r] = pr * (dp[j][r] - dl[i]) * (Mode == kFp16 ? p.scaling * kDsScale : p.scaling);
-      }
+    ds_rows(s, dp, keys, rows, lse, dl, p.scaling, Mode == kFp16 ? p.scaling * kDsScale : p.scaling);
     __syncwarp();
     store_tile16x64(wS, s);
     __syncwarp();
@@ -495,10 +519,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
     __syncthreads();
     load_tile(sQ, kLdA, gQ, ld3, q0, qrows);
     load_tile(sdO, kLdA, gdO, p.C, q0, qrows);
-    for (int r = threadIdx.x; r < kRows; r += kThreads) {
-      sLse[r] = r < qrows ? p.lse[(q0 + r) * p.H + h] : 0.0f;
-      sDl[r] = r < qrows ? p.delta[(q0 + r) * p.H + h] : 0.0f;
-    }
+    stage_row_terms(p, q0, qrows, h, sLse, sDl);
     __syncthreads();
     // Transposed tiles: rows are this warp's 16 keys, columns the 64 queries.
     float s[8][4];
@@ -672,18 +693,12 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
   __half* sdO = sQ + kTileH;
   __half* sK = sdO + kTileH;
   __half* sV = sK + kTileH;
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int w = threadIdx.x / 32;
 
   load_tile_h(sQ, gQ, ld3, q0, rows);
   load_tile_h(sdO, p.dAO + static_cast<int64_t>(h) * kD, p.C, q0, rows);
   float lse[2], dl[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = w * 16 + g + 8 * i;
-    const int64_t at = (q0 + row) * p.H + h;
-    lse[i] = row < rows ? p.lse[at] : 0.0f;
-    dl[i] = row < rows ? p.delta[at] : 0.0f;
-  }
+  load_row_terms(p, q0, rows, h, lse, dl);
   float dq[16][4];
   zero(dq);
   for (int64_t k0 = start; k0 < end; k0 += kRows) {
@@ -697,15 +712,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
     zero(dp);
     mma_abt_h<8>(s, sQ + w * 16 * kLdH, sK);
     mma_abt_h<8>(dp, sdO + w * 16 * kLdH, sV);
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int col = j * 8 + 2 * t + (r & 1), i = r >> 1;
-        const bool live = col < keys && w * 16 + g + 8 * i < rows;
-        const float pr = live ? expf(s[j][r] * p.scaling - lse[i]) : 0.0f;
-        s[j][r] = pr * (dp[j][r] - dl[i]) * (p.scaling * kDsScale);
-      }
+    ds_rows(s, dp, keys, rows, lse, dl, p.scaling, p.scaling * kDsScale);
     uint32_t a[4][4];
     to_afrag(a, s);
     mma_rb_h(dq, a, sK);
@@ -738,10 +745,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
     __syncthreads();
     load_tile_h(sQ, gQ, ld3, q0, qrows);
     load_tile_h(sdO, gdO, p.C, q0, qrows);
-    for (int r = threadIdx.x; r < kRows; r += kThreads) {
-      sLse[r] = r < qrows ? p.lse[(q0 + r) * p.H + h] : 0.0f;
-      sDl[r] = r < qrows ? p.delta[(q0 + r) * p.H + h] : 0.0f;
-    }
+    stage_row_terms(p, q0, qrows, h, sLse, sDl);
     __syncthreads();
     // Transposed tiles: rows are this warp's 16 keys, columns the 64 queries.
     float s[8][4], dp[8][4];
