@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cuda_fp16.h>
@@ -53,9 +54,11 @@ namespace {
 using std::int64_t;
 constexpr int kSumRows = 64;  // rows per partial column sum
 
-// QKV += bias; q and k rotated: lo' = lo·cos[d] − hi·sin[d], hi' = hi·cos[d+64] + lo·sin[d+64].
+// out = QKV + bias, q and k rotated: lo' = lo·cos[d] − hi·sin[d], hi' = hi·cos[d+64] + lo·sin[d+64];
+// Out = float: in place (out == qkv); Out = __half: the fp16 copy the fp16 attention kernels read.
 // One thread per (token, head slot of 3H, d < D/2).
-__global__ void bias_rope(float* __restrict__ qkv, const float* __restrict__ bias, const float* __restrict__ cos,
+template <class Out>
+__global__ void bias_rope(const float* qkv, Out* out, const float* __restrict__ bias, const float* __restrict__ cos,
                           const float* __restrict__ sin, int64_t S, int H, int D) {
   const int half = D / 2;
   const int64_t per_tok = static_cast<int64_t>(3) * H * half;
@@ -65,7 +68,8 @@ __global__ void bias_rope(float* __restrict__ qkv, const float* __restrict__ bia
   const int rem = static_cast<int>(idx % per_tok);
   const int slot = rem / half, d = rem % half;
   const int64_t col = static_cast<int64_t>(slot) * D + d;
-  float* row = qkv + tok * 3 * H * D;
+  const float* row = qkv + tok * 3 * H * D;
+  Out* orow = out + tok * 3 * H * D;
   float lo = row[col] + bias[col], hi = row[col + half] + bias[col + half];
   if (slot < 2 * H) {
     const float* c = cos + tok * D;
@@ -74,8 +78,13 @@ __global__ void bias_rope(float* __restrict__ qkv, const float* __restrict__ bia
     const float nhi = hi * c[d + half] + lo * s[d + half];
     lo = nlo, hi = nhi;
   }
-  row[col] = lo;
-  row[col + half] = hi;
+  if constexpr (std::is_same_v<Out, __half>) {
+    orow[col] = __float2half_rn(lo);
+    orow[col + half] = __float2half_rn(hi);
+  } else {
+    orow[col] = lo;
+    orow[col + half] = hi;
+  }
 }
 
 // part[c, col] = Σ_{r in chunk c} x[r, col] (chunks of kSumRows rows), in row order.
@@ -156,9 +165,10 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // qkv | dqkv | dAO | AO | lse | delta | proj-bias partials | qkv-bias partials | block table.
   const int64_t n_qkv = round_up(S * C3, 64), n_x = round_up(S * C, 64), n_h = round_up(S * H, 64),
                 n_pp = round_up(chunks * C, 64), n_pq = round_up(chunks * C3, 64), n_tab = round_up(2 * slots, 64);
-  // fp16 copies (Default with fp16 GEMMs), in floats of space: X | dY | AO | dQKV | Wqkv | Wp.
+  // fp16 copies (Default with fp16 GEMMs), in floats of space: X | dY | AO | dQKV | Wqkv | Wp | QKV | dAO
+  // (the last two for the fp16 attention kernels).
   const int64_t n_w = round_up(C3 * C, 128) / 2, n_wp = round_up(C * C, 128) / 2;
-  const int64_t n_half = use_fp16 ? (3 * n_x + n_qkv) / 2 + n_w + n_wp : 0;  // n_x, n_qkv: multiples of 64
+  const int64_t n_half = use_fp16 ? (4 * n_x + 2 * n_qkv) / 2 + n_w + n_wp : 0;  // n_x, n_qkv: multiples of 64
   const int64_t total = 2 * n_qkv + 2 * n_x + 2 * n_h + n_pp + n_pq + n_tab + n_half;
   float* base = static_cast<float*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(float), stream));
   float* qkv = base;
@@ -176,6 +186,11 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   __half* dqkvh = AOh + n_x;
   __half* Wqkvh = dqkvh + n_qkv;
   __half* Wph = Wqkvh + 2 * n_w;
+  __half* qkvh = Wph + 2 * n_wp;
+  __half* dAOh = qkvh + n_qkv;
+  // Products::Fp16: the attention kernels read fp16 q'|k'|v and dO (written so by bias + RoPE and by the
+  // dAO GEMM) and write AO in fp16; no fp32 copies of those, no conversion passes.
+  const bool half_attn = products == varlen::Products::Fp16;
 
   const float* X = a.hidden_states.data;
   const float* dY = a.grad_output.data;
@@ -198,7 +213,13 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
       convert_to_half(Wp, Wph, C * C, side);
       stages.mark("to_half_dY_Wp");
     }
-    gemm(ctx, side_slot, side, compute, g, opnd(dY, dYh), opnd(Wp, Wph), dAO);
+    if (half_attn) {
+      g.a_type = g.b_type = g.c_type = CUDA_R_16F;
+      g.compute = CUBLAS_COMPUTE_32F;
+      gemm(ctx, side_slot, side, g, dYh, Wph, dAOh);
+    } else {
+      gemm(ctx, side_slot, side, compute, g, opnd(dY, dYh), opnd(Wp, Wph), dAO);
+    }
     stages.mark("dAO");
     column_sums(dY, S, C, part_proj, a.grad_proj_bias.data, side);
     stages.mark("proj_bias");
@@ -219,8 +240,13 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   stages.mark("table");
   {
     const int threads = 256;
-    bias_rope<<<blocks_for(S * 3 * H * (D / 2), threads), threads, 0, stream>>>(
-        qkv, a.qkv_bias.data, a.cos.data, a.sin.data, S, static_cast<int>(H), static_cast<int>(D));
+    const unsigned blocks = blocks_for(S * 3 * H * (D / 2), threads);
+    if (half_attn)
+      bias_rope<__half><<<blocks, threads, 0, stream>>>(qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data, S,
+                                                         static_cast<int>(H), static_cast<int>(D));
+    else
+      bias_rope<float><<<blocks, threads, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data, S,
+                                                        static_cast<int>(H), static_cast<int>(D));
     ATTNBWD_CUDA_CHECK_LAUNCH();
     stages.mark("bias_rope");
   }
@@ -243,9 +269,14 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   p.lse = lse;
   p.delta = delta;
   p.dqkv = dqkv;
+  if (half_attn) {
+    p.qkvh = qkvh;
+    p.dAOh = dAOh;
+    p.AOh = AOh;
+  }
   varlen::attention_forward(p, products, stream);
   stages.mark("attn_fwd");
-  if (use_fp16) {
+  if (use_fp16 && !half_attn) {
     convert_to_half(AO, AOh, S * C, stream);
     stages.mark("to_half_AO");
   }

@@ -278,9 +278,19 @@ __device__ __forceinline__ void softmax_step(float (&s)[8][4], int keys, float s
   }
 }
 
-// Forward epilogue: O = o / l into AO, lse = m + log l and delta = Σ_d dO·O per row of this warp.
+__device__ __forceinline__ float2 load2(const float* x) { return *reinterpret_cast<const float2*>(x); }
+__device__ __forceinline__ float2 load2(const __half* x) { return __half22float2(*reinterpret_cast<const __half2*>(x)); }
+__device__ __forceinline__ void store2(float* x, float a, float b) { *reinterpret_cast<float2*>(x) = make_float2(a, b); }
+__device__ __forceinline__ void store2(__half* x, float a, float b) {
+  *reinterpret_cast<__half2*>(x) = __floats2half2_rn(a, b);
+}
+
+// Forward epilogue: O = o / l into AO, lse = m + log l and delta = Σ_d dO·O per row of this warp. dO and
+// ao: the head's columns of dO and AO (row stride p.C), fp32 or fp16.
+template <class T>
 __device__ __forceinline__ void forward_epilogue(const AttnParams& p, const float (&o)[16][4], const float (&m)[2],
-                                                 float (&l)[2], int64_t q0, int rows, int h) {
+                                                 float (&l)[2], int64_t q0, int rows, int h, const T* dO_cols,
+                                                 T* ao_cols) {
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -294,16 +304,16 @@ __device__ __forceinline__ void forward_epilogue(const AttnParams& p, const floa
     const int row = w * 16 + g + 8 * i;
     const bool live = row < rows;
     const int64_t tok = q0 + row;
-    const float* dO = p.dAO + tok * p.C + static_cast<int64_t>(h) * kD;
-    float* ao = p.AO + tok * p.C + static_cast<int64_t>(h) * kD;
+    const T* dO = dO_cols + tok * p.C;
+    T* ao = ao_cols + tok * p.C;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const float v0 = o[j][2 * i] * inv[i], v1 = o[j][2 * i + 1] * inv[i];
       if (live) {
         const int d = j * 8 + 2 * t;
-        const float2 go = *reinterpret_cast<const float2*>(dO + d);
+        const float2 go = load2(dO + d);
         dsum[i] += go.x * v0 + go.y * v1;
-        *reinterpret_cast<float2*>(ao + d) = make_float2(v0, v1);
+        store2(ao + d, v0, v1);
       }
     }
   }
@@ -444,7 +454,8 @@ __global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) 
     __syncwarp();
     warp_mma<Mode, 16, kRows, false>(o, wP, kLdP, sV, kLdB);
   }
-  forward_epilogue(p, o, m, l, q0, rows, h);
+  forward_epilogue(p, o, m, l, q0, rows, h, p.dAO + static_cast<int64_t>(h) * kD,
+                   p.AO + static_cast<int64_t>(h) * kD);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -557,12 +568,13 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
 
 // ---------------------------------------------------------------------------------------------
 // Default's fp16 kernels (Products::Fp16). Same blocks, loops and arithmetic as the Mode kernels
-// above, but the operand tiles live in shared memory as fp16 (converted once when loaded, half the
-// bytes: 2 CTAs per SM instead of 1), fragments come from ldmatrix, and the P and dS tiles never
-// touch shared memory: a 16×64 fp32 accumulator of m16n8 tiles is, element for element, the A
-// operand of the next m16n8k16 product (pairs of adjacent columns), so it is packed in registers.
-// Every product sees the same fp16 operands in the same k order as attn_*<kFp16>; results agree with
-// those to rounding (rel-L2 ≤ 2.3e-6 measured, tested; ATTNBWD_CUDA_VARLEN_ATTN=fp16-v1 runs them).
+// above, but they read fp16 inputs (p.qkvh, p.dAOh: written so by bias + RoPE and by the dAO GEMM),
+// copy them with cp.async into fp16 shared-memory tiles whose streamed operand (K/V, or Q/dO in dK/dV)
+// is double-buffered so the next block's copy runs under this block's math, read fragments with
+// ldmatrix, and never stage P or dS in shared memory: a 16×64 fp32 accumulator of m16n8 tiles is,
+// element for element, the A operand of the next m16n8k16 product (pairs of adjacent columns), so it
+// is packed in registers. 87-105 KB of shared memory: 2 CTAs per SM. The forward writes AO in fp16
+// (p.AOh, the dWp GEMM's operand) and forms delta from the fp16 dO the products use.
 constexpr int kLdH = kD + 8;  // fp16 row stride: 272 B, so 8 ldmatrix rows hit 8 distinct 16-byte bank groups
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -581,24 +593,28 @@ __device__ __forceinline__ void ldsm4_trans(uint32_t (&r)[4], uint32_t addr) {
                : "r"(addr));
 }
 
-// 64 rows × 128 floats from global (row stride ldg, rows [row0, row0 + rows)) into an fp16 tile
-// (stride kLdH), rounded to nearest; rows ≥ rows are zero. 8 loads in flight per thread.
-__device__ __forceinline__ void load_tile_h(__half* __restrict__ s, const float* __restrict__ g, int64_t ldg,
-                                            int64_t row0, int rows) {
-  constexpr int kPer = kRows * (kD / 4) / kThreads, kBatch = 4;  // 16 float4 per thread
+// cp.async of 16 bytes into shared memory; with valid false the 16 bytes are zero-filled (nothing read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
+// Issues the copy of rows [row0, row0 + rows) × 128 halves of a row-major fp16 matrix (row stride ldg
+// halves, 16-byte aligned rows) into an fp16 tile (stride kLdH); rows ≥ rows are zero-filled.
+// rows ≥ 1. The caller commits and waits.
+__device__ __forceinline__ void issue_tile_h(__half* s, const __half* __restrict__ g, int64_t ldg, int64_t row0,
+                                             int rows) {
 #pragma unroll
-  for (int i0 = 0; i0 < kPer; i0 += kBatch) {
-    float4 v[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = threadIdx.x + (i0 + u) * kThreads, r = i / (kD / 4), c4 = (i % (kD / 4)) * 4;
-      v[u] = r < rows ? *reinterpret_cast<const float4*>(g + (row0 + r) * ldg + c4) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = threadIdx.x + (i0 + u) * kThreads, r = i / (kD / 4), c4 = (i % (kD / 4)) * 4;
-      *reinterpret_cast<uint2*>(s + r * kLdH + c4) = make_uint2(half2_bits(v[u].x, v[u].y), half2_bits(v[u].z, v[u].w));
-    }
+  for (int u = 0; u < kRows * (kD / 8) / kThreads; ++u) {  // 8 chunks of 16 bytes per thread
+    const int i = threadIdx.x + u * kThreads, r = i / (kD / 8), c8 = (i % (kD / 8)) * 8;
+    const bool valid = r < rows;
+    cp_async16(s + r * kLdH + c8, g + (row0 + (valid ? r : 0)) * ldg + c8, valid);
   }
 }
 
@@ -653,128 +669,196 @@ __device__ __forceinline__ void mma_rb_h(float (&acc)[16][4], const uint32_t (&a
 
 constexpr int kTileH = kRows * kLdH;  // halves per fp16 tile (17408 B)
 
+// The head's q, k, v columns of p.qkvh and its dO columns of p.dAOh.
+struct HalfCols {
+  const __half *q, *k, *v, *dO;
+};
+__device__ __forceinline__ HalfCols half_cols(const AttnParams& p, int h) {
+  const __half* q = p.qkvh + static_cast<int64_t>(h) * kD;
+  return {q, q + p.C, q + 2 * p.C, p.dAOh + static_cast<int64_t>(h) * kD};
+}
+
+// Forward: Q staged once, K and V double-buffered (the next block's copy runs under this block's math).
 __global__ void __launch_bounds__(kThreads, 2) attn_forward_h(const AttnParams p) {
   Block b;
   if (!block_of(p, b)) return;
   const auto [start, end, q0, rows, h, ld3, gQ, gK, gV] = b;
+  const HalfCols hc = half_cols(p, h);
   extern __shared__ float4 smem4[];
   __half* sQ = reinterpret_cast<__half*>(smem4);
-  __half* sK = sQ + kTileH;
-  __half* sV = sK + kTileH;
+  __half* sK = sQ + kTileH;   // [2] tiles
+  __half* sV = sK + 2 * kTileH;  // [2] tiles
   const int w = threadIdx.x / 32;
 
-  load_tile_h(sQ, gQ, ld3, q0, rows);
+  issue_tile_h(sQ, hc.q, ld3, q0, rows);
+  {
+    const int keys = static_cast<int>(end - start < kRows ? end - start : kRows);
+    issue_tile_h(sK, hc.k, ld3, start, keys);
+    issue_tile_h(sV, hc.v, ld3, start, keys);
+  }
+  cp_async_commit();
   float o[16][4];
   zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this thread's part)
-  for (int64_t k0 = start; k0 < end; k0 += kRows) {
+  int buf = 0;
+  for (int64_t k0 = start; k0 < end; k0 += kRows, buf ^= 1) {
     const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
-    __syncthreads();  // the previous block's K and V are no longer read
-    load_tile_h(sK, gK, ld3, k0, keys);
-    load_tile_h(sV, gV, ld3, k0, keys);
-    __syncthreads();
+    const int64_t k1 = k0 + kRows;
+    if (k1 < end) {  // next block into the other buffer (last read one iteration ago; see the end)
+      const int keys1 = static_cast<int>(end - k1 < kRows ? end - k1 : kRows);
+      issue_tile_h(sK + (buf ^ 1) * kTileH, hc.k, ld3, k1, keys1);
+      issue_tile_h(sV + (buf ^ 1) * kTileH, hc.v, ld3, k1, keys1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // this block's tiles (and Q) are in shared memory for every warp
+    const __half* cK = sK + buf * kTileH;
+    const __half* cV = sV + buf * kTileH;
     float s[8][4];
     zero(s);
-    mma_abt_h<8>(s, sQ + w * 16 * kLdH, sK);
+    mma_abt_h<8>(s, sQ + w * 16 * kLdH, cK);
     softmax_step(s, keys, p.scaling, m, l, o);
     uint32_t a[4][4];
     to_afrag(a, s);
-    mma_rb_h(o, a, sV);
+    mma_rb_h(o, a, cV);
+    __syncthreads();  // every warp is done with buffer `buf` before the next iteration refills it
   }
-  forward_epilogue(p, o, m, l, q0, rows, h);
+  forward_epilogue(p, o, m, l, q0, rows, h, hc.dO, p.AOh + static_cast<int64_t>(h) * kD);
 }
 
+// dQ: Q and dO staged once, K and V double-buffered.
 __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
   Block b;
   if (!block_of(p, b)) return;
   const auto [start, end, q0, rows, h, ld3, gQ, gK, gV] = b;
+  const HalfCols hc = half_cols(p, h);
   extern __shared__ float4 smem4[];
   __half* sQ = reinterpret_cast<__half*>(smem4);
   __half* sdO = sQ + kTileH;
-  __half* sK = sdO + kTileH;
-  __half* sV = sK + kTileH;
+  __half* sK = sdO + kTileH;     // [2] tiles
+  __half* sV = sK + 2 * kTileH;  // [2] tiles
   const int w = threadIdx.x / 32;
 
-  load_tile_h(sQ, gQ, ld3, q0, rows);
-  load_tile_h(sdO, p.dAO + static_cast<int64_t>(h) * kD, p.C, q0, rows);
+  issue_tile_h(sQ, hc.q, ld3, q0, rows);
+  issue_tile_h(sdO, hc.dO, p.C, q0, rows);
+  {
+    const int keys = static_cast<int>(end - start < kRows ? end - start : kRows);
+    issue_tile_h(sK, hc.k, ld3, start, keys);
+    issue_tile_h(sV, hc.v, ld3, start, keys);
+  }
+  cp_async_commit();
   float lse[2], dl[2];
   load_row_terms(p, q0, rows, h, lse, dl);
   float dq[16][4];
   zero(dq);
-  for (int64_t k0 = start; k0 < end; k0 += kRows) {
+  int buf = 0;
+  for (int64_t k0 = start; k0 < end; k0 += kRows, buf ^= 1) {
     const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
+    const int64_t k1 = k0 + kRows;
+    if (k1 < end) {
+      const int keys1 = static_cast<int>(end - k1 < kRows ? end - k1 : kRows);
+      issue_tile_h(sK + (buf ^ 1) * kTileH, hc.k, ld3, k1, keys1);
+      issue_tile_h(sV + (buf ^ 1) * kTileH, hc.v, ld3, k1, keys1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
-    load_tile_h(sK, gK, ld3, k0, keys);
-    load_tile_h(sV, gV, ld3, k0, keys);
-    __syncthreads();
+    const __half* cK = sK + buf * kTileH;
+    const __half* cV = sV + buf * kTileH;
     float s[8][4], dp[8][4];
     zero(s);
     zero(dp);
-    mma_abt_h<8>(s, sQ + w * 16 * kLdH, sK);
-    mma_abt_h<8>(dp, sdO + w * 16 * kLdH, sV);
+    mma_abt_h<8>(s, sQ + w * 16 * kLdH, cK);
+    mma_abt_h<8>(dp, sdO + w * 16 * kLdH, cV);
     ds_rows(s, dp, keys, rows, lse, dl, p.scaling, p.scaling * kDsScale);
     uint32_t a[4][4];
     to_afrag(a, s);
-    mma_rb_h(dq, a, sK);
+    mma_rb_h(dq, a, cK);
+    __syncthreads();
   }
   scale_acc(dq, 1.0f / kDsScale);
   store_dq(p, dq, q0, rows, h, ld3);
 }
 
+// dK/dV: K and V staged once; Q, dO, lse and delta of the query blocks double-buffered.
 __global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
   Block b;
   if (!block_of(p, b)) return;
   const auto [start, end, k0, keys, h, ld3, gQ, gK, gV] = b;
+  const HalfCols hc = half_cols(p, h);
   extern __shared__ float4 smem4[];
   __half* sK = reinterpret_cast<__half*>(smem4);
   __half* sV = sK + kTileH;
-  __half* sQ = sV + kTileH;
-  __half* sdO = sQ + kTileH;
-  float* sLse = reinterpret_cast<float*>(sdO + kTileH);
-  float* sDl = sLse + kRows;
-  const float* gdO = p.dAO + static_cast<int64_t>(h) * kD;
+  __half* sQ = sV + kTileH;       // [2] tiles
+  __half* sdO = sQ + 2 * kTileH;  // [2] tiles
+  float* sLse = reinterpret_cast<float*>(sdO + 2 * kTileH);  // [2][kRows]
+  float* sDl = sLse + 2 * kRows;                             // [2][kRows]
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 
-  load_tile_h(sK, gK, ld3, k0, keys);
-  load_tile_h(sV, gV, ld3, k0, keys);
+  issue_tile_h(sK, hc.k, ld3, k0, keys);
+  issue_tile_h(sV, hc.v, ld3, k0, keys);
+  {
+    const int qrows = static_cast<int>(end - start < kRows ? end - start : kRows);
+    issue_tile_h(sQ, hc.q, ld3, start, qrows);
+    issue_tile_h(sdO, hc.dO, p.C, start, qrows);
+    stage_row_terms(p, start, qrows, h, sLse, sDl);
+  }
+  cp_async_commit();
   float dk[16][4], dv[16][4];
   zero(dk);
   zero(dv);
-  for (int64_t q0 = start; q0 < end; q0 += kRows) {
+  int buf = 0;
+  for (int64_t q0 = start; q0 < end; q0 += kRows, buf ^= 1) {
     const int qrows = static_cast<int>(end - q0 < kRows ? end - q0 : kRows);
+    const int64_t q1 = q0 + kRows;
+    if (q1 < end) {
+      const int qrows1 = static_cast<int>(end - q1 < kRows ? end - q1 : kRows);
+      issue_tile_h(sQ + (buf ^ 1) * kTileH, hc.q, ld3, q1, qrows1);
+      issue_tile_h(sdO + (buf ^ 1) * kTileH, hc.dO, p.C, q1, qrows1);
+      cp_async_commit();
+      stage_row_terms(p, q1, qrows1, h, sLse + (buf ^ 1) * kRows, sDl + (buf ^ 1) * kRows);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
-    load_tile_h(sQ, gQ, ld3, q0, qrows);
-    load_tile_h(sdO, gdO, p.C, q0, qrows);
-    stage_row_terms(p, q0, qrows, h, sLse, sDl);
-    __syncthreads();
+    const __half* cQ = sQ + buf * kTileH;
+    const __half* cdO = sdO + buf * kTileH;
+    const float* cLse = sLse + buf * kRows;
+    const float* cDl = sDl + buf * kRows;
     // Transposed tiles: rows are this warp's 16 keys, columns the 64 queries.
     float s[8][4], dp[8][4];
     zero(s);
     zero(dp);
-    mma_abt_h<8>(s, sK + w * 16 * kLdH, sQ);
-    mma_abt_h<8>(dp, sV + w * 16 * kLdH, sdO);
+    mma_abt_h<8>(s, sK + w * 16 * kLdH, cQ);
+    mma_abt_h<8>(dp, sV + w * 16 * kLdH, cdO);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int col = j * 8 + 2 * t + (r & 1);
         const bool live = col < qrows && w * 16 + g + 8 * (r >> 1) < keys;
-        s[j][r] = live ? expf(s[j][r] * p.scaling - sLse[col]) : 0.0f;
-        dp[j][r] = s[j][r] * (dp[j][r] - sDl[col]) * (p.scaling * kDsScale);
+        s[j][r] = live ? expf(s[j][r] * p.scaling - cLse[col]) : 0.0f;
+        dp[j][r] = s[j][r] * (dp[j][r] - cDl[col]) * (p.scaling * kDsScale);
       }
     uint32_t a[4][4];
     to_afrag(a, s);
-    mma_rb_h(dv, a, sdO);
+    mma_rb_h(dv, a, cdO);
     to_afrag(a, dp);
-    mma_rb_h(dk, a, sQ);
+    mma_rb_h(dk, a, cQ);
+    __syncthreads();
   }
   scale_acc(dk, 1.0f / kDsScale);
   store_dkdv(p, dk, dv, k0, keys, h, ld3);
 }
 
-constexpr std::size_t kSmemForwardH = sizeof(__half) * 3 * kTileH;
-constexpr std::size_t kSmemDqH = sizeof(__half) * 4 * kTileH;
-constexpr std::size_t kSmemDkvH = sizeof(__half) * 4 * kTileH + sizeof(float) * 2 * kRows;
+constexpr std::size_t kSmemForwardH = sizeof(__half) * 5 * kTileH;
+constexpr std::size_t kSmemDqH = sizeof(__half) * 6 * kTileH;
+constexpr std::size_t kSmemDkvH = sizeof(__half) * 6 * kTileH + sizeof(float) * 4 * kRows;
 
 constexpr std::size_t kSmemForward = sizeof(float) * (2 * kRows * kLdA + kRows * kLdB + kRows * kLdP);
 constexpr std::size_t kSmemDq = sizeof(float) * (4 * kRows * kLdA + kRows * kLdP);

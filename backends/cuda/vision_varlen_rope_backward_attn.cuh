@@ -3,6 +3,7 @@
 // backends/cuda; plain CUDA C++.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -31,6 +32,11 @@ struct AttnParams {
   float* lse = nullptr;    // [S,H]  log Σ exp of the scaled scores (forward)
   float* delta = nullptr;  // [S,H]  Σ_d dO·O (forward)
   float* dqkv = nullptr;   // [S,3C] dq | dk (RoPE backward applied) | dV
+  // Products::Fp16 reads fp16 copies instead of qkv and dAO, and writes AOh instead of AO (all 16-byte
+  // aligned rows: C % 8 == 0).
+  const __half* qkvh = nullptr;  // [S,3C]
+  const __half* dAOh = nullptr;  // [S,C]
+  __half* AOh = nullptr;         // [S,C]
 };
 
 // Builds p.table from the device cu_seqlens (one CTA, no host copy). Memory-safe for any cu_seqlens:
@@ -43,7 +49,7 @@ void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, i
 // that keep fp32 tiles in shared memory, kept for A/B timing (ATTNBWD_CUDA_VARLEN_ATTN=fp16-v1).
 enum class Products { Tf32, Tf32x3, Fp16, Fp16Smem32 };
 
-// Forward recompute: AO, lse, delta.
+// Forward recompute: AO (AOh with Products::Fp16), lse, delta.
 void attention_forward(const AttnParams& p, Products products, cudaStream_t stream);
 // Backward: dqkv (dq and dk through the RoPE backward, dV).
 void attention_backward(const AttnParams& p, Products products, cudaStream_t stream);

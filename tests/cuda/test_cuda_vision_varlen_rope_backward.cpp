@@ -164,13 +164,12 @@ TEST(CudaVisionVarlenRope, OddRunsAreBitIdentical) {
   }
 }
 
-// Default's fp16 attention kernels (fp16 shared-memory tiles, ldmatrix, P and dS in registers) against
-// the older fp32-tile kernels (ATTNBWD_CUDA_VARLEN_ATTN=fp16-v1), which form the same fp16 products in
-// the same k order: on odd mixes (tails, empty and length-1 sequences, 5 key blocks) and workload #1
-// every output agrees to rel-L2 ≤ 5e-4, 20 times tighter than the oracle bound of the mode (1e-2).
-// Not asserted bit-equal: on the H200 (2026-12-01, two runs with fresh inputs) some cases gave the same
-// bits and others differed in a few elements at rounding level (rel-L2 ≤ 2.3e-6; data-dependent, so
-// most likely different FMA contraction in the two compiled kernels, not a difference in the products).
+// Default's fp16 attention kernels (fp16 inputs copied by cp.async into double-buffered fp16 tiles,
+// ldmatrix, P and dS in registers) against the older fp32-tile kernels (ATTNBWD_CUDA_VARLEN_ATTN=
+// fp16-v1), which form the same fp16 products in the same k order; the row term delta = Σ dO·O now uses
+// the fp16 dO the products use (v1: fp32 dO). On odd mixes (tails, empty and length-1 sequences, 5 key
+// blocks) and workload #1 every output agrees to rel-L2 ≤ 2e-3, five times tighter than the oracle
+// bound of the mode (1e-2).
 TEST(CudaVisionVarlenRope, Fp16TileKernelsAgreeWithV1) {
   ATTNBWD_SEED_TRACE();
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
@@ -192,7 +191,7 @@ TEST(CudaVisionVarlenRope, Fp16TileKernelsAgreeWithV1) {
     const auto g = outputs_of(now.args), w = outputs_of(v1.args);
     ASSERT_EQ(g.size(), 5u);
     for (std::size_t i = 0; i < g.size(); ++i) {
-      const auto r = close(g[i].name, g[i].data, w[i].data, g[i].size, Tolerance{0.0, 0.0, 0.0, 5e-4});
+      const auto r = close(g[i].name, g[i].data, w[i].data, g[i].size, Tolerance{0.0, 0.0, 0.0, 2e-3});
       std::printf("[ measured ] fp16 tiles vs fp16-v1, %s: %s\n", label.c_str(), r.message());
       EXPECT_TRUE(r) << label;
     }
