@@ -98,7 +98,11 @@ step tests "$bin/attnbwd_tests" --gtest_filter="$tests_filter" --gtest_output="j
 #    run; hazards with both ends inside an nvjet kernel are listed (vendor) and do not fail.
 #  - initcheck does not see the stores of those GEMM kernels, so a kernel of ours that reads a GEMM
 #    result is reported (step initcheck-probe shows it on a bare cuBLASLt call). initcheck runs with
-#    ATTNBWD_CUDA_SANITIZE_INIT=1: the library zeroes its scratch when allocating it.
+#    ATTNBWD_CUDA_SANITIZE_INIT=1: the library zeroes its scratch when allocating it. The cuBLASLt
+#    workspaces are zeroed always (once per Context): cuBLASLt's split-K reduction kernel
+#    (splitKreduce_kernel) reads workspace bytes nothing wrote, reported by initcheck with and without
+#    the nvjet kernels instrumented (varlen #8: 939008 errors; H200, CUDA 13, 2026-12-01); the error
+#    flood is also what made initcheck take minutes per workload (mha #13-15: >480 s, 22 s after).
 sanitizer_opts() {  # sanitizer_opts TOOL: the tool's extra options, one per line
   case $1 in
     memcheck) printf '%s\n' --leak-check full ;;

@@ -29,7 +29,16 @@ Context::Context(int device) : device_(device) {
   ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
   ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&handoff_, cudaEventDisableTiming));
-  for (auto& ws : lt_ws_) ATTNBWD_CUDA_CHECK(cudaMalloc(&ws, kLtWorkspaceBytes));
+  // Zeroed once: cuBLASLt 13's split-K reduction kernel (splitKreduce_kernel) reads workspace bytes
+  // that its partial-product kernel did not write (compute-sanitizer initcheck, H200, varlen workload 8,
+  // with and without the vendor kernels instrumented); the results do not depend on them, but their
+  // contents are then defined and the same on every run. Unlike the scratch buffers (zeroed only with
+  // ATTNBWD_CUDA_SANITIZE_INIT=1, as they may be reallocated per call) this costs once per Context.
+  for (auto& ws : lt_ws_) {
+    ATTNBWD_CUDA_CHECK(cudaMalloc(&ws, kLtWorkspaceBytes));
+    ATTNBWD_CUDA_CHECK(cudaMemsetAsync(ws, 0, kLtWorkspaceBytes, side_));
+  }
+  ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(side_));  // done before any stream of the caller's uses them
 }
 
 Context::~Context() {
