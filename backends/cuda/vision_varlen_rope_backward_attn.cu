@@ -29,12 +29,22 @@
 #include <cuda_fp16.h>
 
 #include "check.hpp"
+#include "mma_fp16.cuh"
 
 namespace attnbwd::cuda::varlen {
 namespace {
 
 using std::int64_t;
 using std::uint32_t;
+using mma16::cp_async16;
+using mma16::cp_async_commit;
+using mma16::cp_async_wait;
+using mma16::issue_next_and_wait;
+using mma16::half2_bits;
+using mma16::mma16816;
+using mma16::scale_acc;
+using mma16::to_afrag;
+using mma16::zero;
 
 constexpr int kD = kHeadDim;
 constexpr int kRows = kBlock;     // rows per block (16 per warp)
@@ -61,20 +71,6 @@ __device__ __forceinline__ void mma1688(float (&c)[4], uint32_t a0, uint32_t a1,
                                         uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
-  const __half2 v = __floats2half2_rn(lo, hi);  // lo in the low 16 bits
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -173,22 +169,6 @@ __device__ __forceinline__ void load_tile(float* __restrict__ s, int lds, const 
     if (r < rows) v = *reinterpret_cast<const float4*>(g + (row0 + r) * ldg + c4);
     *reinterpret_cast<float4*>(s + r * lds + c4) = v;
   }
-}
-
-template <int NT>
-__device__ __forceinline__ void scale_acc(float (&acc)[NT][4], float f) {
-#pragma unroll
-  for (int j = 0; j < NT; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) acc[j][r] *= f;
-}
-
-template <int NT>
-__device__ __forceinline__ void zero(float (&acc)[NT][4]) {
-#pragma unroll
-  for (int j = 0; j < NT; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
 }
 
 // This warp's 16×64 accumulator into its rows of a [64][kLdP] tile.
@@ -577,94 +557,23 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
 // (p.AOh, the dWp GEMM's operand) and forms delta from the fp16 dO the products use.
 constexpr int kLdH = kD + 8;  // fp16 row stride: 272 B, so 8 ldmatrix rows hit 8 distinct 16-byte bank groups
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void ldsm4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// cp.async of 16 bytes into shared memory; with valid false the 16 bytes are zero-filled (nothing read).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
-
 // Issues the copy of rows [row0, row0 + rows) × 128 halves of a row-major fp16 matrix (row stride ldg
 // halves, 16-byte aligned rows) into an fp16 tile (stride kLdH); rows ≥ rows are zero-filled.
 // rows ≥ 1. The caller commits and waits.
 __device__ __forceinline__ void issue_tile_h(__half* s, const __half* __restrict__ g, int64_t ldg, int64_t row0,
                                              int rows) {
-#pragma unroll
-  for (int u = 0; u < kRows * (kD / 8) / kThreads; ++u) {  // 8 chunks of 16 bytes per thread
-    const int i = threadIdx.x + u * kThreads, r = i / (kD / 8), c8 = (i % (kD / 8)) * 8;
-    const bool valid = r < rows;
-    cp_async16(s + r * kLdH + c8, g + (row0 + (valid ? r : 0)) * ldg + c8, valid);
-  }
+  mma16::issue_tile<kRows, kD, kLdH, kThreads>(s, g, ldg, row0, rows);
 }
 
 // acc[j] += A·Bᵀ over k = 0..127: A = 16 rows of an fp16 tile, B = rows [n][k] of one (n = 8·NT).
 template <int NT>
 __device__ __forceinline__ void mma_abt_h(float (&acc)[NT][4], const __half* A, const __half* B) {
-  static_assert(NT % 2 == 0, "pairs of n tiles per ldmatrix.x4");
-  const int lane = threadIdx.x & 31;
-  // x4 matrices: A (rows 0-7 | 8-15) × (k 0-7 | 8-15); B (k 0-7 | 8-15) × (n tile j | j + 1)
-  const uint32_t a0 = smem_u32(A + (lane & 15) * kLdH + (lane >> 4) * 8);
-  const uint32_t b0 = smem_u32(B + ((lane & 7) + ((lane >> 4) << 3)) * kLdH + ((lane >> 3) & 1) * 8);
-#pragma unroll 2
-  for (int k0 = 0; k0 < kD; k0 += 16) {
-    uint32_t a[4];
-    ldsm4(a, a0 + 2 * k0);
-#pragma unroll
-    for (int j = 0; j < NT; j += 2) {
-      uint32_t b[4];
-      ldsm4(b, b0 + 2 * (j * 8 * kLdH + k0));
-      mma16816(acc[j], a[0], a[1], a[2], a[3], b[0], b[1]);
-      mma16816(acc[j + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
-    }
-  }
-}
-
-// This warp's 16×64 fp32 accumulator as the A operand (fp16, k = its 64 columns) of m16n8k16.
-__device__ __forceinline__ void to_afrag(uint32_t (&a)[4][4], const float (&s)[8][4]) {
-#pragma unroll
-  for (int kc = 0; kc < 4; ++kc) {
-    a[kc][0] = half2_bits(s[2 * kc][0], s[2 * kc][1]);
-    a[kc][1] = half2_bits(s[2 * kc][2], s[2 * kc][3]);
-    a[kc][2] = half2_bits(s[2 * kc + 1][0], s[2 * kc + 1][1]);
-    a[kc][3] = half2_bits(s[2 * kc + 1][2], s[2 * kc + 1][3]);
-  }
+  mma16::mma_abt<NT, kD, kLdH>(acc, A, B);
 }
 
 // acc[j] += A·B over k = 0..63: A from to_afrag, B = rows [k][n] of an fp16 tile (n = 0..127).
 __device__ __forceinline__ void mma_rb_h(float (&acc)[16][4], const uint32_t (&a)[4][4], const __half* B) {
-  const int lane = threadIdx.x & 31;
-  // x4.trans matrices: (k 0-7 | 8-15) × (n tile j | j + 1)
-  const uint32_t b0 = smem_u32(B + ((lane & 7) + ((lane >> 3) & 1) * 8) * kLdH + (lane >> 4) * 8);
-#pragma unroll
-  for (int kc = 0; kc < 4; ++kc)
-#pragma unroll
-    for (int j = 0; j < 16; j += 2) {
-      uint32_t b[4];
-      ldsm4_trans(b, b0 + 2 * (kc * 16 * kLdH + j * 8));
-      mma16816(acc[j], a[kc][0], a[kc][1], a[kc][2], a[kc][3], b[0], b[1]);
-      mma16816(acc[j + 1], a[kc][0], a[kc][1], a[kc][2], a[kc][3], b[2], b[3]);
-    }
+  mma16::mma_rb<16, kLdH>(acc, a, B);
 }
 
 constexpr int kTileH = kRows * kLdH;  // halves per fp16 tile (17408 B)
@@ -703,16 +612,11 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_h(const AttnParams p
   int buf = 0;
   for (int64_t k0 = start; k0 < end; k0 += kRows, buf ^= 1) {
     const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
-    const int64_t k1 = k0 + kRows;
-    if (k1 < end) {  // next block into the other buffer (last read one iteration ago; see the end)
-      const int keys1 = static_cast<int>(end - k1 < kRows ? end - k1 : kRows);
-      issue_tile_h(sK + (buf ^ 1) * kTileH, hc.k, ld3, k1, keys1);
-      issue_tile_h(sV + (buf ^ 1) * kTileH, hc.v, ld3, k1, keys1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    // the next block into the other buffers (last read one iteration ago; see the end)
+    issue_next_and_wait<kRows>(k0 + kRows, end, [&](int64_t k1, int keys1) {
+      issue_tile_h(sK + (buf ^ 1) * kTileH, hc.k, b.ld3, k1, keys1);  // (structured bindings are not
+      issue_tile_h(sV + (buf ^ 1) * kTileH, hc.v, b.ld3, k1, keys1);  // captured before C++20)
+    });
     __syncthreads();  // this block's tiles (and Q) are in shared memory for every warp
     const __half* cK = sK + buf * kTileH;
     const __half* cV = sV + buf * kTileH;
@@ -756,16 +660,11 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
   int buf = 0;
   for (int64_t k0 = start; k0 < end; k0 += kRows, buf ^= 1) {
     const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
-    const int64_t k1 = k0 + kRows;
-    if (k1 < end) {
-      const int keys1 = static_cast<int>(end - k1 < kRows ? end - k1 : kRows);
-      issue_tile_h(sK + (buf ^ 1) * kTileH, hc.k, ld3, k1, keys1);
-      issue_tile_h(sV + (buf ^ 1) * kTileH, hc.v, ld3, k1, keys1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    // the next block into the other buffers (last read one iteration ago; see the end)
+    issue_next_and_wait<kRows>(k0 + kRows, end, [&](int64_t k1, int keys1) {
+      issue_tile_h(sK + (buf ^ 1) * kTileH, hc.k, b.ld3, k1, keys1);  // (structured bindings are not
+      issue_tile_h(sV + (buf ^ 1) * kTileH, hc.v, b.ld3, k1, keys1);  // captured before C++20)
+    });
     __syncthreads();
     const __half* cK = sK + buf * kTileH;
     const __half* cV = sV + buf * kTileH;
