@@ -63,6 +63,27 @@ __device__ __forceinline__ void issue_next_and_wait(std::int64_t next, std::int6
   }
 }
 
+// Double-buffered streaming over the blocks of ROWS rows of [start, end) (start < end). issue_block(row0,
+// rows, buffer) issues one block's copies; the first block's are committed together with whatever the
+// caller issued before. body(buffer, rows) runs once per block when its copies have landed, between two
+// barriers, while the next block's copies are in flight.
+template <int ROWS, class Issue, class Body>
+__device__ __forceinline__ void stream_blocks(std::int64_t start, std::int64_t end, Issue&& issue_block,
+                                              Body&& body) {
+  const auto rows_at = [&](std::int64_t r0) { return static_cast<int>(end - r0 < ROWS ? end - r0 : ROWS); };
+  issue_block(start, rows_at(start), 0);
+  cp_async_commit();
+  int buf = 0;
+  for (std::int64_t r0 = start; r0 < end; r0 += ROWS, buf ^= 1) {
+    // the next block into the other buffer (last read one iteration ago; see the end)
+    issue_next_and_wait<ROWS>(r0 + ROWS, end,
+                              [&](std::int64_t r1, int rows1) { issue_block(r1, rows1, buf ^ 1); });
+    __syncthreads();  // this block's tiles are in shared memory for every warp
+    body(buf, rows_at(r0));
+    __syncthreads();  // every warp is done with buffer `buf` before the next iteration refills it
+  }
+}
+
 __device__ __forceinline__ std::uint32_t half2_bits(float lo, float hi) {
   const __half2 v = __floats2half2_rn(lo, hi);  // lo in the low 16 bits
   return *reinterpret_cast<const std::uint32_t*>(&v);

@@ -39,7 +39,7 @@ using std::uint32_t;
 using mma16::cp_async16;
 using mma16::cp_async_commit;
 using mma16::cp_async_wait;
-using mma16::issue_next_and_wait;
+using mma16::stream_blocks;
 using mma16::half2_bits;
 using mma16::mma16816;
 using mma16::scale_acc;
@@ -208,6 +208,16 @@ __device__ __forceinline__ bool block_of(const AttnParams& p, Block& b) {
   b.gK = b.gQ + p.C;
   b.gV = b.gQ + 2 * p.C;
   return true;
+}
+
+// The fp32-tile kernels' key step: key block k0 (keys rows) of the head's K and V into sK, sV (V's row
+// stride ldv), synchronously between barriers (every warp is done with the previous block before, and
+// sees the new one after).
+__device__ __forceinline__ void load_kv(const Block& b, float* sK, float* sV, int ldv, int64_t k0, int keys) {
+  __syncthreads();
+  load_tile(sK, kLdA, b.gK, b.ld3, k0, keys);
+  load_tile(sV, ldv, b.gV, b.ld3, k0, keys);
+  __syncthreads();
 }
 
 // RoPE backward of a gradient pair (lo at d, hi at d + 64) of token row `tok`:
@@ -421,10 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_forward(const AttnParams p) 
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this thread's part)
   for (int64_t k0 = start; k0 < end; k0 += kRows) {
     const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
-    __syncthreads();  // the previous block's K and V are no longer read
-    load_tile(sK, kLdA, gK, ld3, k0, keys);
-    load_tile(sV, kLdB, gV, ld3, k0, keys);
-    __syncthreads();
+    load_kv(b, sK, sV, kLdB, k0, keys);
     float s[8][4];
     zero(s);
     warp_mma<Mode, 8, kD, true>(s, sQ + w * 16 * kLdA, kLdA, sK, kLdA);
@@ -461,10 +468,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
   zero(dq);
   for (int64_t k0 = start; k0 < end; k0 += kRows) {
     const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
-    __syncthreads();
-    load_tile(sK, kLdA, gK, ld3, k0, keys);
-    load_tile(sV, kLdA, gV, ld3, k0, keys);
-    __syncthreads();
+    load_kv(b, sK, sV, kLdA, k0, keys);
     float s[8][4], dp[8][4];
     zero(s);
     zero(dp);
@@ -587,48 +591,42 @@ __device__ __forceinline__ HalfCols half_cols(const AttnParams& p, int h) {
   return {q, q + p.C, q + 2 * p.C, p.dAOh + static_cast<int64_t>(h) * kD};
 }
 
+// The K and V tiles of key block k1 (keys1 keys) into buffer `to` of the double-buffered sK, sV.
+__device__ __forceinline__ void issue_kv_h(__half* sK, __half* sV, const HalfCols& hc, int64_t ld3, int64_t k1,
+                                           int keys1, int to) {
+  issue_tile_h(sK + to * kTileH, hc.k, ld3, k1, keys1);
+  issue_tile_h(sV + to * kTileH, hc.v, ld3, k1, keys1);
+}
+
 // Forward: Q staged once, K and V double-buffered (the next block's copy runs under this block's math).
 __global__ void __launch_bounds__(kThreads, 2) attn_forward_h(const AttnParams p) {
   Block b;
   if (!block_of(p, b)) return;
-  const auto [start, end, q0, rows, h, ld3, gQ, gK, gV] = b;
+  const int64_t q0 = b.b0, ld3 = b.ld3;  // (plain copies: lambdas may not capture structured bindings
+  const int rows = b.n, h = b.h;          // before C++20)
   const HalfCols hc = half_cols(p, h);
   extern __shared__ float4 smem4[];
   __half* sQ = reinterpret_cast<__half*>(smem4);
-  __half* sK = sQ + kTileH;   // [2] tiles
+  __half* sK = sQ + kTileH;      // [2] tiles
   __half* sV = sK + 2 * kTileH;  // [2] tiles
   const int w = threadIdx.x / 32;
 
-  issue_tile_h(sQ, hc.q, ld3, q0, rows);
-  {
-    const int keys = static_cast<int>(end - start < kRows ? end - start : kRows);
-    issue_tile_h(sK, hc.k, ld3, start, keys);
-    issue_tile_h(sV, hc.v, ld3, start, keys);
-  }
-  cp_async_commit();
+  issue_tile_h(sQ, hc.q, ld3, q0, rows);  // committed with the first key block
   float o[16][4];
   zero(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this thread's part)
-  int buf = 0;
-  for (int64_t k0 = start; k0 < end; k0 += kRows, buf ^= 1) {
-    const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
-    // the next block into the other buffers (last read one iteration ago; see the end)
-    issue_next_and_wait<kRows>(k0 + kRows, end, [&](int64_t k1, int keys1) {
-      issue_tile_h(sK + (buf ^ 1) * kTileH, hc.k, b.ld3, k1, keys1);  // (structured bindings are not
-      issue_tile_h(sV + (buf ^ 1) * kTileH, hc.v, b.ld3, k1, keys1);  // captured before C++20)
-    });
-    __syncthreads();  // this block's tiles (and Q) are in shared memory for every warp
-    const __half* cK = sK + buf * kTileH;
-    const __half* cV = sV + buf * kTileH;
-    float s[8][4];
-    zero(s);
-    mma_abt_h<8>(s, sQ + w * 16 * kLdH, cK);
-    softmax_step(s, keys, p.scaling, m, l, o);
-    uint32_t a[4][4];
-    to_afrag(a, s);
-    mma_rb_h(o, a, cV);
-    __syncthreads();  // every warp is done with buffer `buf` before the next iteration refills it
-  }
+  stream_blocks<kRows>(
+      b.start, b.end,
+      [&](int64_t k1, int keys1, int to) { issue_kv_h(sK, sV, hc, ld3, k1, keys1, to); },
+      [&](int buf, int keys) {
+        float s[8][4];
+        zero(s);
+        mma_abt_h<8>(s, sQ + w * 16 * kLdH, sK + buf * kTileH);
+        softmax_step(s, keys, p.scaling, m, l, o);
+        uint32_t a[4][4];
+        to_afrag(a, s);
+        mma_rb_h(o, a, sV + buf * kTileH);
+      });
   forward_epilogue(p, o, m, l, q0, rows, h, hc.dO, p.AOh + static_cast<int64_t>(h) * kD);
 }
 
@@ -636,7 +634,8 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_h(const AttnParams p
 __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
   Block b;
   if (!block_of(p, b)) return;
-  const auto [start, end, q0, rows, h, ld3, gQ, gK, gV] = b;
+  const int64_t q0 = b.b0, ld3 = b.ld3;
+  const int rows = b.n, h = b.h;
   const HalfCols hc = half_cols(p, h);
   extern __shared__ float4 smem4[];
   __half* sQ = reinterpret_cast<__half*>(smem4);
@@ -645,40 +644,27 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
   __half* sV = sK + 2 * kTileH;  // [2] tiles
   const int w = threadIdx.x / 32;
 
-  issue_tile_h(sQ, hc.q, ld3, q0, rows);
+  issue_tile_h(sQ, hc.q, ld3, q0, rows);  // committed with the first key block
   issue_tile_h(sdO, hc.dO, p.C, q0, rows);
-  {
-    const int keys = static_cast<int>(end - start < kRows ? end - start : kRows);
-    issue_tile_h(sK, hc.k, ld3, start, keys);
-    issue_tile_h(sV, hc.v, ld3, start, keys);
-  }
-  cp_async_commit();
   float lse[2], dl[2];
   load_row_terms(p, q0, rows, h, lse, dl);
   float dq[16][4];
   zero(dq);
-  int buf = 0;
-  for (int64_t k0 = start; k0 < end; k0 += kRows, buf ^= 1) {
-    const int keys = static_cast<int>(end - k0 < kRows ? end - k0 : kRows);
-    // the next block into the other buffers (last read one iteration ago; see the end)
-    issue_next_and_wait<kRows>(k0 + kRows, end, [&](int64_t k1, int keys1) {
-      issue_tile_h(sK + (buf ^ 1) * kTileH, hc.k, b.ld3, k1, keys1);  // (structured bindings are not
-      issue_tile_h(sV + (buf ^ 1) * kTileH, hc.v, b.ld3, k1, keys1);  // captured before C++20)
-    });
-    __syncthreads();
-    const __half* cK = sK + buf * kTileH;
-    const __half* cV = sV + buf * kTileH;
-    float s[8][4], dp[8][4];
-    zero(s);
-    zero(dp);
-    mma_abt_h<8>(s, sQ + w * 16 * kLdH, cK);
-    mma_abt_h<8>(dp, sdO + w * 16 * kLdH, cV);
-    ds_rows(s, dp, keys, rows, lse, dl, p.scaling, p.scaling * kDsScale);
-    uint32_t a[4][4];
-    to_afrag(a, s);
-    mma_rb_h(dq, a, cK);
-    __syncthreads();
-  }
+  stream_blocks<kRows>(
+      b.start, b.end,
+      [&](int64_t k1, int keys1, int to) { issue_kv_h(sK, sV, hc, ld3, k1, keys1, to); },
+      [&](int buf, int keys) {
+        const __half* cK = sK + buf * kTileH;
+        float s[8][4], dp[8][4];
+        zero(s);
+        zero(dp);
+        mma_abt_h<8>(s, sQ + w * 16 * kLdH, cK);
+        mma_abt_h<8>(dp, sdO + w * 16 * kLdH, sV + buf * kTileH);
+        ds_rows(s, dp, keys, rows, lse, dl, p.scaling, p.scaling * kDsScale);
+        uint32_t a[4][4];
+        to_afrag(a, s);
+        mma_rb_h(dq, a, cK);
+      });
   scale_acc(dq, 1.0f / kDsScale);
   store_dq(p, dq, q0, rows, h, ld3);
 }
@@ -687,7 +673,8 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
 __global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
   Block b;
   if (!block_of(p, b)) return;
-  const auto [start, end, k0, keys, h, ld3, gQ, gK, gV] = b;
+  const int64_t k0 = b.b0, ld3 = b.ld3;
+  const int keys = b.n, h = b.h;
   const HalfCols hc = half_cols(p, h);
   extern __shared__ float4 smem4[];
   __half* sK = reinterpret_cast<__half*>(smem4);
@@ -698,59 +685,44 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
   float* sDl = sLse + 2 * kRows;                             // [2][kRows]
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 
-  issue_tile_h(sK, hc.k, ld3, k0, keys);
+  issue_tile_h(sK, hc.k, ld3, k0, keys);  // committed with the first query block
   issue_tile_h(sV, hc.v, ld3, k0, keys);
-  {
-    const int qrows = static_cast<int>(end - start < kRows ? end - start : kRows);
-    issue_tile_h(sQ, hc.q, ld3, start, qrows);
-    issue_tile_h(sdO, hc.dO, p.C, start, qrows);
-    stage_row_terms(p, start, qrows, h, sLse, sDl);
-  }
-  cp_async_commit();
   float dk[16][4], dv[16][4];
   zero(dk);
   zero(dv);
-  int buf = 0;
-  for (int64_t q0 = start; q0 < end; q0 += kRows, buf ^= 1) {
-    const int qrows = static_cast<int>(end - q0 < kRows ? end - q0 : kRows);
-    const int64_t q1 = q0 + kRows;
-    if (q1 < end) {
-      const int qrows1 = static_cast<int>(end - q1 < kRows ? end - q1 : kRows);
-      issue_tile_h(sQ + (buf ^ 1) * kTileH, hc.q, ld3, q1, qrows1);
-      issue_tile_h(sdO + (buf ^ 1) * kTileH, hc.dO, p.C, q1, qrows1);
-      cp_async_commit();
-      stage_row_terms(p, q1, qrows1, h, sLse + (buf ^ 1) * kRows, sDl + (buf ^ 1) * kRows);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    const __half* cQ = sQ + buf * kTileH;
-    const __half* cdO = sdO + buf * kTileH;
-    const float* cLse = sLse + buf * kRows;
-    const float* cDl = sDl + buf * kRows;
-    // Transposed tiles: rows are this warp's 16 keys, columns the 64 queries.
-    float s[8][4], dp[8][4];
-    zero(s);
-    zero(dp);
-    mma_abt_h<8>(s, sK + w * 16 * kLdH, cQ);
-    mma_abt_h<8>(dp, sV + w * 16 * kLdH, cdO);
+  stream_blocks<kRows>(
+      b.start, b.end,
+      [&](int64_t q1, int qrows1, int to) {
+        issue_tile_h(sQ + to * kTileH, hc.q, ld3, q1, qrows1);
+        issue_tile_h(sdO + to * kTileH, hc.dO, p.C, q1, qrows1);
+        stage_row_terms(p, q1, qrows1, h, sLse + to * kRows, sDl + to * kRows);
+      },
+      [&](int buf, int qrows) {
+        const __half* cQ = sQ + buf * kTileH;
+        const __half* cdO = sdO + buf * kTileH;
+        const float* cLse = sLse + buf * kRows;
+        const float* cDl = sDl + buf * kRows;
+        // Transposed tiles: rows are this warp's 16 keys, columns the 64 queries.
+        float s[8][4], dp[8][4];
+        zero(s);
+        zero(dp);
+        mma_abt_h<8>(s, sK + w * 16 * kLdH, cQ);
+        mma_abt_h<8>(dp, sV + w * 16 * kLdH, cdO);
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+        for (int j = 0; j < 8; ++j)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int col = j * 8 + 2 * t + (r & 1);
-        const bool live = col < qrows && w * 16 + g + 8 * (r >> 1) < keys;
-        s[j][r] = live ? expf(s[j][r] * p.scaling - cLse[col]) : 0.0f;
-        dp[j][r] = s[j][r] * (dp[j][r] - cDl[col]) * (p.scaling * kDsScale);
-      }
-    uint32_t a[4][4];
-    to_afrag(a, s);
-    mma_rb_h(dv, a, cdO);
-    to_afrag(a, dp);
-    mma_rb_h(dk, a, cQ);
-    __syncthreads();
-  }
+          for (int r = 0; r < 4; ++r) {
+            const int col = j * 8 + 2 * t + (r & 1);
+            const bool live = col < qrows && w * 16 + g + 8 * (r >> 1) < keys;
+            s[j][r] = live ? expf(s[j][r] * p.scaling - cLse[col]) : 0.0f;
+            dp[j][r] = s[j][r] * (dp[j][r] - cDl[col]) * (p.scaling * kDsScale);
+          }
+        uint32_t a[4][4];
+        to_afrag(a, s);
+        mma_rb_h(dv, a, cdO);
+        to_afrag(a, dp);
+        mma_rb_h(dk, a, cQ);
+      });
   scale_acc(dk, 1.0f / kDsScale);
   store_dkdv(p, dk, dv, k0, keys, h, ld3);
 }
