@@ -35,6 +35,8 @@
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
 #include "stages.hpp"
+#include "switches.hpp"
+#include "vision_mha_norm_backward_attn.cuh"
 #include "vision_mha_norm_backward_kernels.cuh"
 
 namespace attnbwd::cuda {
@@ -72,6 +74,26 @@ Support supports(const VisionMhaShape& s, const Options&) {
 
 namespace {
 
+// Default mode, head_dim 64: the attention backward through the fp16 kernels of
+// vision_mha_norm_backward_attn.cu (ATTNBWD_CUDA_MHA_ATTN=gemm keeps the GEMM + row-kernel stages, for A/B
+// timing). Needs the fp16 projections (the dA GEMM writes the kernels' fp16 dO, they write the fp16 dQKV
+// operand) and a grid of at most 2³¹ − 1 CTAs.
+bool fp16_attention(const VisionMhaShape& s, bool use_fp16) {
+  const int variant = env_switch("ATTNBWD_CUDA_MHA_ATTN", {"auto", "gemm"});
+  return variant == 0 && use_fp16 && s.head_dim == mha::kAttnHeadDim &&
+         mha::attn_blocks(s.seq_len) * s.batch * s.num_heads < (int64_t{1} << 31);
+}
+
+// Scratch pieces carved from one allocation, each at a 256-byte boundary.
+struct Carve {
+  std::size_t bytes = 0;
+  std::size_t take(int64_t n, std::size_t elem) {
+    const std::size_t at = bytes;
+    bytes += (static_cast<std::size_t>(n) * elem + 255) / 256 * 256;
+    return at;
+  }
+};
+
 // The whole op on `stream` (and the side stream, joined before returning).
 void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cudaStream_t stream) {
   const cublasComputeType_t compute =
@@ -80,32 +102,44 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t E3 = 3 * E, BH = B * H, ld = round_up(S, 4);
   const int64_t tpb = mha::tokens_per_block(N, ctx.sm_count()), chunks = (N + tpb - 1) / tpb;
   const bool use_fp16 = o.precision != Precision::Strict && fp16_gemms();
+  const bool fp16_attn = fp16_attention(s, use_fp16);
+  const int64_t attn_chunks = B * mha::attn_blocks(S);  // partial rows of the fp16 attention kernels
 
-  // Scratch (slot 0), each piece a multiple of 64 floats: dA (later dXn) | dO | dQh | dKh | dVh |
-  // dS (later dQKV) | partials of the qkv bias | partials of the LayerNorm sums.
-  const int64_t n_tok = round_up(N * E, 64), n_ds = round_up(std::max(BH * S * ld, N * E3), 64),
-                n_part = round_up(chunks * E3, 64);
-  // fp16 copies (Default with fp16 projections), in floats of space: dY | A | x_norm | dQKV | Wo | Wqkv.
-  const int64_t n_w = round_up(E * E, 128) / 2;
-  const int64_t n_half = use_fp16 ? 3 * n_tok / 2 + round_up(N * E3, 128) / 2 + 4 * n_w : 0;
-  float* base = static_cast<float*>(
-      ctx.scratch(0, static_cast<std::size_t>(5 * n_tok + n_ds + 2 * n_part + n_half) * sizeof(float), stream));
-  float* dA = base;
-  float* dO = dA + n_tok;
-  float* dQh = dO + n_tok;
-  float* dKh = dQh + n_tok;
-  float* dVh = dKh + n_tok;
-  float* dS = dVh + n_tok;
-  float* part_qkv = dS + n_ds;
-  float* part_ln = part_qkv + n_part;
-  float* dXn = dA;     // dA is dead after the head split
-  float* dQKV = dS;    // dS is dead after the dQ and dK GEMMs
-  __half* dYh = reinterpret_cast<__half*>(part_ln + n_part);
-  __half* Ah = dYh + n_tok;
-  __half* Xnh = Ah + n_tok;
-  __half* dQKVh = Xnh + n_tok;
-  __half* Woh = dQKVh + round_up(N * E3, 128);
-  __half* Wqkvh = Woh + 2 * n_w;
+  // Scratch (slot 0). GEMM attention: dA (later dXn) | dO | dQh | dKh | dVh | dS (later dQKV) | partials
+  // of the qkv bias and of the LayerNorm sums. fp16 attention: dXn | δ | partials. fp16 copies (Default
+  // with fp16 projections): dY | A | x_norm | dQKV | Wo | Wqkv, and with fp16 attention dA | q | k | v.
+  Carve c;
+  const std::size_t f4 = sizeof(float), h2 = sizeof(__half);
+  const std::size_t o_dA = c.take(N * E, f4);
+  const std::size_t o_dO = fp16_attn ? 0 : c.take(N * E, f4);
+  const std::size_t o_dQh = fp16_attn ? 0 : c.take(N * E, f4);
+  const std::size_t o_dKh = fp16_attn ? 0 : c.take(N * E, f4);
+  const std::size_t o_dVh = fp16_attn ? 0 : c.take(N * E, f4);
+  const std::size_t o_dS = fp16_attn ? 0 : c.take(std::max(BH * S * ld, N * E3), f4);
+  const std::size_t o_delta = fp16_attn ? c.take(BH * S, f4) : 0;
+  const std::size_t o_pqkv = c.take((fp16_attn ? attn_chunks : chunks) * E3, f4);
+  const std::size_t o_pln = c.take(chunks * E3, f4);
+  const std::size_t o_dYh = use_fp16 ? c.take(N * E, h2) : 0;
+  const std::size_t o_Ah = use_fp16 ? c.take(N * E, h2) : 0;
+  const std::size_t o_Xnh = use_fp16 ? c.take(N * E, h2) : 0;
+  const std::size_t o_dQKVh = use_fp16 ? c.take(N * E3, h2) : 0;
+  const std::size_t o_Woh = use_fp16 ? c.take(E * E, h2) : 0;
+  const std::size_t o_Wqkvh = use_fp16 ? c.take(E3 * E, h2) : 0;
+  const std::size_t o_dAh = fp16_attn ? c.take(N * E, h2) : 0;
+  const std::size_t o_qh = fp16_attn ? c.take(3 * N * E, h2) : 0;  // q | k | v, each [B,H,S,D]
+  char* base = static_cast<char*>(ctx.scratch(0, c.bytes, stream));
+  const auto f32 = [&](std::size_t at) { return reinterpret_cast<float*>(base + at); };
+  const auto f16 = [&](std::size_t at) { return reinterpret_cast<__half*>(base + at); };
+  float* dA = f32(o_dA);
+  float* dXn = dA;  // dA is dead after the head split (GEMM attention) or never used (fp16 attention)
+  float* part_qkv = f32(o_pqkv);
+  float* part_ln = f32(o_pln);
+  __half* dYh = f16(o_dYh);
+  __half* Ah = f16(o_Ah);
+  __half* Xnh = f16(o_Xnh);
+  __half* dQKVh = f16(o_dQKVh);
+  __half* Woh = f16(o_Woh);
+  __half* Wqkvh = f16(o_Wqkvh);
 
   const float* dY = a.grad_output.data;
   const float* P = a.attn_weights.data;
@@ -130,53 +164,91 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     gemm(ctx, 1, side, compute, g, op(dY, dYh), op(a.attn_output.data, Ah), a.grad_out_weight.data);
     stages.mark("dW_out");
   }
-  {
-    Gemm g;
-    g.M = N, g.N = E, g.K = E, g.lda = E, g.ldb = E, g.ldc = E;
-    gemm(ctx, 0, stream, compute, g, op(dY, dYh), op(a.out_weight.data, Woh), dA);
-    stages.mark("dA");
-  }
-  // 2. head split.
-  mha::head_split(dA, dO, B, S, H, D, stream);
-  stages.mark("head_split");
-  // 3. dP = dO·Vᵀ, then dS in place.
-  {
-    Gemm g;
-    g.trans_b = true;
-    g.M = S, g.N = S, g.K = D, g.lda = D, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = S * D, g.stride_b = S * D,
-    g.stride_c = S * ld;
-    gemm(ctx, 0, stream, compute, g, dO, a.v.data, dS);
-  }
-  stages.mark("dP");
-  mha::softmax_backward(P, dS, BH * S, S, ld, stream);
-  stages.mark("dS");
-  // 4. dV = Pᵀ·dO, dQ = (dS·K)·scale, dK = dSᵀ·Q·scale.
-  {
-    Gemm g;
-    g.trans_a = true;
-    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * S, g.stride_b = S * D,
-    g.stride_c = S * D;
-    gemm(ctx, 0, stream, compute, g, P, dO, dVh);
-    stages.mark("dV");
-  }
-  {
-    Gemm g;
-    g.M = S, g.N = D, g.K = S, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * ld, g.stride_b = S * D,
-    g.stride_c = S * D;
-    gemm(ctx, 0, stream, compute, g, dS, a.k.data, dQh, scale);
-    g.trans_a = true;
-    gemm(ctx, 0, stream, compute, g, dS, a.q.data, dKh, scale);
-    stages.mark("dQ_dK");
-  }
-  // 5. merge + grad_qkv_bias.
-  mha::merge_heads(dQh, dKh, dVh, dQKV, part_qkv, B, S, H, D, tpb, stream);
-  mha::sum_partials(part_qkv, chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, stream);
-  stages.mark("merge_bias");
-  if (use_fp16) {
-    convert_to_half(dQKV, dQKVh, N * E3, stream);
+  const float* dqkv_fp32 = nullptr;  // dQKV in fp32 (GEMM attention only; the fp16 path has dQKVh alone)
+  if (fp16_attn) {
+    // 2-5. dA in fp16 (read in place by the kernels: head h is columns h·D..), q, k, v in fp16, then
+    // dQKV (fp16) and the per-CTA column sums from the two attention kernels.
+    __half* dAh = f16(o_dAh);
+    __half* qh = f16(o_qh);
+    {
+      Gemm g;
+      g.M = N, g.N = E, g.K = E, g.lda = E, g.ldb = E, g.ldc = E;
+      g.a_type = g.b_type = g.c_type = CUDA_R_16F;
+      g.compute = CUBLAS_COMPUTE_32F;
+      cuda::gemm(ctx, 0, stream, g, dYh, Woh, dAh);
+      stages.mark("dA");
+    }
+    convert_to_half(a.q.data, qh, N * E, stream);
+    convert_to_half(a.k.data, qh + N * E, N * E, stream);
+    convert_to_half(a.v.data, qh + 2 * N * E, N * E, stream);
+    stages.mark("to_half_qkv");
+    mha::AttnParams p;
+    p.B = B, p.S = S, p.H = static_cast<int>(H), p.scale = scale;
+    p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
+    p.delta = f32(o_delta), p.dqkv = dQKVh, p.partial = part_qkv;
+    mha::attention_backward(p, stream);
+    stages.mark("attention");
+    mha::sum_partials(part_qkv, attn_chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, stream);
+    stages.mark("qkv_bias");
     convert_to_half(a.x_norm.data, Xnh, N * E, stream);
     convert_to_half(a.qkv_weight.data, Wqkvh, E3 * E, stream);
-    stages.mark("to_half_dQKV_Xn_Wqkv");
+    stages.mark("to_half_Xn_Wqkv");
+  } else {
+    float* dO = f32(o_dO);
+    float* dQh = f32(o_dQh);
+    float* dKh = f32(o_dKh);
+    float* dVh = f32(o_dVh);
+    float* dS = f32(o_dS);
+    float* dQKV = dS;  // dS is dead after the dQ and dK GEMMs
+    {
+      Gemm g;
+      g.M = N, g.N = E, g.K = E, g.lda = E, g.ldb = E, g.ldc = E;
+      gemm(ctx, 0, stream, compute, g, op(dY, dYh), op(a.out_weight.data, Woh), dA);
+      stages.mark("dA");
+    }
+    // 2. head split.
+    mha::head_split(dA, dO, B, S, H, D, stream);
+    stages.mark("head_split");
+    // 3. dP = dO·Vᵀ, then dS in place.
+    {
+      Gemm g;
+      g.trans_b = true;
+      g.M = S, g.N = S, g.K = D, g.lda = D, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = S * D,
+      g.stride_b = S * D, g.stride_c = S * ld;
+      gemm(ctx, 0, stream, compute, g, dO, a.v.data, dS);
+    }
+    stages.mark("dP");
+    mha::softmax_backward(P, dS, BH * S, S, ld, stream);
+    stages.mark("dS");
+    // 4. dV = Pᵀ·dO, dQ = (dS·K)·scale, dK = dSᵀ·Q·scale.
+    {
+      Gemm g;
+      g.trans_a = true;
+      g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * S,
+      g.stride_b = S * D, g.stride_c = S * D;
+      gemm(ctx, 0, stream, compute, g, P, dO, dVh);
+      stages.mark("dV");
+    }
+    {
+      Gemm g;
+      g.M = S, g.N = D, g.K = S, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * ld,
+      g.stride_b = S * D, g.stride_c = S * D;
+      gemm(ctx, 0, stream, compute, g, dS, a.k.data, dQh, scale);
+      g.trans_a = true;
+      gemm(ctx, 0, stream, compute, g, dS, a.q.data, dKh, scale);
+      stages.mark("dQ_dK");
+    }
+    // 5. merge + grad_qkv_bias.
+    mha::merge_heads(dQh, dKh, dVh, dQKV, part_qkv, B, S, H, D, tpb, stream);
+    mha::sum_partials(part_qkv, chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, stream);
+    stages.mark("merge_bias");
+    if (use_fp16) {
+      convert_to_half(dQKV, dQKVh, N * E3, stream);
+      convert_to_half(a.x_norm.data, Xnh, N * E, stream);
+      convert_to_half(a.qkv_weight.data, Wqkvh, E3 * E, stream);
+      stages.mark("to_half_dQKV_Xn_Wqkv");
+    }
+    dqkv_fp32 = dQKV;
   }
   // 6. grad_qkv_weight (side stream, after dQKV exists) and dXn.
   stages.fork(ctx);
@@ -184,13 +256,13 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     Gemm g;
     g.trans_a = true;
     g.M = E3, g.N = E, g.K = N, g.lda = E3, g.ldb = E, g.ldc = E;
-    gemm(ctx, 1, side, compute, g, op(dQKV, dQKVh), op(a.x_norm.data, Xnh), a.grad_qkv_weight.data);
+    gemm(ctx, 1, side, compute, g, op(dqkv_fp32, dQKVh), op(a.x_norm.data, Xnh), a.grad_qkv_weight.data);
     stages.mark("dW_qkv");
   }
   {
     Gemm g;
     g.M = N, g.N = E, g.K = E3, g.lda = E3, g.ldb = E, g.ldc = E;
-    gemm(ctx, 0, stream, compute, g, op(dQKV, dQKVh), op(a.qkv_weight.data, Wqkvh), dXn);
+    gemm(ctx, 0, stream, compute, g, op(dqkv_fp32, dQKVh), op(a.qkv_weight.data, Wqkvh), dXn);
     stages.mark("dXn");
   }
   // 7. LayerNorm backward + residual, then the three token sums.
@@ -211,7 +283,7 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
   ctx.claim(stream);
   const auto key = [&] {
     return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
-                            env_word("ATTNBWD_CUDA_FP32_GEMM")});
+                            env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

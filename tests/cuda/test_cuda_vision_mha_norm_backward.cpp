@@ -5,7 +5,9 @@
 // smallest benchmark workload (#10, B = 1, S = 577) at its own atol. Every element of all seven
 // outputs is compared; outputs are poisoned with NaN before each run.
 // Rule: spec §6 (the workload's atol, rtol 1e-5, matched ratio 0.99) plus a relative-L2 bound per
-// mode: Default runs TF32 GEMMs (bound 3e-3), Strict full fp32 ones (bound 1e-5, the portable path's).
+// mode: Default runs fp16-operand products (the projections, and for head_dim 64 the attention kernels;
+// bound 3e-3), Strict full fp32 GEMMs (bound 1e-5, the portable path's). head_dim 64 shapes take the
+// fp16 attention kernels in Default (S = 1, 7, 65, 131, 577: one to ten 64-row blocks, with tails).
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
@@ -109,6 +111,16 @@ TEST(CudaVisionMhaNorm, Tf32ProjectionVariantMatchesTheOracle) {
   setenv("ATTNBWD_CUDA_FP32_GEMM", "tf32", 1);
   check(tools::generate_inputs(kOp, axes, fresh_seed(60)), axes, smallest_atol(kOp));
   unsetenv("ATTNBWD_CUDA_FP32_GEMM");
+}
+
+// Default with the attention backward through the GEMM + row-kernel stages
+// (ATTNBWD_CUDA_MHA_ATTN=gemm, the A/B variant) instead of the fp16 attention kernels (head_dim 64).
+TEST(CudaVisionMhaNorm, GemmAttentionVariantMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes axes = axes_of(2, 131, 3, 64);
+  setenv("ATTNBWD_CUDA_MHA_ATTN", "gemm", 1);
+  check(tools::generate_inputs(kOp, axes, fresh_seed(61)), axes, smallest_atol(kOp));
+  unsetenv("ATTNBWD_CUDA_MHA_ATTN");
 }
 
 // No order-dependent atomics: two runs give the same bits, in both modes.

@@ -1,0 +1,37 @@
+// vision_mha_norm_backward (spec §4): the attention-backward kernels of the CUDA fast path's Default
+// mode for head_dim 64 — dV, dP, the softmax row term, dS, dQ and dK per (batch, head) from the given P,
+// with fp16 tensor-core products (mma.sync m16n8k16, fp32 accumulation), P read exactly once by each of
+// two kernels and never written back. Internal to backends/cuda; plain CUDA C++.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace attnbwd::cuda::mha {
+
+constexpr int kAttnHeadDim = 64;  // the head_dim the kernels are written for
+constexpr int kAttnBlock = 64;    // queries or keys per CTA and per streamed block
+
+// Blocks of kAttnBlock along the sequence (the kernels' grid x, and the partial-sum rows per batch).
+__host__ __device__ inline std::int64_t attn_blocks(std::int64_t S) { return (S + kAttnBlock - 1) / kAttnBlock; }
+
+struct AttnParams {
+  std::int64_t B = 0, S = 0;
+  int H = 0;              // heads; E = H·64
+  float scale = 0.0f;     // softmax scale (dQ = (dS·K)·scale, dK = dSᵀ·(Q·scale))
+  const float* P = nullptr;       // [B,H,S,S] the given probabilities, any 4-byte alignment
+  const __half* dO = nullptr;     // [B·S, E] dA = dY·Wo in fp16 (head h at columns h·64..), 16-byte aligned rows
+  const __half* q = nullptr;      // [B,H,S,64] fp16 copies of q, k, v
+  const __half* k = nullptr;
+  const __half* v = nullptr;
+  float* delta = nullptr;         // [B,H,S] scratch: Σ_j P·dP per query row (written by the dQ kernel)
+  __half* dqkv = nullptr;         // [B·S, 3E] dQ | dK | dV (col = part·E + h·64 + d), fp16: the GEMM operand
+  float* partial = nullptr;       // [B·attn_blocks(S), 3E]: per-CTA column sums of the fp32 dQ, dK, dV
+};
+
+// dQ (and delta), then dK and dV; every element of p.dqkv's rows and of p.partial is written.
+void attention_backward(const AttnParams& p, cudaStream_t stream);
+
+}  // namespace attnbwd::cuda::mha
