@@ -283,7 +283,7 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
   ctx.claim(stream);
   const auto key = [&] {
     return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
-                            env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN")});
+                            env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

@@ -2,8 +2,10 @@
 // LayerNorm backward + residual, and the fixed-order column sums (see the .cuh for the contracts).
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "check.hpp"
+#include "switches.hpp"
 #include "vision_mha_norm_backward_kernels.cuh"
 
 namespace attnbwd::cuda::mha {
@@ -183,15 +185,102 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_kernel(
   }
 }
 
-__global__ void sum_partials_kernel(const float* __restrict__ partial, int64_t chunks, int64_t width, int64_t seg,
-                                    float* out0, float* out1, float* out2) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= width) return;
+// The same contract with one warp per token (E = 128·V4): lane l owns the float4 columns (l + 32k)·4,
+// k < V4, so a token's two row sums are warp shuffles (no barrier per token) and the 8 warps of a block
+// work on 8 tokens at once (warp w: tokens t0 + w, t0 + w + 8, ...). The per-warp column sums are added
+// across warps in warp order at the end. Needs 16-byte aligned rows (the float4 path's condition).
+template <int V4>
+__global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
+    const float* __restrict__ dxn, const float* __restrict__ x, const float* __restrict__ mean,
+    const float* __restrict__ var, const float* __restrict__ gamma, const float* __restrict__ dy,
+    float* __restrict__ grad_x, float* __restrict__ partial, int64_t N, float eps, int64_t tpb) {
+  constexpr int E = 128 * V4, kWarps = kThreads / 32;
+  __shared__ float4 red[kWarps][E / 4];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const float inv_e = 1.0f / static_cast<float>(E);
+  float acc[3][V4][4];  // Σ dXn⊙x̂, Σ dXn, Σ dY over this warp's tokens
+#pragma unroll
+  for (int s = 0; s < 3; ++s)
+#pragma unroll
+    for (int k = 0; k < V4; ++k)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[s][k][i] = 0.0f;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tpb, t1 = t0 + tpb < N ? t0 + tpb : N;
+  for (int64_t t = t0 + warp; t < t1; t += kWarps) {
+    const float sigma = sqrtf(var[t] + eps), m = mean[t];
+    float gs[V4][4], xc[V4][4];
+    float s_gs = 0.0f, s_gxc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V4; ++k) {
+      const int col = (lane + 32 * k) * 4;
+      float g[4], xv[4], gam[4];
+      load<4>(dxn + t * E + col, g);
+      load<4>(x + t * E + col, xv);
+      load<4>(gamma + col, gam);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        xc[k][i] = xv[i] - m;
+        acc[0][k][i] += g[i] * (xc[k][i] / sigma);
+        acc[1][k][i] += g[i];
+        const float ge = g[i] * gam[i];
+        gs[k][i] = ge / sigma;
+        s_gs += gs[k][i];
+        s_gxc += ge * xc[k][i];
+      }
+    }
+    const float mean_gs = warp_sum(s_gs) * inv_e;
+    const float quirk = (warp_sum(s_gxc) * inv_e) / (sigma * sigma);  // σ², as the reference (not σ³)
+#pragma unroll
+    for (int k = 0; k < V4; ++k) {
+      const int col = (lane + 32 * k) * 4;
+      float d[4], out[4];
+      load<4>(dy + t * E + col, d);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        out[i] = d[i] + (gs[k][i] - mean_gs - xc[k][i] * quirk);
+        acc[2][k][i] += d[i];
+      }
+      store<4>(grad_x + t * E + col, out);
+    }
+  }
+  float* pw = partial + static_cast<int64_t>(blockIdx.x) * 3 * E;
+#pragma unroll
+  for (int s = 0; s < 3; ++s) {
+#pragma unroll
+    for (int k = 0; k < V4; ++k) red[warp][lane + 32 * k] = make_float4(acc[s][k][0], acc[s][k][1], acc[s][k][2], acc[s][k][3]);
+    __syncthreads();
+    for (int c4 = threadIdx.x; c4 < E / 4; c4 += kThreads) {
+      float4 sum = red[0][c4];
+      for (int w = 1; w < kWarps; ++w) {
+        const float4 v = red[w][c4];
+        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+      }
+      *reinterpret_cast<float4*>(pw + s * E + 4 * c4) = sum;
+    }
+    __syncthreads();
+  }
+}
+
+// Block: 32 columns × kSumGroups row groups; group g adds rows g, g + kSumGroups, ... in double, then
+// the groups' sums are added in group order. Fixed order: the same bits on every run.
+constexpr int kSumGroups = kThreads / 32;
+__global__ void __launch_bounds__(kThreads) sum_partials_kernel(const float* __restrict__ partial, int64_t chunks,
+                                                                int64_t width, int64_t seg, float* out0,
+                                                                float* out1, float* out2) {
+  __shared__ double part[kSumGroups][32];
+  const int cx = threadIdx.x % 32, grp = threadIdx.x / 32;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + cx;
   double s = 0.0;
-  for (int64_t j = 0; j < chunks; ++j) s += partial[j * width + c];
+  if (c < width)
+    for (int64_t j = grp; j < chunks; j += kSumGroups) s += partial[j * width + c];
+  part[grp][cx] = s;
+  __syncthreads();
+  if (grp != 0 || c >= width) return;
+  double total = part[0][cx];
+  for (int g = 1; g < kSumGroups; ++g) total += part[g][cx];
   const int64_t which = c / seg;
   float* out = which == 0 ? out0 : (which == 1 ? out1 : out2);
-  out[c - which * seg] = static_cast<float>(s);
+  out[c - which * seg] = static_cast<float>(total);
 }
 
 }  // namespace
@@ -237,7 +326,25 @@ void layer_norm_backward(const float* dxn, const float* x, const float* mean, co
   // float4 rows need 16-byte row starts: E % 4 == 0 and every base aligned (the scratch always is).
   const bool vec4 = E % 4 == 0 && aligned16(dxn) && aligned16(x) && aligned16(gamma) && aligned16(dy) &&
                     aligned16(grad_x) && aligned16(partial);
-  if (vec4)
+  // ATTNBWD_CUDA_MHA_LN=auto|block: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8), or the
+  // block-per-token one (A/B timing).
+  const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block"}) == 0;
+  if (warps) {
+    const auto run = [&](auto v4) {
+      layer_norm_backward_warps<decltype(v4)::value><<<grid, kThreads, 0, stream>>>(dxn, x, mean, var, gamma, dy,
+                                                                                   grad_x, partial, N, eps, tpb);
+    };
+    switch (E / 128) {
+      case 1: run(std::integral_constant<int, 1>{}); break;
+      case 2: run(std::integral_constant<int, 2>{}); break;
+      case 3: run(std::integral_constant<int, 3>{}); break;
+      case 4: run(std::integral_constant<int, 4>{}); break;
+      case 5: run(std::integral_constant<int, 5>{}); break;
+      case 6: run(std::integral_constant<int, 6>{}); break;
+      case 7: run(std::integral_constant<int, 7>{}); break;
+      default: run(std::integral_constant<int, 8>{}); break;
+    }
+  } else if (vec4)
     layer_norm_backward_kernel<4, 4><<<grid, kThreads, 0, stream>>>(dxn, x, mean, var, gamma, dy, grad_x, partial,
                                                                      N, E, eps, tpb);
   else
@@ -248,7 +355,7 @@ void layer_norm_backward(const float* dxn, const float* x, const float* mean, co
 
 void sum_partials(const float* partial, int64_t chunks, int64_t width, int64_t seg, float* out0, float* out1,
                   float* out2, cudaStream_t stream) {
-  sum_partials_kernel<<<blocks_for(width, kThreads), kThreads, 0, stream>>>(partial, chunks, width, seg, out0, out1,
+  sum_partials_kernel<<<blocks_for(width, 32), kThreads, 0, stream>>>(partial, chunks, width, seg, out0, out1,
                                                                             out2);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }

@@ -30,13 +30,14 @@ void merge_heads(const float* dq, const float* dk, const float* dv, float* dqkv,
 //   σ = √(var + eps), xc = x − mean, g = dXn⊙γ,
 //   grad_x = dY + (g/σ − mean(g/σ) − xc·mean(g⊙xc)/σ²),
 // plus each block's column sums of dXn⊙(xc/σ), dXn and dY into partial [blocks, 3E] (in that order).
-// E ≤ 4096; the float4 path is taken when every row pointer allows it.
+// E ≤ 4096; the float4 paths are taken when every row pointer allows it: one warp per token when
+// E = 128·V4 with V4 ≤ 8 (ATTNBWD_CUDA_MHA_LN=block: one block per token, for A/B), else one block per token.
 void layer_norm_backward(const float* dxn, const float* x, const float* mean, const float* var, const float* gamma,
                          const float* dy, float* grad_x, float* partial, std::int64_t N, std::int64_t E, float eps,
                          std::int64_t tpb, cudaStream_t stream);
 
 // out_s[c] = Σ_{j < chunks} partial[j·width + col] (col = s·seg + c, s < width/seg ≤ 3), summed in
-// double in index order, rounded to float once.
+// double in a fixed order (8 interleaved row groups, then the groups in order), rounded to float once.
 void sum_partials(const float* partial, std::int64_t chunks, std::int64_t width, std::int64_t seg, float* out0,
                   float* out1, float* out2, cudaStream_t stream);
 

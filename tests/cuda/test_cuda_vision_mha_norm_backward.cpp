@@ -123,6 +123,16 @@ TEST(CudaVisionMhaNorm, GemmAttentionVariantMatchesTheOracle) {
   unsetenv("ATTNBWD_CUDA_MHA_ATTN");
 }
 
+// The LayerNorm backward's one-block-per-token kernel (ATTNBWD_CUDA_MHA_LN=block, the A/B variant) on a
+// shape the one-warp-per-token kernel would take (E = 256).
+TEST(CudaVisionMhaNorm, BlockLayerNormVariantMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes axes = axes_of(1, 65, 4, 64);
+  setenv("ATTNBWD_CUDA_MHA_LN", "block", 1);
+  check(tools::generate_inputs(kOp, axes, fresh_seed(62)), axes, smallest_atol(kOp));
+  unsetenv("ATTNBWD_CUDA_MHA_LN");
+}
+
 // No order-dependent atomics: two runs give the same bits, in both modes.
 TEST(CudaVisionMhaNorm, RunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
