@@ -118,7 +118,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const std::size_t o_dS = fp16_attn ? 0 : c.take(std::max(BH * S * ld, N * E3), f4);
   const std::size_t o_delta = fp16_attn ? c.take(BH * S, f4) : 0;
   const std::size_t o_pqkv = c.take((fp16_attn ? attn_chunks : chunks) * E3, f4);
-  const std::size_t o_pln = c.take(chunks * E3, f4);
+  const std::size_t o_pln = c.take(mha::layer_norm_max_blocks(N, ctx.sm_count()) * E3, f4);
   const std::size_t o_dYh = use_fp16 ? c.take(N * E, h2) : 0;
   const std::size_t o_Ah = use_fp16 ? c.take(N * E, h2) : 0;
   const std::size_t o_Xnh = use_fp16 ? c.take(N * E, h2) : 0;
@@ -266,9 +266,10 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     stages.mark("dXn");
   }
   // 7. LayerNorm backward + residual, then the three token sums.
-  mha::layer_norm_backward(dXn, a.x.data, a.x_mean.data, a.x_var.data, a.ln_weight.data, dY, a.grad_x.data, part_ln,
-                           N, E, static_cast<float>(a.norm_eps), tpb, stream);
-  mha::sum_partials(part_ln, chunks, E3, E, a.grad_ln_weight.data, a.grad_ln_bias.data, a.grad_out_bias.data,
+  const int64_t ln_blocks =
+      mha::layer_norm_backward(dXn, a.x.data, a.x_mean.data, a.x_var.data, a.ln_weight.data, dY, a.grad_x.data,
+                               part_ln, N, E, static_cast<float>(a.norm_eps), ctx.sm_count(), stream);
+  mha::sum_partials(part_ln, ln_blocks, E3, E, a.grad_ln_weight.data, a.grad_ln_bias.data, a.grad_out_bias.data,
                     stream);
   stages.mark("layer_norm_sums");
   stages.join(ctx);

@@ -319,10 +319,14 @@ void merge_heads(const float* dq, const float* dk, const float* dv, float* dqkv,
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
-void layer_norm_backward(const float* dxn, const float* x, const float* mean, const float* var, const float* gamma,
-                         const float* dy, float* grad_x, float* partial, int64_t N, int64_t E, float eps,
-                         int64_t tpb, cudaStream_t stream) {
-  const unsigned grid = blocks_for(N, static_cast<int>(tpb));
+int64_t layer_norm_max_blocks(int64_t N, int sm_count) {
+  const int64_t tpb = tokens_per_block(N, sm_count);
+  return std::max<int64_t>((N + tpb - 1) / tpb, std::max(sm_count, 1));
+}
+
+int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean, const float* var, const float* gamma,
+                            const float* dy, float* grad_x, float* partial, int64_t N, int64_t E, float eps,
+                            int sm_count, cudaStream_t stream) {
   // float4 rows need 16-byte row starts: E % 4 == 0 and every base aligned (the scratch always is).
   const bool vec4 = E % 4 == 0 && aligned16(dxn) && aligned16(x) && aligned16(gamma) && aligned16(dy) &&
                     aligned16(grad_x) && aligned16(partial);
@@ -330,9 +334,12 @@ void layer_norm_backward(const float* dxn, const float* x, const float* mean, co
   // block-per-token one (A/B timing).
   const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block"}) == 0;
   if (warps) {
+    // One block per SM at most (239 registers × 256 threads at E = 1024), a multiple of 8 tokens each.
+    const int64_t sms = std::max(sm_count, 1), per = (N + sms - 1) / sms;
+    const int64_t tpb = std::max<int64_t>(8, (per + 7) / 8 * 8), blocks = (N + tpb - 1) / tpb;
     const auto run = [&](auto v4) {
-      layer_norm_backward_warps<decltype(v4)::value><<<grid, kThreads, 0, stream>>>(dxn, x, mean, var, gamma, dy,
-                                                                                   grad_x, partial, N, eps, tpb);
+      layer_norm_backward_warps<decltype(v4)::value><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
     };
     switch (E / 128) {
       case 1: run(std::integral_constant<int, 1>{}); break;
@@ -344,13 +351,19 @@ void layer_norm_backward(const float* dxn, const float* x, const float* mean, co
       case 7: run(std::integral_constant<int, 7>{}); break;
       default: run(std::integral_constant<int, 8>{}); break;
     }
-  } else if (vec4)
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+    return blocks;
+  }
+  const int64_t tpb = tokens_per_block(N, sm_count), blocks = (N + tpb - 1) / tpb;
+  const unsigned grid = static_cast<unsigned>(blocks);
+  if (vec4)
     layer_norm_backward_kernel<4, 4><<<grid, kThreads, 0, stream>>>(dxn, x, mean, var, gamma, dy, grad_x, partial,
                                                                      N, E, eps, tpb);
   else
     layer_norm_backward_kernel<1, 16><<<grid, kThreads, 0, stream>>>(dxn, x, mean, var, gamma, dy, grad_x,
                                                                       partial, N, E, eps, tpb);
   ATTNBWD_CUDA_CHECK_LAUNCH();
+  return blocks;
 }
 
 void sum_partials(const float* partial, int64_t chunks, int64_t width, int64_t seg, float* out0, float* out1,

@@ -29,12 +29,15 @@ void merge_heads(const float* dq, const float* dk, const float* dv, float* dqkv,
 // LayerNorm backward with the σ² quirk fused with the residual, one token at a time:
 //   σ = √(var + eps), xc = x − mean, g = dXn⊙γ,
 //   grad_x = dY + (g/σ − mean(g/σ) − xc·mean(g⊙xc)/σ²),
-// plus each block's column sums of dXn⊙(xc/σ), dXn and dY into partial [blocks, 3E] (in that order).
+// plus each block's column sums of dXn⊙(xc/σ), dXn and dY into partial [blocks, 3E] (in that order);
+// returns the number of blocks (partial rows), at most layer_norm_max_blocks(N, sm_count).
 // E ≤ 4096; the float4 paths are taken when every row pointer allows it: one warp per token when
-// E = 128·V4 with V4 ≤ 8 (ATTNBWD_CUDA_MHA_LN=block: one block per token, for A/B), else one block per token.
-void layer_norm_backward(const float* dxn, const float* x, const float* mean, const float* var, const float* gamma,
-                         const float* dy, float* grad_x, float* partial, std::int64_t N, std::int64_t E, float eps,
-                         std::int64_t tpb, cudaStream_t stream);
+// E = 128·V4 with V4 ≤ 8 (at most one block per SM, tokens in multiples of 8 per block;
+// ATTNBWD_CUDA_MHA_LN=block: one block per token, for A/B), else one block per token.
+std::int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean, const float* var,
+                                 const float* gamma, const float* dy, float* grad_x, float* partial, std::int64_t N,
+                                 std::int64_t E, float eps, int sm_count, cudaStream_t stream);
+std::int64_t layer_norm_max_blocks(std::int64_t N, int sm_count);
 
 // out_s[c] = Σ_{j < chunks} partial[j·width + col] (col = s·seg + c, s < width/seg ≤ 3), summed in
 // double in a fixed order (8 interleaved row groups, then the groups in order), rounded to float once.
