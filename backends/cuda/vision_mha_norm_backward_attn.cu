@@ -72,15 +72,36 @@ __device__ __forceinline__ void issue_h(__half* s, const __half* g, int64_t ldg,
   mma16::issue_tile<kRows, kD, kLdH, kThreads>(s, g, ldg, row0, rows);
 }
 
-// The fp32 tile P[r0 + r][c0 + c] (r < rows, c < cols; zero elsewhere) of one head's [S,S] matrix.
-__device__ __forceinline__ void issue_p(float* s, const float* __restrict__ Pbh, int64_t S, int64_t r0, int rows,
-                                        int64_t c0, int cols) {
+// P tiles keep each row's global 16-byte phase: tile element (r, c) is at r·kLdP + sh + c with
+// sh = row_shift(row start), so a full tile is copied as 17 aligned 16-byte chunks per row (64 floats
+// plus the ≤ 3 before and ≤ 3 after them: kLdP = 68 = 17·4) instead of 64 four-byte copies.
+__device__ __forceinline__ int row_shift(const float* base, int64_t idx) {
+  return static_cast<int>(((reinterpret_cast<std::uintptr_t>(base) >> 2) + static_cast<std::uintptr_t>(idx)) & 3);
+}
+
+// The tile P[r0 + r][c0 + c] (r < rows, c < cols; zero elsewhere) of one head's [S,S] matrix Pbh, as above.
+// [p_begin, p_end): the whole P tensor; a full tile whose aligned chunks stay inside it takes the
+// 16-byte path, any other tile (the sequence's last block, the tensor's first and last rows) 4-byte copies.
+__device__ __forceinline__ void issue_p(float* s, const float* __restrict__ Pbh, const float* p_begin,
+                                        const float* p_end, int64_t S, int64_t r0, int rows, int64_t c0, int cols) {
+  const int64_t first = r0 * S + c0, last = first + (kRows - 1) * S;
+  if (rows == kRows && cols == kRows && Pbh + first - row_shift(Pbh, first) >= p_begin &&
+      Pbh + last - row_shift(Pbh, last) + kLdP <= p_end) {
+    constexpr int kChunks = kLdP / 4;  // per row
+#pragma unroll 3
+    for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+      const int r = i / kChunks, ch = i - r * kChunks;
+      const int64_t at = first + r * S;
+      mma16::cp_async16(s + r * kLdP + 4 * ch, Pbh + at - row_shift(Pbh, at) + 4 * ch, true);
+    }
+    return;
+  }
   const int c = threadIdx.x % kRows, r_first = threadIdx.x / kRows;
   constexpr int kStep = kThreads / kRows;
-#pragma unroll 8
   for (int r = r_first; r < kRows; r += kStep) {
     const bool valid = r < rows && c < cols;
-    cp_async4(s + r * kLdP + c, valid ? Pbh + (r0 + r) * S + c0 + c : Pbh, valid);
+    const int64_t at = first + r * S;
+    cp_async4(s + r * kLdP + row_shift(Pbh, at) + c, valid ? Pbh + at + c : Pbh, valid);
   }
 }
 
@@ -149,6 +170,10 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq(const AttnParams p) {
   const __half* K = p.k + c.bh * S * kD;
   const __half* V = p.v + c.bh * S * kD;
 
+  const float* p_begin = p.P;
+  const float* p_end = p.P + p.B * p.H * S * S;
+  // this lane's rows g and g + 8: their P phase (key blocks start at multiples of 64 floats: the same in all)
+  const int sh_lo = row_shift(Pbh, (c.r0 + w * 16 + g) * S), sh_hi = row_shift(Pbh, (c.r0 + w * 16 + g + 8) * S);
   issue_h(sdO, p.dO + c.b * S * E + static_cast<int64_t>(c.h) * kD, E, c.r0, c.rows);  // with the first block
   float x[8][4], y[8][4];
   zero(x);
@@ -157,21 +182,20 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq(const AttnParams p) {
   stream_blocks<kRows>(
       0, S,
       [&](int64_t k1, int keys1, int to) {
-        issue_p(sP + to * kTileP, Pbh, S, c.r0, c.rows, k1, keys1);
+        issue_p(sP + to * kTileP, Pbh, p_begin, p_end, S, c.r0, c.rows, k1, keys1);
         issue_h(sK + to * kTileH, K, kD, k1, keys1);
         issue_h(sV + to * kTileH, V, kD, k1, keys1);
       },
       [&](int buf, int) {
-        const float* cP = sP + buf * kTileP + (w * 16 + g) * kLdP + 2 * t;
+        const float* cP_lo = sP + buf * kTileP + (w * 16 + g) * kLdP + sh_lo + 2 * t;
+        const float* cP_hi = sP + buf * kTileP + (w * 16 + g + 8) * kLdP + sh_hi + 2 * t;
         const __half* cK = sK + buf * kTileH;
         float dp[8][4], pr[8][4];
         zero(dp);
         mma_abt(dp, sdO + w * 16 * kLdH, sV + buf * kTileH);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          const float2 lo = *reinterpret_cast<const float2*>(cP + j * 8);
-          const float2 hi = *reinterpret_cast<const float2*>(cP + 8 * kLdP + j * 8);
-          pr[j][0] = lo.x, pr[j][1] = lo.y, pr[j][2] = hi.x, pr[j][3] = hi.y;
+          pr[j][0] = cP_lo[j * 8], pr[j][1] = cP_lo[j * 8 + 1], pr[j][2] = cP_hi[j * 8], pr[j][3] = cP_hi[j * 8 + 1];
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const float pdp = pr[j][r] * dp[j][r];
@@ -217,6 +241,9 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv(const AttnParams p) {
   const __half* dO = p.dO + c.b * S * E + static_cast<int64_t>(c.h) * kD;
   const float* delta = p.delta + c.bh * S;
 
+  const float* p_begin = p.P;
+  const float* p_end = p.P + p.B * p.H * S * S;
+  int64_t q_at = 0;  // first query of the block the body is on
   issue_h(sV, p.v + c.bh * S * kD, kD, c.r0, c.rows);  // with the first block
   float dk[8][4], dv[8][4];
   zero(dk);
@@ -224,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv(const AttnParams p) {
   stream_blocks<kRows>(
       0, S,
       [&](int64_t q1, int qrows1, int to) {
-        issue_p(sP + to * kTileP, Pbh, S, q1, qrows1, c.r0, c.rows);
+        issue_p(sP + to * kTileP, Pbh, p_begin, p_end, S, q1, qrows1, c.r0, c.rows);
         issue_h(sQ + to * kTileH, Q, kD, q1, qrows1);
         issue_h(sdO + to * kTileH, dO, E, q1, qrows1);
         if (threadIdx.x < kRows) {
@@ -238,6 +265,10 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv(const AttnParams p) {
         const __half* cdO = sdO + buf * kTileH;
         const float* cDl = sDl + buf * kRows;
         // Transposed: rows are this warp's 16 keys, columns the block's 64 queries.
+        // P phase of this lane's query rows j·8 + 2t + e: rows 8 apart are 32·S bytes apart, a multiple of
+        // 16, so it depends on 2t + e alone
+        const int sh0 = row_shift(Pbh, (q_at + 2 * t) * S + c.r0), sh1 = row_shift(Pbh, (q_at + 2 * t + 1) * S + c.r0);
+        q_at += kRows;
         float dpt[8][4], pt[8][4];
         zero(dpt);
         mma_abt(dpt, sV + w * 16 * kLdH, cdO);
@@ -245,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv(const AttnParams p) {
         for (int j = 0; j < 8; ++j)
 #pragma unroll
           for (int r = 0; r < 4; ++r)
-            pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP + w * 16 + g + 8 * (r >> 1)];
+            pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP + ((r & 1) ? sh1 : sh0) + w * 16 + g + 8 * (r >> 1)];
         uint32_t a[4][4];
         to_afrag(a, pt);
         mma_rb(dv, a, cdO);

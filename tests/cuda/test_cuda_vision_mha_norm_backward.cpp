@@ -7,7 +7,8 @@
 // Rule: spec §6 (the workload's atol, rtol 1e-5, matched ratio 0.99) plus a relative-L2 bound per
 // mode: Default runs fp16-operand products (the projections, and for head_dim 64 the attention kernels;
 // bound 3e-3), Strict full fp32 GEMMs (bound 1e-5, the portable path's). head_dim 64 shapes take the
-// fp16 attention kernels in Default (S = 1, 7, 65, 131, 577: one to ten 64-row blocks, with tails).
+// fp16 attention kernels in Default (S = 1, 7, 65, 128, 131, 577: one to ten 64-row blocks, with and
+// without tails).
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
@@ -82,7 +83,7 @@ struct Shape {
 
 TEST(CudaVisionMhaNorm, TinyAndOddShapesMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
-  const Shape shapes[] = {{1, 1, 2, 64},  {2, 7, 2, 64},  {1, 65, 3, 64}, {3, 131, 2, 64},
+  const Shape shapes[] = {{1, 1, 2, 64},  {2, 7, 2, 64},  {1, 65, 3, 64}, {3, 131, 2, 64}, {2, 128, 2, 64},
                           {2, 33, 4, 32}, {1, 131, 1, 128}, {2, 9, 3, 4},  {3, 65, 2, 16}};
   std::uint64_t tag = 0;
   for (const Shape& c : shapes) {
@@ -95,7 +96,9 @@ TEST(CudaVisionMhaNorm, TinyAndOddShapesMatchTheOracle) {
 // may be used on them.
 TEST(CudaVisionMhaNorm, TinyUnalignedTensorsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
-  const Shape shapes[] = {{2, 7, 2, 64}, {1, 65, 3, 8}};
+  // {1, 131, 2, 64}: full 64×64 P tiles of the fp16 attention kernels with every row phase, and the
+  // tensor's first tile starting 4 bytes past a 16-byte boundary (its 16-byte chunks would start before P).
+  const Shape shapes[] = {{2, 7, 2, 64}, {1, 65, 3, 8}, {1, 131, 2, 64}};
   std::uint64_t tag = 50;
   for (const Shape& c : shapes) {
     const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
