@@ -1,7 +1,14 @@
-// vision_mha_norm_backward on the CUDA fast path (spec §4), v1: cuBLASLt GEMMs on the fp32 tensors
-// directly (no conversion passes) plus own kernels for everything else.
+// vision_mha_norm_backward on the CUDA fast path (spec §4): cuBLASLt projection GEMMs plus own kernels.
 //
-// Stages, on the caller's stream unless noted (N = B·S tokens, E = H·D):
+// Default with head_dim 64 (v2): the attention backward is the two fp16 kernels of
+// vision_mha_norm_backward_attn.cu, each reading P once (query-major dQ and the row term, key-major
+// dK/dV); they read dO from the dA GEMM's fp16 output in place and write dQKV in fp16 straight into
+// the projection GEMMs' operand, with per-CTA column sums for grad_qkv_bias. The fp16 conversions of
+// q/k/v, x_norm and Wqkv and the two weight-gradient GEMMs run on the side stream under the main
+// stream's dA GEMM, attention kernels, dXn GEMM and LayerNorm (see enqueue_op).
+//
+// Otherwise (Strict, other head_dims, ATTNBWD_CUDA_MHA_ATTN=gemm), stages on the caller's stream unless
+// noted (N = B·S tokens, E = H·D):
 //  1. dA = dY·Wo; on the side stream, concurrently, grad_out_weight = dYᵀ·A.
 //  2. head split dA [N, E] -> dO [B, H, S, D] (so every (b, h) matrix is one stride apart).
 //  3. dP = dO·Vᵀ per (b, h) into the dS buffer (rows padded to a multiple of 4 floats), then the row
@@ -9,19 +16,17 @@
 //  4. dV = Pᵀ·dO, dQ = (dS·K)·scale, dK = dSᵀ·Q·scale (strided-batched, scale as the GEMM's alpha).
 //  5. merge dQ|dK|dV into dQKV [N, 3E] with per-block column sums, reduced to grad_qkv_bias.
 //  6. on the side stream grad_qkv_weight = dQKVᵀ·x_norm; here dXn = dQKV·Wqkv.
-//  7. LayerNorm backward (σ² quirk) + residual -> grad_x, with per-block column sums of dXn⊙x̂, dXn
-//     and dY reduced to grad_ln_weight, grad_ln_bias, grad_out_bias.
-// P is read twice (row kernel, dV GEMM); dP/dS make four more P-sized passes. A fused attention
-// kernel reading P once is the next step (perf notes).
+// Both: 7. LayerNorm backward (σ² quirk) + residual -> grad_x, with per-block column sums of dXn⊙x̂,
+//     dXn and dY reduced to grad_ln_weight, grad_ln_bias, grad_out_bias.
 //
 // Precision: Default runs the four projection GEMMs with fp16 operands (dY, attn_output, x_norm, the
 // two weights and dQKV converted to fp16 copies; fp32 accumulation and results; spec §4 measured
-// all-GEMMs-fp16 to pass) and the attention GEMMs on the fp32 tensors with TF32 tensor cores
-// (CUBLAS_COMPUTE_32F_FAST_TF32; P is read as it is, a conversion pass would cost more than it
-// saves); ATTNBWD_CUDA_FP32_GEMM=tf32 runs the projections in TF32 too (A/B). Strict runs every GEMM
-// in full fp32 (CUBLAS_COMPUTE_32F). Element-wise math is fp32 in both; cross-block sums are added
-// in double. Deterministic in both modes: no atomics, every reduction in a fixed order, one cuBLASLt
-// algorithm per GEMM shape.
+// all-GEMMs-fp16 to pass) and the attention products in fp16 (head_dim 64) or as TF32 GEMMs on the fp32
+// tensors (CUBLAS_COMPUTE_32F_FAST_TF32); ATTNBWD_CUDA_FP32_GEMM=tf32 runs the projections in TF32 too
+// (A/B; with it the attention takes the GEMM stages). Strict runs every GEMM in full fp32
+// (CUBLAS_COMPUTE_32F). Element-wise math is fp32 in both; cross-block sums are added in double.
+// Deterministic in both modes: no atomics, every reduction in a fixed order, one cuBLASLt algorithm per
+// GEMM shape.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -149,39 +154,58 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   StageTimer stages(stream);  // with it on, the side-stream work runs on `stream`
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   const auto op = [&](const float* x, const __half* h) { return operand(use_fp16, x, h); };
-  if (use_fp16) {  // before the fork: the side stream's first GEMM reads dY and A
-    convert_to_half(dY, dYh, N * E, stream);
-    convert_to_half(a.attn_output.data, Ah, N * E, stream);
-    convert_to_half(a.out_weight.data, Woh, E * E, stream);
-    stages.mark("to_half_dY_A_Wo");
-  }
-  // 1. grad_out_weight (side stream) and dA.
-  stages.fork(ctx);
-  {
+  // The GEMMs, each on the stream it is given.
+  const auto dW_out = [&](cudaStream_t st) {  // grad_out_weight = dYᵀ·A
     Gemm g;
     g.trans_a = true;
     g.M = E, g.N = E, g.K = N, g.lda = E, g.ldb = E, g.ldc = E;
-    gemm(ctx, 1, side, compute, g, op(dY, dYh), op(a.attn_output.data, Ah), a.grad_out_weight.data);
+    gemm(ctx, st == stream ? 0 : 1, st, compute, g, op(dY, dYh), op(a.attn_output.data, Ah), a.grad_out_weight.data);
     stages.mark("dW_out");
-  }
+  };
   const float* dqkv_fp32 = nullptr;  // dQKV in fp32 (GEMM attention only; the fp16 path has dQKVh alone)
+  const auto dW_qkv = [&](cudaStream_t st) {  // grad_qkv_weight = dQKVᵀ·x_norm
+    Gemm g;
+    g.trans_a = true;
+    g.M = E3, g.N = E, g.K = N, g.lda = E3, g.ldb = E, g.ldc = E;
+    gemm(ctx, st == stream ? 0 : 1, st, compute, g, op(dqkv_fp32, dQKVh), op(a.x_norm.data, Xnh),
+         a.grad_qkv_weight.data);
+    stages.mark("dW_qkv");
+  };
+  const auto dXn_gemm = [&] {  // dXn = dQKV·Wqkv
+    Gemm g;
+    g.M = N, g.N = E, g.K = E3, g.lda = E3, g.ldb = E, g.ldc = E;
+    gemm(ctx, 0, stream, compute, g, op(dqkv_fp32, dQKVh), op(a.qkv_weight.data, Wqkvh), dXn);
+    stages.mark("dXn");
+  };
   if (fp16_attn) {
-    // 2-5. dA in fp16 (read in place by the kernels: head h is columns h·D..), q, k, v in fp16, then
-    // dQKV (fp16) and the per-CTA column sums from the two attention kernels.
+    // Main stream: dY, A, Wo to fp16, dA (fp16: the kernels' dO, read in place, head h at columns h·D),
+    // the attention kernels (dQKV in fp16 + column sums), the qkv bias, dXn, LayerNorm. Side stream, in
+    // the gaps: q, k, v to fp16 (joined before the attention), then grad_out_weight and x_norm, Wqkv to
+    // fp16 (joined before dXn) under the attention kernels, then grad_qkv_weight under dXn and LayerNorm.
     __half* dAh = f16(o_dAh);
     __half* qh = f16(o_qh);
+    convert_to_half(dY, dYh, N * E, stream);
+    convert_to_half(a.attn_output.data, Ah, N * E, stream);
+    stages.mark("to_half_dY_A");
+    stages.fork(ctx);  // side: after dYh and Ah exist
+    convert_to_half(a.q.data, qh, N * E, side);
+    convert_to_half(a.k.data, qh + N * E, N * E, side);
+    convert_to_half(a.v.data, qh + 2 * N * E, N * E, side);
+    stages.mark("to_half_qkv");
+    convert_to_half(a.out_weight.data, Woh, E * E, stream);
     {
       Gemm g;
       g.M = N, g.N = E, g.K = E, g.lda = E, g.ldb = E, g.ldc = E;
       g.a_type = g.b_type = g.c_type = CUDA_R_16F;
       g.compute = CUBLAS_COMPUTE_32F;
       cuda::gemm(ctx, 0, stream, g, dYh, Woh, dAh);
-      stages.mark("dA");
+      stages.mark("to_half_Wo_dA");
     }
-    convert_to_half(a.q.data, qh, N * E, stream);
-    convert_to_half(a.k.data, qh + N * E, N * E, stream);
-    convert_to_half(a.v.data, qh + 2 * N * E, N * E, stream);
-    stages.mark("to_half_qkv");
+    stages.join(ctx);  // main: after q, k, v are fp16
+    dW_out(side);
+    convert_to_half(a.x_norm.data, Xnh, N * E, side);
+    convert_to_half(a.qkv_weight.data, Wqkvh, E3 * E, side);
+    stages.mark("to_half_Xn_Wqkv");
     mha::AttnParams p;
     p.B = B, p.S = S, p.H = static_cast<int>(H), p.scale = scale;
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
@@ -190,10 +214,20 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     stages.mark("attention");
     mha::sum_partials(part_qkv, attn_chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, stream);
     stages.mark("qkv_bias");
-    convert_to_half(a.x_norm.data, Xnh, N * E, stream);
-    convert_to_half(a.qkv_weight.data, Wqkvh, E3 * E, stream);
-    stages.mark("to_half_Xn_Wqkv");
+    stages.join(ctx);  // main: after x_norm and Wqkv are fp16 (and grad_out_weight)
+    stages.fork(ctx);  // side: after dQKV exists
+    dW_qkv(side);
+    dXn_gemm();
   } else {
+    if (use_fp16) {  // before the fork: the side stream's first GEMM reads dY and A
+      convert_to_half(dY, dYh, N * E, stream);
+      convert_to_half(a.attn_output.data, Ah, N * E, stream);
+      convert_to_half(a.out_weight.data, Woh, E * E, stream);
+      stages.mark("to_half_dY_A_Wo");
+    }
+    // 1. grad_out_weight (side stream) and dA.
+    stages.fork(ctx);
+    dW_out(side);
     float* dO = f32(o_dO);
     float* dQh = f32(o_dQh);
     float* dKh = f32(o_dKh);
@@ -249,21 +283,10 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
       stages.mark("to_half_dQKV_Xn_Wqkv");
     }
     dqkv_fp32 = dQKV;
-  }
-  // 6. grad_qkv_weight (side stream, after dQKV exists) and dXn.
-  stages.fork(ctx);
-  {
-    Gemm g;
-    g.trans_a = true;
-    g.M = E3, g.N = E, g.K = N, g.lda = E3, g.ldb = E, g.ldc = E;
-    gemm(ctx, 1, side, compute, g, op(dqkv_fp32, dQKVh), op(a.x_norm.data, Xnh), a.grad_qkv_weight.data);
-    stages.mark("dW_qkv");
-  }
-  {
-    Gemm g;
-    g.M = N, g.N = E, g.K = E3, g.lda = E3, g.ldb = E, g.ldc = E;
-    gemm(ctx, 0, stream, compute, g, op(dqkv_fp32, dQKVh), op(a.qkv_weight.data, Wqkvh), dXn);
-    stages.mark("dXn");
+    // 6. grad_qkv_weight (side stream, after dQKV exists) and dXn.
+    stages.fork(ctx);
+    dW_qkv(side);
+    dXn_gemm();
   }
   // 7. LayerNorm backward + residual, then the three token sums.
   const int64_t ln_blocks =
