@@ -106,34 +106,38 @@ TEST(CudaVisionMhaNorm, TinyUnalignedTensorsMatchTheOracle) {
   }
 }
 
-// Default with the projection GEMMs in TF32 instead of fp16 (ATTNBWD_CUDA_FP32_GEMM=tf32, the A/B
-// variant).
-TEST(CudaVisionMhaNorm, Tf32ProjectionVariantMatchesTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  const tools::Axes axes = axes_of(2, 65, 3, 64);
-  setenv("ATTNBWD_CUDA_FP32_GEMM", "tf32", 1);
-  check(tools::generate_inputs(kOp, axes, fresh_seed(60)), axes, smallest_atol(kOp));
-  unsetenv("ATTNBWD_CUDA_FP32_GEMM");
-}
+// The A/B variant switches of Default (README "Backends"), each on a shape its code path takes. The
+// variable is set for the one check and removed after it, also when the check fails.
+struct Variant {
+  const char* var;
+  const char* value;
+  Shape shape;
+  const char* what;
+};
+const Variant kVariants[] = {
+    {"ATTNBWD_CUDA_FP32_GEMM", "tf32", {2, 65, 3, 64}, "projection GEMMs in TF32 instead of fp16"},
+    {"ATTNBWD_CUDA_MHA_ATTN", "gemm", {2, 131, 3, 64},
+     "attention through the GEMM + row-kernel stages instead of the fp16 kernels (head_dim 64)"},
+    {"ATTNBWD_CUDA_MHA_LN", "block", {1, 65, 4, 64},
+     "LayerNorm with one block per token on a shape the one-warp-per-token kernel would take (E = 256)"},
+};
 
-// Default with the attention backward through the GEMM + row-kernel stages
-// (ATTNBWD_CUDA_MHA_ATTN=gemm, the A/B variant) instead of the fp16 attention kernels (head_dim 64).
-TEST(CudaVisionMhaNorm, GemmAttentionVariantMatchesTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  const tools::Axes axes = axes_of(2, 131, 3, 64);
-  setenv("ATTNBWD_CUDA_MHA_ATTN", "gemm", 1);
-  check(tools::generate_inputs(kOp, axes, fresh_seed(61)), axes, smallest_atol(kOp));
-  unsetenv("ATTNBWD_CUDA_MHA_ATTN");
-}
+struct ScopedEnv {
+  const char* var;
+  ScopedEnv(const char* v, const char* value) : var(v) { setenv(var, value, 1); }
+  ~ScopedEnv() { unsetenv(var); }
+};
 
-// The LayerNorm backward's one-block-per-token kernel (ATTNBWD_CUDA_MHA_LN=block, the A/B variant) on a
-// shape the one-warp-per-token kernel would take (E = 256).
-TEST(CudaVisionMhaNorm, BlockLayerNormVariantMatchesTheOracle) {
+TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
-  const tools::Axes axes = axes_of(1, 65, 4, 64);
-  setenv("ATTNBWD_CUDA_MHA_LN", "block", 1);
-  check(tools::generate_inputs(kOp, axes, fresh_seed(62)), axes, smallest_atol(kOp));
-  unsetenv("ATTNBWD_CUDA_MHA_LN");
+  std::uint64_t tag = 60;
+  for (const Variant& v : kVariants) {
+    SCOPED_TRACE(std::string(v.var) + "=" + v.value + ": " + v.what);
+    const tools::Axes axes = axes_of(v.shape.B, v.shape.S, v.shape.H, v.shape.D);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
+    const ScopedEnv env(v.var, v.value);
+    check(in, axes, smallest_atol(kOp));
+  }
 }
 
 // No order-dependent atomics: two runs give the same bits, in both modes.
