@@ -110,6 +110,12 @@ unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + 
 
 int64_t chunks_of(int64_t rows) { return (rows + kSumRows - 1) / kSumRows; }
 
+// out[cols] = Σ_r part[r, cols] over rows r < rows, in row order.
+void sum_rows(const float* part, int64_t rows, int64_t cols, float* out, cudaStream_t stream) {
+  column_sums_final<<<blocks_for(cols, 256), 256, 0, stream>>>(part, rows, cols, out);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
 // out[cols] = column sums of x [rows, cols], using part [chunks_of(rows), cols].
 void column_sums(const float* x, int64_t rows, int64_t cols, float* part, float* out, cudaStream_t stream) {
   const int threads = 256;
@@ -160,6 +166,11 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
                                                              : varlen::Products::Fp16;
   const cublasComputeType_t compute = strict ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
   const int64_t slots = varlen::block_slots(S, n), chunks = chunks_of(S);
+  // ATTNBWD_CUDA_VARLEN_DQKV=auto|fp16: with fp16, the fp16-tile dQ and dK/dV kernels write dQKV in fp16
+  // (the projection GEMMs' operand) and per-CTA column sums for grad_qkv_bias, instead of fp32 dQKV that a
+  // conversion pass and a column-sum pass then read (off by default until measured on a GPU).
+  const bool half_dqkv = products == varlen::Products::Fp16 &&
+                         env_switch("ATTNBWD_CUDA_VARLEN_DQKV", {"auto", "fp16"}) == 1;
 
   // Scratch (slot 0), every piece a multiple of 64 floats (256 B):
   // qkv | dqkv | dAO | AO | lse | delta | proj-bias partials | qkv-bias partials | block table.
@@ -169,7 +180,8 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // (the last two for the fp16 attention kernels).
   const int64_t n_w = round_up(C3 * C, 128) / 2, n_wp = round_up(C * C, 128) / 2;
   const int64_t n_half = use_fp16 ? (4 * n_x + 2 * n_qkv) / 2 + n_w + n_wp : 0;  // n_x, n_qkv: multiples of 64
-  const int64_t total = 2 * n_qkv + 2 * n_x + 2 * n_h + n_pp + n_pq + n_tab + n_half;
+  const int64_t n_pd = half_dqkv ? round_up(slots * C3, 64) : 0;  // per-CTA dQKV column sums
+  const int64_t total = 2 * n_qkv + 2 * n_x + 2 * n_h + n_pp + n_pq + n_tab + n_half + n_pd;
   float* base = static_cast<float*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(float), stream));
   float* qkv = base;
   float* dqkv = qkv + n_qkv;
@@ -188,6 +200,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   __half* Wph = Wqkvh + 2 * n_w;
   __half* qkvh = Wph + 2 * n_wp;
   __half* dAOh = qkvh + n_qkv;
+  float* part_dqkv = base + (total - n_pd);
   // Products::Fp16: the attention kernels read fp16 q'|k'|v and dO (written so by bias + RoPE and by the
   // dAO GEMM) and write AO in fp16; no fp32 copies of those, no conversion passes.
   const bool half_attn = products == varlen::Products::Fp16;
@@ -274,6 +287,10 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     p.dAOh = dAOh;
     p.AOh = AOh;
   }
+  if (half_dqkv) {
+    p.dqkvh = dqkvh;
+    p.part = part_dqkv;
+  }
   varlen::attention_forward(p, products, stream);
   stages.mark("attn_fwd");
   if (use_fp16 && !half_attn) {
@@ -292,7 +309,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   }
   varlen::attention_backward(p, products, stream);
   stages.mark("attn_bwd");
-  if (use_fp16) {
+  if (use_fp16 && !half_dqkv) {
     convert_to_half(dqkv, dqkvh, S * C3, stream);
     stages.mark("to_half_dQKV");
   }
@@ -312,7 +329,10 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     gemm(ctx, 0, stream, compute, g, opnd(dqkv, dqkvh), opnd(Wqkv, Wqkvh), a.grad_hidden_states.data);
     stages.mark("dX");
   }
-  column_sums(dqkv, S, C3, part_qkv, a.grad_qkv_bias.data, stream);
+  if (half_dqkv)
+    sum_rows(part_dqkv, slots, C3, a.grad_qkv_bias.data, stream);
+  else
+    column_sums(dqkv, S, C3, part_qkv, a.grad_qkv_bias.data, stream);
   stages.mark("qkv_bias");
   stages.join(ctx);
   stages.report("vision_varlen_rope_backward S=" + std::to_string(S) + " n=" + std::to_string(n) +

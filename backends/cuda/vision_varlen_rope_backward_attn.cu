@@ -358,35 +358,77 @@ __device__ __forceinline__ void stage_row_terms(const AttnParams& p, int64_t q0,
   }
 }
 
-// dQ' (this warp's 16×128 accumulator) through the RoPE backward into the dq columns of p.dqkv: columns
-// d (tile j < 8) pair with d + 64 (tile j + 8) in this thread.
-__device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[16][4], int64_t q0, int rows, int h,
-                                         int64_t ld3) {
+// The CTA's column sums of one head's 128 columns: cs[j][e] is this thread's sum over its rows of column
+// j·8 + 2t + e; added over the warp's 8 row groups (lanes 4 apart) and then over the 4 warps in warp order
+// through red (4·128 floats of shared memory no warp is using), into out[0, 128). Every thread of the
+// CTA must call it (two barriers).
+__device__ __forceinline__ void cta_column_sums(float (&cs)[16][2], float* red, float* out) {
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int o = 4; o < 32; o *= 2)
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      cs[j][0] += __shfl_xor_sync(0xffffffffu, cs[j][0], o);
+      cs[j][1] += __shfl_xor_sync(0xffffffffu, cs[j][1], o);
+    }
+  if (g == 0)
+#pragma unroll
+    for (int j = 0; j < 16; ++j) red[w * kD + j * 8 + 2 * t] = cs[j][0], red[w * kD + j * 8 + 2 * t + 1] = cs[j][1];
+  __syncthreads();
+  for (int c = threadIdx.x; c < kD; c += kThreads) out[c] = ((red[c] + red[kD + c]) + red[2 * kD + c]) + red[3 * kD + c];
+  __syncthreads();
+}
+
+// Two adjacent columns of one output row, fp32 into dqkv or (p.dqkvh set) fp16 into dqkvh; `at` indexes both.
+__device__ __forceinline__ void put2(const AttnParams& p, int64_t at, float x, float y) {
+  if (p.dqkvh != nullptr)
+    *reinterpret_cast<uint32_t*>(p.dqkvh + at) = half2_bits(x, y);
+  else
+    *reinterpret_cast<float2*>(p.dqkv + at) = make_float2(x, y);
+}
+
+// p.part's row for this CTA's slot, columns [part·C + h·128, + 128), all zero (a CTA with no block).
+__device__ __forceinline__ void zero_part(const AttnParams& p, int part) {
+  float* out = p.part + static_cast<int64_t>(blockIdx.x) * 3 * p.C + part * p.C + static_cast<int64_t>(blockIdx.y) * kD;
+  for (int c = threadIdx.x; c < kD; c += kThreads) out[c] = 0.0f;
+}
+
+// dQ' (this warp's 16×128 accumulator) through the RoPE backward into the dq columns of p.dqkv (or
+// p.dqkvh): columns d (tile j < 8) pair with d + 64 (tile j + 8) in this thread. With p.part, the CTA's
+// column sums too (red: see cta_column_sums).
+__device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[16][4], int64_t q0, int rows, int h,
+                                         int64_t ld3, float* red) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float cs[16][2] = {};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int row = w * 16 + g + 8 * i;
     if (row >= rows) continue;
     const int64_t tok = q0 + row;
-    const float* cs = p.cos + tok * kD;
+    const float* cs_ = p.cos + tok * kD;
     const float* sn = p.sin + tok * kD;
-    float* out = p.dqkv + tok * ld3 + static_cast<int64_t>(h) * kD;
+    const int64_t out = tok * ld3 + static_cast<int64_t>(h) * kD;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int d = j * 8 + 2 * t;
       float lo0, hi0, lo1, hi1;
-      rope_back(cs, sn, d, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
-      rope_back(cs, sn, d + 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
-      *reinterpret_cast<float2*>(out + d) = make_float2(lo0, lo1);
-      *reinterpret_cast<float2*>(out + d + kD / 2) = make_float2(hi0, hi1);
+      rope_back(cs_, sn, d, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
+      rope_back(cs_, sn, d + 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
+      put2(p, out + d, lo0, lo1);
+      put2(p, out + d + kD / 2, hi0, hi1);
+      cs[j][0] += lo0, cs[j][1] += lo1, cs[j + 8][0] += hi0, cs[j + 8][1] += hi1;
     }
   }
+  if (p.part != nullptr)
+    cta_column_sums(cs, red, p.part + static_cast<int64_t>(blockIdx.x) * ld3 + static_cast<int64_t>(h) * kD);
 }
 
-// dK' (through the RoPE backward) and dV of this warp's 16 keys into the dk and dv columns of p.dqkv.
+// dK' (through the RoPE backward) and dV of this warp's 16 keys into the dk and dv columns of p.dqkv (or
+// p.dqkvh); with p.part, the CTA's column sums of both.
 __device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk)[16][4], const float (&dv)[16][4],
-                                           int64_t k0, int keys, int h, int64_t ld3) {
+                                           int64_t k0, int keys, int h, int64_t ld3, float* red) {
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float sk[16][2] = {}, sv[16][2] = {};
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int row = w * 16 + g + 8 * i;
@@ -394,20 +436,28 @@ __device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk
     const int64_t tok = k0 + row;
     const float* cs = p.cos + tok * kD;
     const float* sn = p.sin + tok * kD;
-    float* ok = p.dqkv + tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
-    float* ov = ok + p.C;
+    const int64_t ok = tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
+    const int64_t ov = ok + p.C;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int d = j * 8 + 2 * t;
       float lo0, hi0, lo1, hi1;
       rope_back(cs, sn, d, dk[j][2 * i], dk[j + 8][2 * i], lo0, hi0);
       rope_back(cs, sn, d + 1, dk[j][2 * i + 1], dk[j + 8][2 * i + 1], lo1, hi1);
-      *reinterpret_cast<float2*>(ok + d) = make_float2(lo0, lo1);
-      *reinterpret_cast<float2*>(ok + d + kD / 2) = make_float2(hi0, hi1);
+      put2(p, ok + d, lo0, lo1);
+      put2(p, ok + d + kD / 2, hi0, hi1);
+      sk[j][0] += lo0, sk[j][1] += lo1, sk[j + 8][0] += hi0, sk[j + 8][1] += hi1;
     }
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
-      *reinterpret_cast<float2*>(ov + j * 8 + 2 * t) = make_float2(dv[j][2 * i], dv[j][2 * i + 1]);
+    for (int j = 0; j < 16; ++j) {
+      put2(p, ov + j * 8 + 2 * t, dv[j][2 * i], dv[j][2 * i + 1]);
+      sv[j][0] += dv[j][2 * i], sv[j][1] += dv[j][2 * i + 1];
+    }
+  }
+  if (p.part != nullptr) {
+    float* row = p.part + static_cast<int64_t>(blockIdx.x) * ld3 + static_cast<int64_t>(h) * kD;
+    cta_column_sums(sk, red, row + p.C);
+    cta_column_sums(sv, red, row + 2 * p.C);
   }
 }
 
@@ -481,7 +531,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
     warp_mma<Mode, 16, kRows, false>(dq, wS, kLdP, sK, kLdA);
   }
   if constexpr (Mode == kFp16) scale_acc(dq, 1.0f / kDsScale);
-  store_dq(p, dq, q0, rows, h, ld3);
+  store_dq(p, dq, q0, rows, h, ld3, nullptr);  // no p.part here (attention_backward)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -547,7 +597,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
     warp_mma<Mode, 16, kRows, false>(dk, wS, kLdP, sQ, kLdA);
   }
   if constexpr (Mode == kFp16) scale_acc(dk, 1.0f / kDsScale);
-  store_dkdv(p, dk, dv, k0, keys, h, ld3);
+  store_dkdv(p, dk, dv, k0, keys, h, ld3, nullptr);  // no p.part here (attention_backward)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -633,7 +683,10 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_h(const AttnParams p
 // dQ: Q and dO staged once, K and V double-buffered.
 __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
   Block b;
-  if (!block_of(p, b)) return;
+  if (!block_of(p, b)) {
+    if (p.part != nullptr) zero_part(p, 0);
+    return;
+  }
   const int64_t q0 = b.b0, ld3 = b.ld3;
   const int rows = b.n, h = b.h;
   const HalfCols hc = half_cols(p, h);
@@ -666,13 +719,16 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
         mma_rb_h(dq, a, cK);
       });
   scale_acc(dq, 1.0f / kDsScale);
-  store_dq(p, dq, q0, rows, h, ld3);
+  store_dq(p, dq, q0, rows, h, ld3, reinterpret_cast<float*>(smem4));  // the tiles are free: stream_blocks ended
 }
 
 // dK/dV: K and V staged once; Q, dO, lse and delta of the query blocks double-buffered.
 __global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
   Block b;
-  if (!block_of(p, b)) return;
+  if (!block_of(p, b)) {
+    if (p.part != nullptr) zero_part(p, 1), zero_part(p, 2);
+    return;
+  }
   const int64_t k0 = b.b0, ld3 = b.ld3;
   const int keys = b.n, h = b.h;
   const HalfCols hc = half_cols(p, h);
@@ -724,7 +780,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
         mma_rb_h(dk, a, cQ);
       });
   scale_acc(dk, 1.0f / kDsScale);
-  store_dkdv(p, dk, dv, k0, keys, h, ld3);
+  store_dkdv(p, dk, dv, k0, keys, h, ld3, reinterpret_cast<float*>(smem4));  // the tiles are free
 }
 
 constexpr std::size_t kSmemForwardH = sizeof(__half) * 5 * kTileH;
@@ -803,6 +859,8 @@ void attention_forward(const AttnParams& p, Products products, cudaStream_t stre
 }
 
 void attention_backward(const AttnParams& p, Products products, cudaStream_t stream) {
+  if (products != Products::Fp16 && (p.dqkvh != nullptr || p.part != nullptr))
+    throw Error("varlen attention_backward", "fp16 dQKV and column sums need the fp16-tile kernels");
   if (products == Products::Fp16) {
     launch(attn_dq_h, kSmemDqH, p, stream);
     return launch(attn_dkv_h, kSmemDkvH, p, stream);

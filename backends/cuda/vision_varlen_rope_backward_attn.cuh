@@ -37,6 +37,12 @@ struct AttnParams {
   const __half* qkvh = nullptr;  // [S,3C]
   const __half* dAOh = nullptr;  // [S,C]
   __half* AOh = nullptr;         // [S,C]
+  // Products::Fp16 with dqkvh set (ATTNBWD_CUDA_VARLEN_DQKV=fp16): the dQ and dK/dV kernels write dq | dk | dv
+  // in fp16 into dqkvh (the projection GEMMs' operand) instead of fp32 into dqkv, and each CTA the column
+  // sums of the fp32 values of its rows into row `slot` of part [slots, 3C] (zeros for an unused slot),
+  // which add up to grad_qkv_bias.
+  __half* dqkvh = nullptr;  // [S,3C]
+  float* part = nullptr;    // [slots,3C]
 };
 
 // Builds p.table from the device cu_seqlens (one CTA, no host copy). Memory-safe for any cu_seqlens:

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tests/common/host_case.hpp"
+#include "tests/common/scoped_env.hpp"
 #include "tests/common/seed.hpp"
 #include "tools/gen.hpp"
 #include "tools/workloads.hpp"
@@ -120,12 +121,6 @@ const Variant kVariants[] = {
      "attention through the GEMM + row-kernel stages instead of the fp16 kernels (head_dim 64)"},
     {"ATTNBWD_CUDA_MHA_LN", "block", {1, 65, 4, 64},
      "LayerNorm with one block per token on a shape the one-warp-per-token kernel would take (E = 256)"},
-};
-
-struct ScopedEnv {
-  const char* var;
-  ScopedEnv(const char* v, const char* value) : var(v) { setenv(var, value, 1); }
-  ~ScopedEnv() { unsetenv(var); }
 };
 
 TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
