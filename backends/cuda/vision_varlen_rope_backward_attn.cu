@@ -379,12 +379,17 @@ __device__ __forceinline__ void cta_column_sums(float (&cs)[16][2], float* red, 
   __syncthreads();
 }
 
-// Two adjacent columns of one output row, fp32 into dqkv or (p.dqkvh set) fp16 into dqkvh; `at` indexes both.
-__device__ __forceinline__ void put2(const AttnParams& p, int64_t at, float x, float y) {
-  if (p.dqkvh != nullptr)
-    *reinterpret_cast<uint32_t*>(p.dqkvh + at) = half2_bits(x, y);
+// The output: fp32 p.dqkv, or (HalfOut) fp16 p.dqkvh; put2 stores two adjacent columns of one row.
+template <bool HalfOut>
+__device__ __forceinline__ std::conditional_t<HalfOut, __half, float>* out_base(const AttnParams& p) {
+  if constexpr (HalfOut)
+    return p.dqkvh;
   else
-    *reinterpret_cast<float2*>(p.dqkv + at) = make_float2(x, y);
+    return p.dqkv;
+}
+__device__ __forceinline__ void put2(float* at, float x, float y) { *reinterpret_cast<float2*>(at) = make_float2(x, y); }
+__device__ __forceinline__ void put2(__half* at, float x, float y) {
+  *reinterpret_cast<uint32_t*>(at) = half2_bits(x, y);
 }
 
 // p.part's row for this CTA's slot, columns [part·C + h·128, + 128), all zero (a CTA with no block).
@@ -393,9 +398,10 @@ __device__ __forceinline__ void zero_part(const AttnParams& p, int part) {
   for (int c = threadIdx.x; c < kD; c += kThreads) out[c] = 0.0f;
 }
 
-// dQ' (this warp's 16×128 accumulator) through the RoPE backward into the dq columns of p.dqkv (or
-// p.dqkvh): columns d (tile j < 8) pair with d + 64 (tile j + 8) in this thread. With p.part, the CTA's
-// column sums too (red: see cta_column_sums).
+// dQ' (this warp's 16×128 accumulator) through the RoPE backward into the dq columns of p.dqkv (HalfOut:
+// p.dqkvh, and the CTA's column sums into p.part; red: see cta_column_sums): columns d (tile j < 8) pair
+// with d + 64 (tile j + 8) in this thread. HalfOut = false is the code as it was before HalfOut existed.
+template <bool HalfOut>
 __device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[16][4], int64_t q0, int rows, int h,
                                          int64_t ld3, float* red) {
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -407,24 +413,25 @@ __device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[
     const int64_t tok = q0 + row;
     const float* cs_ = p.cos + tok * kD;
     const float* sn = p.sin + tok * kD;
-    const int64_t out = tok * ld3 + static_cast<int64_t>(h) * kD;
+    auto* out = out_base<HalfOut>(p) + tok * ld3 + static_cast<int64_t>(h) * kD;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int d = j * 8 + 2 * t;
       float lo0, hi0, lo1, hi1;
       rope_back(cs_, sn, d, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
       rope_back(cs_, sn, d + 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
-      put2(p, out + d, lo0, lo1);
-      put2(p, out + d + kD / 2, hi0, hi1);
+      put2(out + d, lo0, lo1);
+      put2(out + d + kD / 2, hi0, hi1);
       cs[j][0] += lo0, cs[j][1] += lo1, cs[j + 8][0] += hi0, cs[j + 8][1] += hi1;
     }
   }
-  if (p.part != nullptr)
+  if constexpr (HalfOut)
     cta_column_sums(cs, red, p.part + static_cast<int64_t>(blockIdx.x) * ld3 + static_cast<int64_t>(h) * kD);
 }
 
-// dK' (through the RoPE backward) and dV of this warp's 16 keys into the dk and dv columns of p.dqkv (or
-// p.dqkvh); with p.part, the CTA's column sums of both.
+// dK' (through the RoPE backward) and dV of this warp's 16 keys into the dk and dv columns of p.dqkv
+// (HalfOut: p.dqkvh, and the CTA's column sums of both into p.part).
+template <bool HalfOut>
 __device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk)[16][4], const float (&dv)[16][4],
                                            int64_t k0, int keys, int h, int64_t ld3, float* red) {
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -436,25 +443,25 @@ __device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk
     const int64_t tok = k0 + row;
     const float* cs = p.cos + tok * kD;
     const float* sn = p.sin + tok * kD;
-    const int64_t ok = tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
-    const int64_t ov = ok + p.C;
+    auto* ok = out_base<HalfOut>(p) + tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
+    auto* ov = ok + p.C;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int d = j * 8 + 2 * t;
       float lo0, hi0, lo1, hi1;
       rope_back(cs, sn, d, dk[j][2 * i], dk[j + 8][2 * i], lo0, hi0);
       rope_back(cs, sn, d + 1, dk[j][2 * i + 1], dk[j + 8][2 * i + 1], lo1, hi1);
-      put2(p, ok + d, lo0, lo1);
-      put2(p, ok + d + kD / 2, hi0, hi1);
+      put2(ok + d, lo0, lo1);
+      put2(ok + d + kD / 2, hi0, hi1);
       sk[j][0] += lo0, sk[j][1] += lo1, sk[j + 8][0] += hi0, sk[j + 8][1] += hi1;
     }
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      put2(p, ov + j * 8 + 2 * t, dv[j][2 * i], dv[j][2 * i + 1]);
+      put2(ov + j * 8 + 2 * t, dv[j][2 * i], dv[j][2 * i + 1]);
       sv[j][0] += dv[j][2 * i], sv[j][1] += dv[j][2 * i + 1];
     }
   }
-  if (p.part != nullptr) {
+  if constexpr (HalfOut) {
     float* row = p.part + static_cast<int64_t>(blockIdx.x) * ld3 + static_cast<int64_t>(h) * kD;
     cta_column_sums(sk, red, row + p.C);
     cta_column_sums(sv, red, row + 2 * p.C);
@@ -531,7 +538,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dq(const AttnParams p) {
     warp_mma<Mode, 16, kRows, false>(dq, wS, kLdP, sK, kLdA);
   }
   if constexpr (Mode == kFp16) scale_acc(dq, 1.0f / kDsScale);
-  store_dq(p, dq, q0, rows, h, ld3, nullptr);  // no p.part here (attention_backward)
+  store_dq<false>(p, dq, q0, rows, h, ld3, nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -597,7 +604,7 @@ __global__ void __launch_bounds__(kThreads, 1) attn_dkv(const AttnParams p) {
     warp_mma<Mode, 16, kRows, false>(dk, wS, kLdP, sQ, kLdA);
   }
   if constexpr (Mode == kFp16) scale_acc(dk, 1.0f / kDsScale);
-  store_dkdv(p, dk, dv, k0, keys, h, ld3, nullptr);  // no p.part here (attention_backward)
+  store_dkdv<false>(p, dk, dv, k0, keys, h, ld3, nullptr);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -681,10 +688,12 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_h(const AttnParams p
 }
 
 // dQ: Q and dO staged once, K and V double-buffered.
+// HalfOut: dQ in fp16 and column sums (ATTNBWD_CUDA_VARLEN_DQKV=fp16, see AttnParams::dqkvh).
+template <bool HalfOut>
 __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
   Block b;
   if (!block_of(p, b)) {
-    if (p.part != nullptr) zero_part(p, 0);
+    if constexpr (HalfOut) zero_part(p, 0);
     return;
   }
   const int64_t q0 = b.b0, ld3 = b.ld3;
@@ -719,14 +728,15 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
         mma_rb_h(dq, a, cK);
       });
   scale_acc(dq, 1.0f / kDsScale);
-  store_dq(p, dq, q0, rows, h, ld3, reinterpret_cast<float*>(smem4));  // the tiles are free: stream_blocks ended
+  store_dq<HalfOut>(p, dq, q0, rows, h, ld3, reinterpret_cast<float*>(smem4));  // the tiles are free: stream_blocks ended
 }
 
 // dK/dV: K and V staged once; Q, dO, lse and delta of the query blocks double-buffered.
+template <bool HalfOut>
 __global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
   Block b;
   if (!block_of(p, b)) {
-    if (p.part != nullptr) zero_part(p, 1), zero_part(p, 2);
+    if constexpr (HalfOut) zero_part(p, 1), zero_part(p, 2);
     return;
   }
   const int64_t k0 = b.b0, ld3 = b.ld3;
@@ -780,7 +790,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
         mma_rb_h(dk, a, cQ);
       });
   scale_acc(dk, 1.0f / kDsScale);
-  store_dkdv(p, dk, dv, k0, keys, h, ld3, reinterpret_cast<float*>(smem4));  // the tiles are free
+  store_dkdv<HalfOut>(p, dk, dv, k0, keys, h, ld3, reinterpret_cast<float*>(smem4));  // the tiles are free
 }
 
 constexpr std::size_t kSmemForwardH = sizeof(__half) * 5 * kTileH;
@@ -862,8 +872,13 @@ void attention_backward(const AttnParams& p, Products products, cudaStream_t str
   if (products != Products::Fp16 && (p.dqkvh != nullptr || p.part != nullptr))
     throw Error("varlen attention_backward", "fp16 dQKV and column sums need the fp16-tile kernels");
   if (products == Products::Fp16) {
-    launch(attn_dq_h, kSmemDqH, p, stream);
-    return launch(attn_dkv_h, kSmemDkvH, p, stream);
+    if (p.dqkvh != nullptr) {
+      if (p.part == nullptr) throw Error("varlen attention_backward", "fp16 dQKV needs the column-sum rows (part)");
+      launch(attn_dq_h<true>, kSmemDqH, p, stream);
+      return launch(attn_dkv_h<true>, kSmemDkvH, p, stream);
+    }
+    launch(attn_dq_h<false>, kSmemDqH, p, stream);
+    return launch(attn_dkv_h<false>, kSmemDkvH, p, stream);
   }
   with_mode(products, [&](auto mode) {
     launch(attn_dq<decltype(mode)::value>, kSmemDq, p, stream);
