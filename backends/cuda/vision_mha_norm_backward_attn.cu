@@ -23,6 +23,7 @@
 #include "check.hpp"
 #include "mma_fp16.cuh"
 #include "vision_mha_norm_backward_attn.cuh"
+#include "vision_mha_norm_backward_attn_parts.cuh"
 
 namespace attnbwd::cuda::mha {
 namespace {
@@ -35,74 +36,16 @@ using mma16::scale_acc;
 using mma16::stream_blocks;
 using mma16::to_afrag;
 using mma16::zero;
+using namespace attn;  // the shared parts (vision_mha_norm_backward_attn_parts.cuh)
 
-constexpr int kD = kAttnHeadDim;
-constexpr int kRows = kAttnBlock;
-constexpr int kThreads = 128;             // 4 warps × 16 rows
 constexpr int kLdH = kD + 8;              // fp16 tile stride: 144 B, ldmatrix rows in distinct bank groups
-constexpr int kLdP = kRows + 4;           // fp32 P tile stride: the C-layout reads of P and of Pᵀ are
-                                          // conflict-free (68 ≡ 4 mod 32: rows 2t apart land 8t banks apart)
 constexpr int kTileH = kRows * kLdH;      // halves per fp16 tile (9216 B)
-constexpr int kTileP = kRows * kLdP;      // floats per P tile (17408 B)
-constexpr float kDsScale = 16.0f;         // P⊙dP and dS are rounded to fp16 ×kDsScale
 
 constexpr std::size_t kSmemDq = sizeof(float) * 2 * kTileP + sizeof(__half) * 5 * kTileH;
 constexpr std::size_t kSmemDkv = sizeof(float) * (2 * kTileP + 2 * kRows) + sizeof(__half) * 5 * kTileH;
 
-// The CTA's (batch, head) and block: blocks of one head are adjacent in the grid, so the CTAs sharing
-// its K/V (or Q/dO) tiles run together and find them in L2.
-struct Cta {
-  int64_t b, bh, r0;  // r0: first row (query or key) of the block
-  int h, rows;        // rows of the block inside the sequence (1..64)
-  int64_t blk;        // block index along the sequence
-};
-__device__ __forceinline__ Cta cta_of(const AttnParams& p) {
-  const int64_t nblk = attn_blocks(p.S);
-  Cta c;
-  c.bh = static_cast<int64_t>(blockIdx.x) / nblk;
-  c.blk = static_cast<int64_t>(blockIdx.x) - c.bh * nblk;
-  c.b = c.bh / p.H;
-  c.h = static_cast<int>(c.bh - c.b * p.H);
-  c.r0 = c.blk * kRows;
-  c.rows = static_cast<int>(p.S - c.r0 < kRows ? p.S - c.r0 : kRows);
-  return c;
-}
-
 __device__ __forceinline__ void issue_h(__half* s, const __half* g, int64_t ldg, int64_t row0, int rows) {
   mma16::issue_tile<kRows, kD, kLdH, kThreads>(s, g, ldg, row0, rows);
-}
-
-// P tiles keep each row's global 16-byte phase: tile element (r, c) is at r·kLdP + sh + c with
-// sh = row_shift(row start), so a full tile is copied as 17 aligned 16-byte chunks per row (64 floats
-// plus the ≤ 3 before and ≤ 3 after them: kLdP = 68 = 17·4) instead of 64 four-byte copies.
-__device__ __forceinline__ int row_shift(const float* base, int64_t idx) {
-  return static_cast<int>(((reinterpret_cast<std::uintptr_t>(base) >> 2) + static_cast<std::uintptr_t>(idx)) & 3);
-}
-
-// The tile P[r0 + r][c0 + c] (r < rows, c < cols; zero elsewhere) of one head's [S,S] matrix Pbh, as above.
-// [p_begin, p_end): the whole P tensor; a full tile whose aligned chunks stay inside it takes the
-// 16-byte path, any other tile (the sequence's last block, the tensor's first and last rows) 4-byte copies.
-__device__ __forceinline__ void issue_p(float* s, const float* __restrict__ Pbh, const float* p_begin,
-                                        const float* p_end, int64_t S, int64_t r0, int rows, int64_t c0, int cols) {
-  const int64_t first = r0 * S + c0, last = first + (kRows - 1) * S;
-  if (rows == kRows && cols == kRows && Pbh + first - row_shift(Pbh, first) >= p_begin &&
-      Pbh + last - row_shift(Pbh, last) + kLdP <= p_end) {
-    constexpr int kChunks = kLdP / 4;  // per row
-#pragma unroll 3
-    for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
-      const int r = i / kChunks, ch = i - r * kChunks;
-      const int64_t at = first + r * S;
-      mma16::cp_async16(s + r * kLdP + 4 * ch, Pbh + at - row_shift(Pbh, at) + 4 * ch, true);
-    }
-    return;
-  }
-  const int c = threadIdx.x % kRows, r_first = threadIdx.x / kRows;
-  constexpr int kStep = kThreads / kRows;
-  for (int r = r_first; r < kRows; r += kStep) {
-    const bool valid = r < rows && c < cols;
-    const int64_t at = first + r * S;
-    cp_async4(s + r * kLdP + row_shift(Pbh, at) + c, valid ? Pbh + at + c : Pbh, valid);
-  }
 }
 
 // acc[j] += A·Bᵀ over the 64 columns: A = 16 rows of an fp16 tile, B = rows [n][d] of one.
@@ -112,49 +55,6 @@ __device__ __forceinline__ void mma_abt(float (&acc)[8][4], const __half* A, con
 // acc[j] += A·B: A from to_afrag (k = 64 rows of B), B = rows [k][d] of an fp16 tile.
 __device__ __forceinline__ void mma_rb(float (&acc)[8][4], const uint32_t (&a)[4][4], const __half* B) {
   mma16::mma_rb<8, kLdH>(acc, a, B);
-}
-
-// Epilogue: this warp's 16 rows of acc (rows ≥ rows dropped) into columns part·E + h·64 of p.dqkv's
-// rows b·S + r0 + row (fp16), and the CTA's column sums of the fp32 values into its partial row.
-// red: 4·64 floats of shared memory no other warp is using. Ends with every thread past a barrier.
-__device__ __forceinline__ void store_part(const AttnParams& p, const float (&acc)[8][4], const Cta& c, int part,
-                                           float* red) {
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t E = static_cast<int64_t>(p.H) * kD, E3 = 3 * E;
-  __half* out = p.dqkv + (c.b * p.S + c.r0) * E3 + part * E + static_cast<int64_t>(c.h) * kD;
-  const int lo = w * 16 + g, hi = lo + 8;
-  float cs[8][2];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int col = j * 8 + 2 * t;
-    float v0 = acc[j][0], v1 = acc[j][1], v2 = acc[j][2], v3 = acc[j][3];
-    if (lo < c.rows)
-      *reinterpret_cast<uint32_t*>(out + lo * E3 + col) = half2_bits(v0, v1);
-    else
-      v0 = v1 = 0.0f;
-    if (hi < c.rows)
-      *reinterpret_cast<uint32_t*>(out + hi * E3 + col) = half2_bits(v2, v3);
-    else
-      v2 = v3 = 0.0f;
-    cs[j][0] = v0 + v2;
-    cs[j][1] = v1 + v3;
-  }
-#pragma unroll
-  for (int o = 4; o < 32; o *= 2)  // over the 8 row groups g (lanes 4 apart), same order on every lane
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      cs[j][0] += __shfl_xor_sync(0xffffffffu, cs[j][0], o);
-      cs[j][1] += __shfl_xor_sync(0xffffffffu, cs[j][1], o);
-    }
-  if (g == 0)
-#pragma unroll
-    for (int j = 0; j < 8; ++j) red[w * kD + j * 8 + 2 * t] = cs[j][0], red[w * kD + j * 8 + 2 * t + 1] = cs[j][1];
-  __syncthreads();
-  if (threadIdx.x < kD) {
-    const int col = threadIdx.x;
-    const float s = ((red[col] + red[kD + col]) + red[2 * kD + col]) + red[3 * kD + col];
-    p.partial[(c.b * attn_blocks(p.S) + c.blk) * E3 + part * E + static_cast<int64_t>(c.h) * kD + col] = s;
-  }
 }
 
 __global__ void __launch_bounds__(kThreads, 2) attn_dq(const AttnParams p) {
