@@ -66,8 +66,9 @@ __device__ __forceinline__ void issue_next_and_wait(std::int64_t next, std::int6
 // Double-buffered streaming over the blocks of ROWS rows of [start, end) (start < end). issue_block(row0,
 // rows, buffer) issues one block's copies; the first block's are committed together with whatever the
 // caller issued before. body(buffer, rows) runs once per block when its copies have landed, between two
-// barriers, while the next block's copies are in flight.
-template <int ROWS, class Issue, class Body>
+// barriers, while the next block's copies are in flight. ProxyFence (sm_90+): each thread's landed copies
+// are also made visible to the async proxy before the barrier, for bodies that read the tiles with wgmma.
+template <int ROWS, bool ProxyFence = false, class Issue, class Body>
 __device__ __forceinline__ void stream_blocks(std::int64_t start, std::int64_t end, Issue&& issue_block,
                                               Body&& body) {
   const auto rows_at = [&](std::int64_t r0) { return static_cast<int>(end - r0 < ROWS ? end - r0 : ROWS); };
@@ -78,6 +79,7 @@ __device__ __forceinline__ void stream_blocks(std::int64_t start, std::int64_t e
     // the next block into the other buffer (last read one iteration ago; see the end)
     issue_next_and_wait<ROWS>(r0 + ROWS, end,
                               [&](std::int64_t r1, int rows1) { issue_block(r1, rows1, buf ^ 1); });
+    if constexpr (ProxyFence) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();  // this block's tiles are in shared memory for every warp
     body(buf, rows_at(r0));
     __syncthreads();  // every warp is done with buffer `buf` before the next iteration refills it

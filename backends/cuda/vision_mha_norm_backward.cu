@@ -79,13 +79,19 @@ Support supports(const VisionMhaShape& s, const Options&) {
 
 namespace {
 
-// Default mode, head_dim 64: the attention backward through the fp16 kernels of
-// vision_mha_norm_backward_attn.cu (ATTNBWD_CUDA_MHA_ATTN=gemm keeps the GEMM + row-kernel stages, for A/B
-// timing). Needs the fp16 projections (the dA GEMM writes the kernels' fp16 dO, they write the fp16 dQKV
-// operand) and a grid of at most 2³¹ − 1 CTAs.
+// ATTNBWD_CUDA_MHA_ATTN=auto|gemm|wgmma: Default's attention backward for head_dim 64 — the fp16 mma.sync
+// kernels of vision_mha_norm_backward_attn.cu (auto), the GEMM + row-kernel stages (gemm, for A/B
+// timing), or the sm_90a wgmma kernels of vision_mha_norm_backward_attn_sm90.cu (wgmma; on other devices
+// the mma.sync kernels; not the default until measured).
+enum class MhaAttn { Fp16, Gemm, Wgmma };
+MhaAttn mha_attn_switch() {
+  return static_cast<MhaAttn>(env_switch("ATTNBWD_CUDA_MHA_ATTN", {"auto", "gemm", "wgmma"}));
+}
+
+// Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
+// fp16 dO, they write the fp16 dQKV operand), head_dim 64, a grid of at most 2³¹ − 1 CTAs.
 bool fp16_attention(const VisionMhaShape& s, bool use_fp16) {
-  const int variant = env_switch("ATTNBWD_CUDA_MHA_ATTN", {"auto", "gemm"});
-  return variant == 0 && use_fp16 && s.head_dim == mha::kAttnHeadDim &&
+  return mha_attn_switch() != MhaAttn::Gemm && use_fp16 && s.head_dim == mha::kAttnHeadDim &&
          mha::attn_blocks(s.seq_len) * s.batch * s.num_heads < (int64_t{1} << 31);
 }
 
@@ -210,7 +216,10 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.B = B, p.S = S, p.H = static_cast<int>(H), p.scale = scale;
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
     p.delta = f32(o_delta), p.dqkv = dQKVh, p.partial = part_qkv;
-    mha::attention_backward(p, stream);
+    if (mha_attn_switch() == MhaAttn::Wgmma && ctx.cc() == 90)
+      mha::attention_backward_sm90(p, stream);
+    else
+      mha::attention_backward(p, stream);
     stages.mark("attention");
     mha::sum_partials(part_qkv, attn_chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, stream);
     stages.mark("qkv_bias");

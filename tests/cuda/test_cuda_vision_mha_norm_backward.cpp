@@ -121,6 +121,8 @@ const Variant kVariants[] = {
      "attention through the GEMM + row-kernel stages instead of the fp16 kernels (head_dim 64)"},
     {"ATTNBWD_CUDA_MHA_LN", "block", {1, 65, 4, 64},
      "LayerNorm with one block per token on a shape the one-warp-per-token kernel would take (E = 256)"},
+    {"ATTNBWD_CUDA_MHA_ATTN", "wgmma", {2, 131, 3, 64}, "attention through the sm_90a wgmma kernels (tails)"},
+    {"ATTNBWD_CUDA_MHA_ATTN", "wgmma", {1, 256, 2, 64}, "attention through the sm_90a wgmma kernels (full tiles)"},
 };
 
 TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {

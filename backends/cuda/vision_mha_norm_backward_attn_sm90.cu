@@ -1,0 +1,266 @@
+// vision_mha_norm_backward's attention backward on sm_90a wgmma (Default, head_dim 64;
+// ATTNBWD_CUDA_MHA_ATTN=wgmma, off by default until measured). The same two kernels and the same math as
+// the mma.sync ones (vision_mha_norm_backward_attn.cu: query-major dQ and δ, key-major dK/dV, P read once
+// by each), with the products issued by the CTA's one warpgroup as wgmma m64n64k16 (fp16 operands, fp32
+// accumulators) instead of per-warp mma.sync + ldmatrix:
+//  - fp16 tiles (64 rows of 64 halves = 128 B) sit in shared memory in the 128-byte-swizzled layout that
+//    wgmma's descriptors read (16-byte chunk c of row r at chunk c ^ (r % 8), 1024-byte aligned tiles),
+//    filled by cp.async; a tile serves as a K-major operand (rows = M or N, the 64 columns = K) or, with
+//    the transpose bit, as an N-major B (rows = K);
+//  - the products whose A operand is P, P⊙dP or dS take it from registers (the accumulator layout packs
+//    into the A fragment, mma16::to_afrag), so P and dS never go back to shared memory;
+//  - each group of wgmma is committed and waited for before its accumulators are read.
+// The warpgroup's accumulators are the mma.sync C layout of each warp's 16 rows, so the P reads, the
+// softmax-backward element math and the epilogue (attn::store_part) are the mma.sync kernels' own.
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "check.hpp"
+#include "mma_fp16.cuh"
+#include "sm90/ptx.cuh"
+#include "vision_mha_norm_backward_attn.cuh"
+#include "vision_mha_norm_backward_attn_parts.cuh"
+
+namespace attnbwd::cuda::mha {
+namespace {
+
+using namespace attn;  // the parts shared with the mma.sync kernels
+
+constexpr int kTileBytes = kRows * kD * 2;  // one swizzled fp16 tile: 8 KB
+// Shared memory: fp16 tiles first (1024-byte aligned), then the fp32 P tiles and δ; +1 KB to align.
+constexpr std::size_t kSmemDq = 5 * kTileBytes + sizeof(float) * 2 * kTileP + 1024;
+constexpr std::size_t kSmemDkv = 5 * kTileBytes + sizeof(float) * (2 * kTileP + 2 * kRows) + 1024;
+
+#if defined(ATTNBWD_SM90_DEVICE)
+
+using mma16::to_afrag;
+using namespace sm90;
+
+// Issues the copy of rows [row0, row0 + rows) × 64 halves (row stride ldg halves, 16-byte aligned rows)
+// into a swizzled tile; rows ≥ rows are zero-filled. The caller commits and waits.
+__device__ __forceinline__ void issue_sw(std::uint8_t* s, const __half* __restrict__ g, int64_t ldg, int64_t row0,
+                                         int rows) {
+#pragma unroll
+  for (int u = 0; u < kRows * 8 / kThreads; ++u) {
+    const int i = threadIdx.x + u * kThreads, r = i >> 3, c = i & 7;
+    const bool valid = r < rows;
+    mma16::cp_async16(s + r * 128 + ((c ^ (r & 7)) << 4), g + (row0 + (valid ? r : 0)) * ldg + c * 8, valid);
+  }
+}
+
+// Descriptors of a swizzled tile: K-major (k step kk: 16 columns = 32 bytes along the row) and N-major
+// (k step kk: 16 rows = 2048 bytes; one 64-wide N chunk, so the leading offset is never used).
+__device__ __forceinline__ std::uint64_t kmajor(const std::uint8_t* tile, int kk) {
+  return smem_desc(smem_addr(tile) + 32 * kk, 16, 1024);
+}
+__device__ __forceinline__ std::uint64_t nmajor(const std::uint8_t* tile, int kk) {
+  return smem_desc(smem_addr(tile) + 2048 * kk, kTileBytes, 1024);
+}
+
+// Keeps A fragments live until this point: wgmma reads its register operands asynchronously, so their
+// registers must not be reused before the wgmma_wait that covers them.
+__device__ __forceinline__ void fence_afrag(std::uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[k][i])::"memory");
+}
+
+__device__ __forceinline__ std::uint8_t* aligned_smem(float4* raw) {
+  return reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
+}
+
+__global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
+  const Cta c = cta_of(p);
+  const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
+  extern __shared__ float4 smem4[];
+  std::uint8_t* sdO = aligned_smem(smem4);   // this block's dO
+  std::uint8_t* sK = sdO + kTileBytes;      // [2]
+  std::uint8_t* sV = sK + 2 * kTileBytes;   // [2]
+  float* sP = reinterpret_cast<float*>(sV + 2 * kTileBytes);  // [2] P tiles (rows: queries)
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float* Pbh = p.P + c.bh * S * S;
+  const __half* K = p.k + c.bh * S * kD;
+  const __half* V = p.v + c.bh * S * kD;
+  const float* p_begin = p.P;
+  const float* p_end = p.P + p.B * p.H * S * S;
+  const int sh_lo = row_shift(Pbh, (c.r0 + w * 16 + g) * S), sh_hi = row_shift(Pbh, (c.r0 + w * 16 + g + 8) * S);
+
+  issue_sw(sdO, p.dO + c.b * S * E + static_cast<int64_t>(c.h) * kD, E, c.r0, c.rows);  // with the first block
+  float x[8][4], y[8][4];
+  mma16::zero(x);
+  mma16::zero(y);
+  float dsum[2] = {0.0f, 0.0f};
+  mma16::stream_blocks<kRows, true>(
+      0, S,
+      [&](int64_t k1, int keys1, int to) {
+        issue_p(sP + to * kTileP, Pbh, p_begin, p_end, S, c.r0, c.rows, k1, keys1);
+        issue_sw(sK + to * kTileBytes, K, kD, k1, keys1);
+        issue_sw(sV + to * kTileBytes, V, kD, k1, keys1);
+      },
+      [&](int buf, int) {
+        const std::uint8_t* cK = sK + buf * kTileBytes;
+        const std::uint8_t* cV = sV + buf * kTileBytes;
+        float dp[8][4];
+        mma16::zero(dp);  // overwritten by the first product (accumulate 0); zeroed so it is never read undefined
+        fence_acc(dp);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dp, kmajor(sdO, kk), kmajor(cV, kk), kk);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_acc(dp);
+        const float* cP_lo = sP + buf * kTileP + (w * 16 + g) * kLdP + sh_lo + 2 * t;
+        const float* cP_hi = sP + buf * kTileP + (w * 16 + g + 8) * kLdP + sh_hi + 2 * t;
+        float pr[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          pr[j][0] = cP_lo[j * 8], pr[j][1] = cP_lo[j * 8 + 1], pr[j][2] = cP_hi[j * 8], pr[j][3] = cP_hi[j * 8 + 1];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const float pdp = pr[j][r] * dp[j][r];
+            dsum[r >> 1] += pdp;
+            dp[j][r] = pdp * kDsScale;
+          }
+        }
+        std::uint32_t ap[4][4], aw[4][4];
+        to_afrag(ap, pr);
+        to_afrag(aw, dp);
+        fence_acc(x);
+        fence_acc(y);
+        wgmma_fence();
+#pragma unroll
+        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(y, ap[kc], nmajor(cK, kc), 1);
+#pragma unroll
+        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(x, aw[kc], nmajor(cK, kc), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_afrag(ap);
+        fence_afrag(aw);
+        fence_acc(x);
+        fence_acc(y);
+      });
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {  // δ of rows g, g + 8: the quad's four partial sums
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
+  }
+  const int lo = w * 16 + g;
+  if (t == 0) {
+    if (lo < c.rows) p.delta[c.bh * S + c.r0 + lo] = dsum[0];
+    if (lo + 8 < c.rows) p.delta[c.bh * S + c.r0 + lo + 8] = dsum[1];
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) x[j][r] = (x[j][r] * (1.0f / kDsScale) - dsum[r >> 1] * y[j][r]) * p.scale;
+  store_part(p, x, c, 0, sP);  // stream_blocks ended with a barrier: the P tiles are free
+}
+
+__global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
+  const Cta c = cta_of(p);
+  const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
+  extern __shared__ float4 smem4[];
+  std::uint8_t* sV = aligned_smem(smem4);   // this block's V
+  std::uint8_t* sQ = sV + kTileBytes;       // [2]
+  std::uint8_t* sdO = sQ + 2 * kTileBytes;  // [2]
+  float* sP = reinterpret_cast<float*>(sdO + 2 * kTileBytes);  // [2] P tiles (rows: queries, columns: keys)
+  float* sDl = sP + 2 * kTileP;                                  // [2][64] δ of the query block
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float* Pbh = p.P + c.bh * S * S;
+  const __half* Q = p.q + c.bh * S * kD;
+  const __half* dO = p.dO + c.b * S * E + static_cast<int64_t>(c.h) * kD;
+  const float* delta = p.delta + c.bh * S;
+  const float* p_begin = p.P;
+  const float* p_end = p.P + p.B * p.H * S * S;
+  int64_t q_at = 0;  // first query of the block the body is on
+
+  issue_sw(sV, p.v + c.bh * S * kD, kD, c.r0, c.rows);  // with the first block
+  float dk[8][4], dv[8][4];
+  mma16::zero(dk);
+  mma16::zero(dv);
+  mma16::stream_blocks<kRows, true>(
+      0, S,
+      [&](int64_t q1, int qrows1, int to) {
+        issue_p(sP + to * kTileP, Pbh, p_begin, p_end, S, q1, qrows1, c.r0, c.rows);
+        issue_sw(sQ + to * kTileBytes, Q, kD, q1, qrows1);
+        issue_sw(sdO + to * kTileBytes, dO, E, q1, qrows1);
+        if (threadIdx.x < kRows) {
+          const bool valid = static_cast<int>(threadIdx.x) < qrows1;
+          cp_async4(sDl + to * kRows + threadIdx.x, valid ? delta + q1 + threadIdx.x : delta, valid);
+        }
+      },
+      [&](int buf, int) {
+        const float* cP = sP + buf * kTileP;
+        const std::uint8_t* cQ = sQ + buf * kTileBytes;
+        const std::uint8_t* cdO = sdO + buf * kTileBytes;
+        const float* cDl = sDl + buf * kRows;
+        const int sh0 = row_shift(Pbh, (q_at + 2 * t) * S + c.r0), sh1 = row_shift(Pbh, (q_at + 2 * t + 1) * S + c.r0);
+        q_at += kRows;
+        // Transposed: rows are the block's 64 keys (this warp: 16), columns the 64 queries.
+        float dpt[8][4];
+        mma16::zero(dpt);
+        fence_acc(dpt);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dpt, kmajor(sV, kk), kmajor(cdO, kk), kk);
+        wgmma_commit();
+        float pt[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP + ((r & 1) ? sh1 : sh0) + w * 16 + g + 8 * (r >> 1)];
+        std::uint32_t ap[4][4], as[4][4];
+        to_afrag(ap, pt);
+        wgmma_wait<0>();
+        fence_acc(dpt);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            dpt[j][r] = pt[j][r] * (dpt[j][r] - cDl[j * 8 + 2 * t + (r & 1)]) * kDsScale;
+        to_afrag(as, dpt);
+        fence_acc(dv);
+        fence_acc(dk);
+        wgmma_fence();
+#pragma unroll
+        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(dv, ap[kc], nmajor(cdO, kc), 1);
+#pragma unroll
+        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(dk, as[kc], nmajor(cQ, kc), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_afrag(ap);
+        fence_afrag(as);
+        fence_acc(dv);
+        fence_acc(dk);
+      });
+  mma16::scale_acc(dk, p.scale / kDsScale);
+  store_part(p, dk, c, 1, sP);
+  store_part(p, dv, c, 2, sP + 4 * kD);
+}
+
+#else  // other passes of the fatbin: never launched there (attention_backward_sm90 checks the device)
+
+__global__ void attn_dq_wg(const AttnParams) { __trap(); }
+__global__ void attn_dkv_wg(const AttnParams) { __trap(); }
+
+#endif
+
+template <class Kernel>
+void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t stream) {
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const auto grid = static_cast<unsigned>(attn_blocks(p.S) * p.B * p.H);
+  kernel<<<grid, kThreads, smem, stream>>>(p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void attention_backward_sm90(const AttnParams& p, cudaStream_t stream) {
+  launch(attn_dq_wg, kSmemDq, p, stream);
+  launch(attn_dkv_wg, kSmemDkv, p, stream);
+}
+
+}  // namespace attnbwd::cuda::mha
