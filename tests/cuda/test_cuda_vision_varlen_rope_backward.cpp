@@ -152,7 +152,8 @@ TEST(CudaVisionVarlenRope, OddUnalignedAndTf32Variant) {
   unsetenv("ATTNBWD_CUDA_VARLEN_ATTN");
 }
 
-// ATTNBWD_CUDA_VARLEN_DQKV=fp16 (off by default until timed): the fp16-tile dQ and dK/dV kernels write
+// ATTNBWD_CUDA_VARLEN_DQKV=fp16 (off by default until timed; written 2026-12-01 without a GPU run, so its
+// first H200 run is its first check): the fp16-tile dQ and dK/dV kernels write
 // dQKV in fp16 and per-CTA column sums for grad_qkv_bias (zero rows for the unused block slots, which
 // every case here has: block_slots = ⌈S/64⌉ + n), with 4-byte-misaligned tensors too.
 TEST(CudaVisionVarlenRope, Fp16DqkvVariantMatchesTheOracle) {
