@@ -93,36 +93,14 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq(const AttnParams p) {
         float dp[8][4], pr[8][4];
         zero(dp);
         mma_abt(dp, sdO + w * 16 * kLdH, sV + buf * kTileH);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          pr[j][0] = cP_lo[j * 8], pr[j][1] = cP_lo[j * 8 + 1], pr[j][2] = cP_hi[j * 8], pr[j][3] = cP_hi[j * 8 + 1];
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const float pdp = pr[j][r] * dp[j][r];
-            dsum[r >> 1] += pdp;
-            dp[j][r] = pdp * kDsScale;
-          }
-        }
+        p_and_w(cP_lo, cP_hi, pr, dp, dsum);
         uint32_t a[4][4];
         to_afrag(a, pr);
         mma_rb(y, a, cK);
         to_afrag(a, dp);
         mma_rb(x, a, cK);
       });
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {  // δ of rows g, g + 8: the quad's four partial sums
-    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
-    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
-  }
-  const int lo = w * 16 + g;
-  if (t == 0) {
-    if (lo < c.rows) p.delta[c.bh * S + c.r0 + lo] = dsum[0];
-    if (lo + 8 < c.rows) p.delta[c.bh * S + c.r0 + lo + 8] = dsum[1];
-  }
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) x[j][r] = (x[j][r] * (1.0f / kDsScale) - dsum[r >> 1] * y[j][r]) * p.scale;
+  finish_dq(p, c, dsum, x, y);
   store_part(p, x, c, 0, sP);  // stream_blocks ended with a barrier: the P tiles are free
 }
 
@@ -135,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv(const AttnParams p) {
   __half* sV = reinterpret_cast<__half*>(sDl + 2 * kRows);  // this block's V
   __half* sQ = sV + kTileH;                                 // [2]
   __half* sdO = sQ + 2 * kTileH;                            // [2]
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int w = threadIdx.x / 32, t = threadIdx.x & 3;
   const float* Pbh = p.P + c.bh * S * S;
   const __half* Q = p.q + c.bh * S * kD;
   const __half* dO = p.dO + c.b * S * E + static_cast<int64_t>(c.h) * kD;
@@ -165,26 +143,17 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv(const AttnParams p) {
         const __half* cdO = sdO + buf * kTileH;
         const float* cDl = sDl + buf * kRows;
         // Transposed: rows are this warp's 16 keys, columns the block's 64 queries.
-        // P phase of this lane's query rows j·8 + 2t + e: rows 8 apart are 32·S bytes apart, a multiple of
-        // 16, so it depends on 2t + e alone
+        // P phase of this lane's query rows 2t + e (see p_transposed)
         const int sh0 = row_shift(Pbh, (q_at + 2 * t) * S + c.r0), sh1 = row_shift(Pbh, (q_at + 2 * t + 1) * S + c.r0);
         q_at += kRows;
         float dpt[8][4], pt[8][4];
         zero(dpt);
         mma_abt(dpt, sV + w * 16 * kLdH, cdO);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r)
-            pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP + ((r & 1) ? sh1 : sh0) + w * 16 + g + 8 * (r >> 1)];
+        p_transposed(cP, sh0, sh1, pt);
         uint32_t a[4][4];
         to_afrag(a, pt);
         mma_rb(dv, a, cdO);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r)
-            dpt[j][r] = pt[j][r] * (dpt[j][r] - cDl[j * 8 + 2 * t + (r & 1)]) * kDsScale;
+        ds_transposed(pt, dpt, cDl);
         to_afrag(a, dpt);
         mma_rb(dk, a, cQ);
       });

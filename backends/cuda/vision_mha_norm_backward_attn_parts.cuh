@@ -121,4 +121,65 @@ __device__ __forceinline__ void store_part(const AttnParams& p, const float (&ac
   }
 }
 
+// ---- the element math of the two kernels (the accumulators are the mma.sync C layout of each warp's 16
+// rows: lane 4g + t holds rows g, g + 8 and columns 8j + 2t, 8j + 2t + 1) ----
+
+// Query-major: this lane's P values of the block (cP_lo, cP_hi: its rows g and g + 8 at column 2t), then
+// dp ← P⊙dP·kDsScale and dsum (δ's partial sums of rows g, g + 8) += Σ P⊙dP.
+__device__ __forceinline__ void p_and_w(const float* cP_lo, const float* cP_hi, float (&pr)[8][4], float (&dp)[8][4],
+                                        float (&dsum)[2]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    pr[j][0] = cP_lo[j * 8], pr[j][1] = cP_lo[j * 8 + 1], pr[j][2] = cP_hi[j * 8], pr[j][3] = cP_hi[j * 8 + 1];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float pdp = pr[j][r] * dp[j][r];
+      dsum[r >> 1] += pdp;
+      dp[j][r] = pdp * kDsScale;
+    }
+  }
+}
+
+// Query-major, after the last block: δ of rows g, g + 8 (the quad's partial sums) into p.delta, and
+// x ← dQ = (X/kDsScale − δ·Y)·scale.
+__device__ __forceinline__ void finish_dq(const AttnParams& p, const Cta& c, float (&dsum)[2], float (&x)[8][4],
+                                          const float (&y)[8][4]) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
+  }
+  const int lo = w * 16 + g;
+  if (t == 0) {
+    if (lo < c.rows) p.delta[c.bh * p.S + c.r0 + lo] = dsum[0];
+    if (lo + 8 < c.rows) p.delta[c.bh * p.S + c.r0 + lo + 8] = dsum[1];
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) x[j][r] = (x[j][r] * (1.0f / kDsScale) - dsum[r >> 1] * y[j][r]) * p.scale;
+}
+
+// Key-major: this lane's Pᵀ values (rows: its warp's 16 keys; columns: the block's queries) from the P
+// tile cP; sh0, sh1: the P phase of query rows 2t and 2t + 1 (rows 8 apart are 32·S bytes apart, a
+// multiple of 16, so it depends on 2t + e alone).
+__device__ __forceinline__ void p_transposed(const float* cP, int sh0, int sh1, float (&pt)[8][4]) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP + ((r & 1) ? sh1 : sh0) + w * 16 + g + 8 * (r >> 1)];
+}
+
+// Key-major: dpt ← dSᵀ·kDsScale = Pᵀ⊙(dPᵀ − δ)·kDsScale, δ of the block's queries in cDl.
+__device__ __forceinline__ void ds_transposed(const float (&pt)[8][4], float (&dpt)[8][4], const float* cDl) {
+  const int t = threadIdx.x & 3;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - cDl[j * 8 + 2 * t + (r & 1)]) * kDsScale;
+}
+
 }  // namespace attnbwd::cuda::mha::attn

@@ -114,16 +114,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
         const float* cP_lo = sP + buf * kTileP + (w * 16 + g) * kLdP + sh_lo + 2 * t;
         const float* cP_hi = sP + buf * kTileP + (w * 16 + g + 8) * kLdP + sh_hi + 2 * t;
         float pr[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          pr[j][0] = cP_lo[j * 8], pr[j][1] = cP_lo[j * 8 + 1], pr[j][2] = cP_hi[j * 8], pr[j][3] = cP_hi[j * 8 + 1];
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const float pdp = pr[j][r] * dp[j][r];
-            dsum[r >> 1] += pdp;
-            dp[j][r] = pdp * kDsScale;
-          }
-        }
+        p_and_w(cP_lo, cP_hi, pr, dp, dsum);
         std::uint32_t ap[4][4], aw[4][4];
         to_afrag(ap, pr);
         to_afrag(aw, dp);
@@ -141,20 +132,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
         fence_acc(x);
         fence_acc(y);
       });
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {  // δ of rows g, g + 8: the quad's four partial sums
-    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
-    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
-  }
-  const int lo = w * 16 + g;
-  if (t == 0) {
-    if (lo < c.rows) p.delta[c.bh * S + c.r0 + lo] = dsum[0];
-    if (lo + 8 < c.rows) p.delta[c.bh * S + c.r0 + lo + 8] = dsum[1];
-  }
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) x[j][r] = (x[j][r] * (1.0f / kDsScale) - dsum[r >> 1] * y[j][r]) * p.scale;
+  finish_dq(p, c, dsum, x, y);
   store_part(p, x, c, 0, sP);  // stream_blocks ended with a barrier: the P tiles are free
 }
 
@@ -167,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   std::uint8_t* sdO = sQ + 2 * kTileBytes;  // [2]
   float* sP = reinterpret_cast<float*>(sdO + 2 * kTileBytes);  // [2] P tiles (rows: queries, columns: keys)
   float* sDl = sP + 2 * kTileP;                                  // [2][64] δ of the query block
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int t = threadIdx.x & 3;
   const float* Pbh = p.P + c.bh * S * S;
   const __half* Q = p.q + c.bh * S * kD;
   const __half* dO = p.dO + c.b * S * E + static_cast<int64_t>(c.h) * kD;
@@ -207,20 +185,12 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
         for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dpt, kmajor(sV, kk), kmajor(cdO, kk), kk);
         wgmma_commit();
         float pt[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r)
-            pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP + ((r & 1) ? sh1 : sh0) + w * 16 + g + 8 * (r >> 1)];
+        p_transposed(cP, sh0, sh1, pt);
         std::uint32_t ap[4][4], as[4][4];
         to_afrag(ap, pt);
         wgmma_wait<0>();
         fence_acc(dpt);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r)
-            dpt[j][r] = pt[j][r] * (dpt[j][r] - cDl[j * 8 + 2 * t + (r & 1)]) * kDsScale;
+        ds_transposed(pt, dpt, cDl);
         to_afrag(as, dpt);
         fence_acc(dv);
         fence_acc(dk);
