@@ -162,14 +162,6 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv(const AttnParams p) {
   store_part(p, dv, c, 2, sP + 4 * kD);
 }
 
-template <class Kernel>
-void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t stream) {
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const auto grid = static_cast<unsigned>(attn_blocks(p.S) * p.B * p.H);
-  kernel<<<grid, kThreads, smem, stream>>>(p);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 void attention_backward(const AttnParams& p, cudaStream_t stream) {

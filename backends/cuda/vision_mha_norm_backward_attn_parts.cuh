@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
+#include "check.hpp"
 #include "mma_fp16.cuh"
 #include "vision_mha_norm_backward_attn.cuh"
 
@@ -180,6 +183,15 @@ __device__ __forceinline__ void ds_transposed(const float (&pt)[8][4], float (&d
   for (int j = 0; j < 8; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - cDl[j * 8 + 2 * t + (r & 1)]) * kDsScale;
+}
+
+// Launches one of the kernels: one CTA per (batch, head, 64-row block), the blocks of a head adjacent.
+template <class Kernel>
+void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t stream) {
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const auto grid = static_cast<unsigned>(attn_blocks(p.S) * p.B * p.H);
+  kernel<<<grid, kThreads, smem, stream>>>(p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace attnbwd::cuda::mha::attn

@@ -218,14 +218,6 @@ __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 
 #endif
 
-template <class Kernel>
-void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t stream) {
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const auto grid = static_cast<unsigned>(attn_blocks(p.S) * p.B * p.H);
-  kernel<<<grid, kThreads, smem, stream>>>(p);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 void attention_backward_sm90(const AttnParams& p, cudaStream_t stream) {
