@@ -15,11 +15,14 @@
 #   5. the perf suite on the cuda backend (--perf-args), JSON into --out; with --perf-ab also
 #      out_proj_backward with ATTNBWD_CUDA_OUT_PROJ=cublaslt (the cuBLASLt pair + layout copy) in the
 #      same call, for the side-by-side comparison; with --perf-graphs also every op with
-#      ATTNBWD_CUDA_GRAPHS=1 (captured CUDA graphs); with --perf-strict also the fp32 ops in Strict.
+#      ATTNBWD_CUDA_GRAPHS=1 (captured CUDA graphs); with --perf-strict also the fp32 ops in Strict;
+#      with --perf-variant OP:VAR=VALUE (repeatable) also that op with that variant switch set
+#      (README "Backends"), into perf-OP-VAR-VALUE.json, for an A/B against perf.json in the same call.
 #
 #   bash cmake/device-check.sh [--bin DIR] [--out DIR] [--tests FILTER] [--sanitize FILTER]
 #                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--perf-graphs]
 #                              [--perf-strict] [--check-strict OPS] [--sanitize-workloads OPS]
+#                              [--perf-variant OP:VAR=VALUE ...]
 #                              [--stages OPS] [--skip STEP,...]
 #
 # DIR holds attnbwd_tests, attnbwd_perf and attnbwd (and may hold lib/ with shared libraries they
@@ -39,6 +42,7 @@ perf_args='--backend=cuda --workloads=all'
 skip=","
 perf_ab=0
 perf_graphs=0
+perf_variants=()
 sanitize_workloads=""
 stages_ops=""
 perf_strict=0
@@ -54,6 +58,7 @@ while [ $# -gt 0 ]; do
     --skip) skip=",$2,"; shift 2 ;;
     --perf-ab) perf_ab=1; shift ;;
     --perf-graphs) perf_graphs=1; shift ;;
+    --perf-variant) perf_variants+=("$2"); shift 2 ;;
     --sanitize-workloads) sanitize_workloads=$2; shift 2 ;;
     --perf-strict) perf_strict=1; shift ;;
     --stages) stages_ops=$2; shift 2 ;;
@@ -239,6 +244,14 @@ if [ $perf_graphs = 1 ]; then
   step perf-graphs env ATTNBWD_CUDA_GRAPHS=1 "$bin/attnbwd_perf" $perf_args \
     --benchmark_out="$out/perf-graphs.json" --benchmark_out_format=json
 fi
+
+for v in "${perf_variants[@]}"; do  # OP:VAR=VALUE
+  op=${v%%:*} assign=${v#*:}
+  case $v in *:*=*) ;; *) echo "device-check: --perf-variant wants OP:VAR=VALUE, got $v" >&2; failed=$((failed + 1)); continue ;; esac
+  # shellcheck disable=SC2086
+  step "perf-variant-$op-${assign%%=*}" env "$assign" "$bin/attnbwd_perf" $perf_args --ops="$op" \
+    --benchmark_out="$out/perf-$op-${assign//=/-}.json" --benchmark_out_format=json
+done
 
 if [ $perf_strict = 1 ]; then
   # shellcheck disable=SC2086
