@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   store_part(p, dv, c, 2, sP + 4 * kD);
 }
 
-#else  // other passes of the fatbin: never launched there (attention_backward_sm90 checks the device)
+#else  // other passes of the fatbin: never launched there (the caller runs these on sm_90 devices only)
 
 __global__ void attn_dq_wg(const AttnParams) { __trap(); }
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
