@@ -90,8 +90,8 @@ MhaAttn mha_attn_switch() {
 
 // Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
 // fp16 dO, they write the fp16 dQKV operand), head_dim 64, a grid of at most 2³¹ − 1 CTAs.
-bool fp16_attention(const VisionMhaShape& s, bool use_fp16) {
-  return mha_attn_switch() != MhaAttn::Gemm && use_fp16 && s.head_dim == mha::kAttnHeadDim &&
+bool fp16_attention(const VisionMhaShape& s, bool use_fp16, MhaAttn attn) {
+  return attn != MhaAttn::Gemm && use_fp16 && s.head_dim == mha::kAttnHeadDim &&
          mha::attn_blocks(s.seq_len) * s.batch * s.num_heads < (int64_t{1} << 31);
 }
 
@@ -113,7 +113,8 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t E3 = 3 * E, BH = B * H, ld = round_up(S, 4);
   const int64_t tpb = mha::tokens_per_block(N, ctx.sm_count()), chunks = (N + tpb - 1) / tpb;
   const bool use_fp16 = o.precision != Precision::Strict && fp16_gemms();
-  const bool fp16_attn = fp16_attention(s, use_fp16);
+  const MhaAttn attn = mha_attn_switch();
+  const bool fp16_attn = fp16_attention(s, use_fp16, attn);
   const int64_t attn_chunks = B * mha::attn_blocks(S);  // partial rows of the fp16 attention kernels
 
   // Scratch (slot 0). GEMM attention: dA (later dXn) | dO | dQh | dKh | dVh | dS (later dQKV) | partials
@@ -216,7 +217,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.B = B, p.S = S, p.H = static_cast<int>(H), p.scale = scale;
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
     p.delta = f32(o_delta), p.dqkv = dQKVh, p.partial = part_qkv;
-    if (mha_attn_switch() == MhaAttn::Wgmma && ctx.cc() == 90)
+    if (attn == MhaAttn::Wgmma && ctx.cc() == 90)
       mha::attention_backward_sm90(p, stream);
     else
       mha::attention_backward(p, stream);

@@ -122,8 +122,7 @@ void column_sums(const float* x, int64_t rows, int64_t cols, float* part, float*
   const dim3 grid(blocks_for(cols, threads), static_cast<unsigned>(chunks_of(rows)));
   column_sums_partial<<<grid, threads, 0, stream>>>(x, rows, cols, part);
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  column_sums_final<<<blocks_for(cols, threads), threads, 0, stream>>>(part, chunks_of(rows), cols, out);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
+  sum_rows(part, chunks_of(rows), cols, out, stream);
 }
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -173,7 +172,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
                          env_switch("ATTNBWD_CUDA_VARLEN_DQKV", {"auto", "fp16"}) == 1;
 
   // Scratch (slot 0), every piece a multiple of 64 floats (256 B):
-  // qkv | dqkv | dAO | AO | lse | delta | proj-bias partials | qkv-bias partials | block table.
+  // qkv | dqkv (not with fp16 dQKV) | dAO | AO | lse | delta | proj-bias partials | qkv-bias partials | block table.
   const int64_t n_qkv = round_up(S * C3, 64), n_x = round_up(S * C, 64), n_h = round_up(S * H, 64),
                 n_pp = round_up(chunks * C, 64), n_pq = round_up(chunks * C3, 64), n_tab = round_up(2 * slots, 64);
   // fp16 copies (Default with fp16 GEMMs), in floats of space: X | dY | AO | dQKV | Wqkv | Wp | QKV | dAO
@@ -181,11 +180,12 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   const int64_t n_w = round_up(C3 * C, 128) / 2, n_wp = round_up(C * C, 128) / 2;
   const int64_t n_half = use_fp16 ? (4 * n_x + 2 * n_qkv) / 2 + n_w + n_wp : 0;  // n_x, n_qkv: multiples of 64
   const int64_t n_pd = half_dqkv ? round_up(slots * C3, 64) : 0;  // per-CTA dQKV column sums
-  const int64_t total = 2 * n_qkv + 2 * n_x + 2 * n_h + n_pp + n_pq + n_tab + n_half + n_pd;
+  const int64_t n_dqkv = half_dqkv ? 0 : n_qkv;  // fp32 dQKV: not written when the kernels write fp16
+  const int64_t total = n_qkv + n_dqkv + 2 * n_x + 2 * n_h + n_pp + n_pq + n_tab + n_half + n_pd;
   float* base = static_cast<float*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(float), stream));
   float* qkv = base;
-  float* dqkv = qkv + n_qkv;
-  float* dAO = dqkv + n_qkv;
+  float* dqkv = half_dqkv ? nullptr : qkv + n_qkv;
+  float* dAO = qkv + n_qkv + n_dqkv;
   float* AO = dAO + n_x;
   float* lse = AO + n_x;
   float* delta = lse + n_h;
