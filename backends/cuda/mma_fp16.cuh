@@ -86,6 +86,40 @@ __device__ __forceinline__ void stream_blocks(std::int64_t start, std::int64_t e
   }
 }
 
+// STAGES-deep streaming over the blocks of ROWS rows of [start, end) (start < end; STAGES ≥ 2), one
+// barrier per block: the first STAGES − 1 blocks' copies are issued up front (the first committed
+// together with whatever the caller issued before), and block i + STAGES − 1 is issued into the buffer
+// block i − 1 used, right after the barrier that ends every warp's reads of it. issue_block(row0, rows,
+// buffer), body(buffer, rows) as in stream_blocks; a copy group is committed per step even when empty, so
+// cp.async.wait_group STAGES − 2 always means "this block has landed". Ends with every copy landed and a
+// barrier (the caller may reuse the buffers). ProxyFence as in stream_blocks.
+template <int ROWS, int STAGES, bool ProxyFence = false, class Issue, class Body>
+__device__ __forceinline__ void stream_blocks_deep(std::int64_t start, std::int64_t end, Issue&& issue_block,
+                                                   Body&& body) {
+  static_assert(STAGES >= 2, "stream_blocks_deep: at least two stages");
+  const auto rows_at = [&](std::int64_t r0) { return static_cast<int>(end - r0 < ROWS ? end - r0 : ROWS); };
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    const std::int64_t r0 = start + static_cast<std::int64_t>(s) * ROWS;
+    if (r0 < end) issue_block(r0, rows_at(r0), s);
+    cp_async_commit();
+  }
+  int buf = 0;
+  for (std::int64_t r0 = start; r0 < end; r0 += ROWS) {
+    cp_async_wait<STAGES - 2>();  // this block's group (and every older one) has landed
+    if constexpr (ProxyFence) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();  // its tiles are visible to every warp, and every warp is done with the previous block
+    const std::int64_t next = r0 + static_cast<std::int64_t>(STAGES - 1) * ROWS;
+    const int to = buf == 0 ? STAGES - 1 : buf - 1;  // the previous block's buffer
+    if (next < end) issue_block(next, rows_at(next), to);
+    cp_async_commit();
+    body(buf, rows_at(r0));
+    buf = buf == STAGES - 1 ? 0 : buf + 1;
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+}
+
 __device__ __forceinline__ std::uint32_t half2_bits(float lo, float hi) {
   const __half2 v = __floats2half2_rn(lo, hi);  // lo in the low 16 bits
   return *reinterpret_cast<const std::uint32_t*>(&v);

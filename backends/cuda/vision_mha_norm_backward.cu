@@ -79,14 +79,17 @@ Support supports(const VisionMhaShape& s, const Options&) {
 
 namespace {
 
-// ATTNBWD_CUDA_MHA_ATTN=auto|gemm|wgmma: Default's attention backward for head_dim 64 — the fp16 mma.sync
-// kernels of vision_mha_norm_backward_attn.cu (auto), the GEMM + row-kernel stages (gemm, for A/B
-// timing), or the sm_90a wgmma kernels of vision_mha_norm_backward_attn_sm90.cu (wgmma; on other devices
-// the mma.sync kernels; not the default until measured).
-enum class MhaAttn { Fp16, Gemm, Wgmma };
+// ATTNBWD_CUDA_MHA_ATTN=auto|gemm|wgmma|mma: Default's attention backward for head_dim 64 — the sm_90a
+// wgmma kernels of vision_mha_norm_backward_attn_sm90.cu on sm_90 devices and the fp16 mma.sync kernels
+// of vision_mha_norm_backward_attn.cu elsewhere (auto; wgmma measured 1.11-1.16× faster per call on an
+// H200, 2026-12-01), the GEMM + row-kernel stages (gemm), the wgmma kernels wherever the device is sm_90
+// (wgmma) or the mma.sync kernels everywhere (mma), for A/B timing.
+enum class MhaAttn { Auto, Gemm, Wgmma, Mma };
 MhaAttn mha_attn_switch() {
-  return static_cast<MhaAttn>(env_switch("ATTNBWD_CUDA_MHA_ATTN", {"auto", "gemm", "wgmma"}));
+  return static_cast<MhaAttn>(env_switch("ATTNBWD_CUDA_MHA_ATTN", {"auto", "gemm", "wgmma", "mma"}));
 }
+// ATTNBWD_CUDA_MHA_STAGES=auto|2|3: the wgmma kernels' streaming depth (auto: 3).
+int mha_stages_switch() { return env_switch("ATTNBWD_CUDA_MHA_STAGES", {"auto", "2", "3"}) == 1 ? 2 : 3; }
 
 // Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
 // fp16 dO, they write the fp16 dQKV operand), head_dim 64, a grid of at most 2³¹ − 1 CTAs.
@@ -217,8 +220,8 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.B = B, p.S = S, p.H = static_cast<int>(H), p.scale = scale;
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
     p.delta = f32(o_delta), p.dqkv = dQKVh, p.partial = part_qkv;
-    if (attn == MhaAttn::Wgmma && ctx.cc() == 90)
-      mha::attention_backward_sm90(p, stream);
+    if (attn != MhaAttn::Mma && ctx.cc() == 90)
+      mha::attention_backward_sm90(p, mha_stages_switch(), stream);
     else
       mha::attention_backward(p, stream);
     stages.mark("attention");
@@ -317,7 +320,8 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
   ctx.claim(stream);
   const auto key = [&] {
     return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
-                            env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN")});
+                            env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN"),
+                            env_word("ATTNBWD_CUDA_MHA_STAGES")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

@@ -93,7 +93,8 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq(const AttnParams p) {
         float dp[8][4], pr[8][4];
         zero(dp);
         mma_abt(dp, sdO + w * 16 * kLdH, sV + buf * kTileH);
-        p_and_w(cP_lo, cP_hi, pr, dp, dsum);
+        load_p(cP_lo, cP_hi, pr);
+        p_and_w(pr, dp, dsum);
         uint32_t a[4][4];
         to_afrag(a, pr);
         mma_rb(y, a, cK);

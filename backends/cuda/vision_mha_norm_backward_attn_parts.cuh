@@ -127,20 +127,23 @@ __device__ __forceinline__ void store_part(const AttnParams& p, const float (&ac
 // ---- the element math of the two kernels (the accumulators are the mma.sync C layout of each warp's 16
 // rows: lane 4g + t holds rows g, g + 8 and columns 8j + 2t, 8j + 2t + 1) ----
 
-// Query-major: this lane's P values of the block (cP_lo, cP_hi: its rows g and g + 8 at column 2t), then
-// dp ← P⊙dP·kDsScale and dsum (δ's partial sums of rows g, g + 8) += Σ P⊙dP.
-__device__ __forceinline__ void p_and_w(const float* cP_lo, const float* cP_hi, float (&pr)[8][4], float (&dp)[8][4],
-                                        float (&dsum)[2]) {
+// Query-major: this lane's P values of the block (cP_lo, cP_hi: its rows g and g + 8 at column 2t).
+__device__ __forceinline__ void load_p(const float* cP_lo, const float* cP_hi, float (&pr)[8][4]) {
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < 8; ++j)
     pr[j][0] = cP_lo[j * 8], pr[j][1] = cP_lo[j * 8 + 1], pr[j][2] = cP_hi[j * 8], pr[j][3] = cP_hi[j * 8 + 1];
+}
+
+// Query-major: dp ← P⊙dP·kDsScale and dsum (δ's partial sums of rows g, g + 8) += Σ P⊙dP.
+__device__ __forceinline__ void p_and_w(const float (&pr)[8][4], float (&dp)[8][4], float (&dsum)[2]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const float pdp = pr[j][r] * dp[j][r];
       dsum[r >> 1] += pdp;
       dp[j][r] = pdp * kDsScale;
     }
-  }
 }
 
 // Query-major, after the last block: δ of rows g, g + 8 (the quad's partial sums) into p.delta, and

@@ -28,9 +28,15 @@ namespace {
 using namespace attn;  // the parts shared with the mma.sync kernels
 
 constexpr int kTileBytes = kRows * kD * 2;  // one swizzled fp16 tile: 8 KB
-// Shared memory: fp16 tiles first (1024-byte aligned), then the fp32 P tiles and δ; +1 KB to align.
-constexpr std::size_t kSmemDq = 5 * kTileBytes + sizeof(float) * 2 * kTileP + 1024;
-constexpr std::size_t kSmemDkv = 5 * kTileBytes + sizeof(float) * (2 * kTileP + 2 * kRows) + 1024;
+// Shared memory of a kernel streaming its blocks through `stages` buffers: fp16 tiles first (1024-byte
+// aligned; one fixed tile + two per stage), then the fp32 P tiles and δ; +1 KB to align. With 3 stages
+// 107-109 KB: two CTAs per SM still fit (the registers allow two).
+constexpr std::size_t smem_dq(int stages) {
+  return static_cast<std::size_t>(1 + 2 * stages) * kTileBytes + sizeof(float) * stages * kTileP + 1024;
+}
+constexpr std::size_t smem_dkv(int stages) {
+  return static_cast<std::size_t>(1 + 2 * stages) * kTileBytes + sizeof(float) * stages * (kTileP + kRows) + 1024;
+}
 
 #if defined(ATTNBWD_SM90_DEVICE)
 
@@ -71,14 +77,15 @@ __device__ __forceinline__ std::uint8_t* aligned_smem(float4* raw) {
   return reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
 }
 
+template <int kStages>
 __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   const Cta c = cta_of(p);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
   extern __shared__ float4 smem4[];
   std::uint8_t* sdO = aligned_smem(smem4);   // this block's dO
-  std::uint8_t* sK = sdO + kTileBytes;      // [2]
-  std::uint8_t* sV = sK + 2 * kTileBytes;   // [2]
-  float* sP = reinterpret_cast<float*>(sV + 2 * kTileBytes);  // [2] P tiles (rows: queries)
+  std::uint8_t* sK = sdO + kTileBytes;            // [kStages]
+  std::uint8_t* sV = sK + kStages * kTileBytes;   // [kStages]
+  float* sP = reinterpret_cast<float*>(sV + kStages * kTileBytes);  // [kStages] P tiles (rows: queries)
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const float* Pbh = p.P + c.bh * S * S;
   const __half* K = p.k + c.bh * S * kD;
@@ -92,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   mma16::zero(x);
   mma16::zero(y);
   float dsum[2] = {0.0f, 0.0f};
-  mma16::stream_blocks<kRows, true>(
+  mma16::stream_blocks_deep<kRows, kStages, true>(
       0, S,
       [&](int64_t k1, int keys1, int to) {
         issue_p(sP + to * kTileP, Pbh, p_begin, p_end, S, c.r0, c.rows, k1, keys1);
@@ -109,12 +116,14 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dp, kmajor(sdO, kk), kmajor(cV, kk), kk);
         wgmma_commit();
-        wgmma_wait<0>();
-        fence_acc(dp);
+        // this lane's P values while the product runs
         const float* cP_lo = sP + buf * kTileP + (w * 16 + g) * kLdP + sh_lo + 2 * t;
         const float* cP_hi = sP + buf * kTileP + (w * 16 + g + 8) * kLdP + sh_hi + 2 * t;
         float pr[8][4];
-        p_and_w(cP_lo, cP_hi, pr, dp, dsum);
+        load_p(cP_lo, cP_hi, pr);
+        wgmma_wait<0>();
+        fence_acc(dp);
+        p_and_w(pr, dp, dsum);
         std::uint32_t ap[4][4], aw[4][4];
         to_afrag(ap, pr);
         to_afrag(aw, dp);
@@ -133,18 +142,19 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
         fence_acc(y);
       });
   finish_dq(p, c, dsum, x, y);
-  store_part(p, x, c, 0, sP);  // stream_blocks ended with a barrier: the P tiles are free
+  store_part(p, x, c, 0, sP);  // stream_blocks_deep ended with a barrier: the P tiles are free
 }
 
+template <int kStages>
 __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   const Cta c = cta_of(p);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
   extern __shared__ float4 smem4[];
   std::uint8_t* sV = aligned_smem(smem4);   // this block's V
-  std::uint8_t* sQ = sV + kTileBytes;       // [2]
-  std::uint8_t* sdO = sQ + 2 * kTileBytes;  // [2]
-  float* sP = reinterpret_cast<float*>(sdO + 2 * kTileBytes);  // [2] P tiles (rows: queries, columns: keys)
-  float* sDl = sP + 2 * kTileP;                                  // [2][64] δ of the query block
+  std::uint8_t* sQ = sV + kTileBytes;               // [kStages]
+  std::uint8_t* sdO = sQ + kStages * kTileBytes;    // [kStages]
+  float* sP = reinterpret_cast<float*>(sdO + kStages * kTileBytes);  // [kStages] P tiles (rows: queries)
+  float* sDl = sP + kStages * kTileP;                                  // [kStages][64] δ of the query block
   const int t = threadIdx.x & 3;
   const float* Pbh = p.P + c.bh * S * S;
   const __half* Q = p.q + c.bh * S * kD;
@@ -158,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   float dk[8][4], dv[8][4];
   mma16::zero(dk);
   mma16::zero(dv);
-  mma16::stream_blocks<kRows, true>(
+  mma16::stream_blocks_deep<kRows, kStages, true>(
       0, S,
       [&](int64_t q1, int qrows1, int to) {
         issue_p(sP + to * kTileP, Pbh, p_begin, p_end, S, q1, qrows1, c.r0, c.rows);
@@ -213,16 +223,23 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
 
 #else  // other passes of the fatbin: never launched there (the caller runs these on sm_90 devices only)
 
+template <int kStages>
 __global__ void attn_dq_wg(const AttnParams) { __trap(); }
+template <int kStages>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 
 #endif
 
 }  // namespace
 
-void attention_backward_sm90(const AttnParams& p, cudaStream_t stream) {
-  launch(attn_dq_wg, kSmemDq, p, stream);
-  launch(attn_dkv_wg, kSmemDkv, p, stream);
+void attention_backward_sm90(const AttnParams& p, int stages, cudaStream_t stream) {
+  if (stages == 2) {
+    launch(attn_dq_wg<2>, smem_dq(2), p, stream);
+    launch(attn_dkv_wg<2>, smem_dkv(2), p, stream);
+  } else {
+    launch(attn_dq_wg<3>, smem_dq(3), p, stream);
+    launch(attn_dkv_wg<3>, smem_dkv(3), p, stream);
+  }
 }
 
 }  // namespace attnbwd::cuda::mha

@@ -165,11 +165,12 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
                                                              : varlen::Products::Fp16;
   const cublasComputeType_t compute = strict ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
   const int64_t slots = varlen::block_slots(S, n), chunks = chunks_of(S);
-  // ATTNBWD_CUDA_VARLEN_DQKV=auto|fp16: with fp16, the fp16-tile dQ and dK/dV kernels write dQKV in fp16
-  // (the projection GEMMs' operand) and per-CTA column sums for grad_qkv_bias, instead of fp32 dQKV that a
-  // conversion pass and a column-sum pass then read (off by default until measured on a GPU).
+  // ATTNBWD_CUDA_VARLEN_DQKV=auto|fp16|fp32: with fp16 (auto), the fp16-tile dQ and dK/dV kernels write
+  // dQKV in fp16 (the projection GEMMs' operand) and per-CTA column sums for grad_qkv_bias; with fp32 (for
+  // A/B) they write fp32 dQKV that a conversion pass and a column-sum pass then read. fp16 measured 1.02-
+  // 1.07× faster on every workload (H200, 2026-12-01, perf/NOTES.md).
   const bool half_dqkv = products == varlen::Products::Fp16 &&
-                         env_switch("ATTNBWD_CUDA_VARLEN_DQKV", {"auto", "fp16"}) == 1;
+                         env_switch("ATTNBWD_CUDA_VARLEN_DQKV", {"auto", "fp16", "fp32"}) != 2;
 
   // Scratch (slot 0), every piece a multiple of 64 floats (256 B):
   // qkv | dqkv (not with fp16 dQKV) | dAO | AO | lse | delta | proj-bias partials | qkv-bias partials | block table.

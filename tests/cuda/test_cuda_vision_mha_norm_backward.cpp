@@ -119,6 +119,9 @@ const Variant kVariants[] = {
     {"ATTNBWD_CUDA_FP32_GEMM", "tf32", {2, 65, 3, 64}, "projection GEMMs in TF32 instead of fp16"},
     {"ATTNBWD_CUDA_MHA_ATTN", "gemm", {2, 131, 3, 64},
      "attention through the GEMM + row-kernel stages instead of the fp16 kernels (head_dim 64)"},
+    {"ATTNBWD_CUDA_MHA_ATTN", "mma", {2, 131, 3, 64},
+     "attention through the mma.sync kernels (the default off sm_90) instead of the wgmma kernels"},
+    {"ATTNBWD_CUDA_MHA_STAGES", "2", {2, 131, 3, 64}, "the wgmma kernels streaming through 2 buffers, not 3"},
     {"ATTNBWD_CUDA_MHA_LN", "block", {1, 65, 4, 64},
      "LayerNorm with one block per token on a shape the one-warp-per-token kernel would take (E = 256)"},
 };
@@ -135,9 +138,9 @@ TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
   }
 }
 
-// ATTNBWD_CUDA_MHA_ATTN=wgmma: the sm_90a wgmma attention kernels (an sm_90 device runs them; others fall
-// back to the mma.sync kernels), on shapes with and without tails. Written 2026-12-01 without a GPU run:
-// its first run on an H200 is the kernels' first check (perf/NOTES.md, "Next for mha").
+// The attention kernels' own check on shapes with and without tails and with more blocks than the streaming
+// depth (S = 577: 10 blocks): the sm_90a wgmma kernels (the default on an sm_90 device; elsewhere
+// ATTNBWD_CUDA_MHA_ATTN=wgmma falls back to the mma.sync kernels) at both streaming depths.
 TEST(CudaVisionMhaNorm, WgmmaAttentionVariantMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   const Shape shapes[] = {{2, 131, 3, 64}, {1, 256, 2, 64}, {1, 577, 2, 64}};
@@ -146,7 +149,11 @@ TEST(CudaVisionMhaNorm, WgmmaAttentionVariantMatchesTheOracle) {
     const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
     const ScopedEnv env("ATTNBWD_CUDA_MHA_ATTN", "wgmma");
-    check(in, axes, smallest_atol(kOp));
+    for (const char* stages : {"2", "3"}) {
+      SCOPED_TRACE(std::string("ATTNBWD_CUDA_MHA_STAGES=") + stages);
+      const ScopedEnv depth("ATTNBWD_CUDA_MHA_STAGES", stages);
+      check(in, axes, smallest_atol(kOp));
+    }
   }
 }
 

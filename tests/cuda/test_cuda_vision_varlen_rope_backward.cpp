@@ -152,25 +152,28 @@ TEST(CudaVisionVarlenRope, OddUnalignedAndTf32Variant) {
   unsetenv("ATTNBWD_CUDA_VARLEN_ATTN");
 }
 
-// ATTNBWD_CUDA_VARLEN_DQKV=fp16 (off by default until timed; written 2026-12-01 without a GPU run, so its
-// first H200 run is its first check): the fp16-tile dQ and dK/dV kernels write
-// dQKV in fp16 and per-CTA column sums for grad_qkv_bias (zero rows for the unused block slots, which
-// every case here has: block_slots = ⌈S/64⌉ + n), with 4-byte-misaligned tensors too.
-TEST(CudaVisionVarlenRope, Fp16DqkvVariantMatchesTheOracle) {
+// ATTNBWD_CUDA_VARLEN_DQKV: fp16 (the default since 2026-12-01: the fp16-tile dQ and dK/dV kernels write
+// dQKV in fp16 and per-CTA column sums for grad_qkv_bias, with zero rows for the unused block slots, which
+// every case here has: block_slots = ⌈S/64⌉ + n) and fp32 (fp32 dQKV + conversion + column-sum passes,
+// kept for A/B), each on the same odd sequence mixes, with 4-byte-misaligned tensors too.
+TEST(CudaVisionVarlenRope, DqkvVariantsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
-  const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DQKV", "fp16");
-  const std::vector<std::vector<std::int32_t>> cases = {{131}, {1, 1, 1, 1, 1}, {0, 7, 0, 0, 13, 1, 0},
-                                                        {1, 130, 0, 33, 2, 64, 65, 17, 129, 128, 63}};
-  std::uint64_t tag = 80;
-  for (const auto& lengths : cases) {
+  for (const char* dqkv : {"fp16", "fp32"}) {
+    SCOPED_TRACE(std::string("ATTNBWD_CUDA_VARLEN_DQKV=") + dqkv);
+    const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DQKV", dqkv);
+    const std::vector<std::vector<std::int32_t>> cases = {{131}, {1, 1, 1, 1, 1}, {0, 7, 0, 0, 13, 1, 0},
+                                                          {1, 130, 0, 33, 2, 64, 65, 17, 129, 128, 63}};
+    std::uint64_t tag = 80;
+    for (const auto& lengths : cases) {
+      tools::Axes axes;
+      const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
+      check(label_of(lengths, 2) + " " + dqkv + " dQKV", in, axes, smallest_atol(kOp));
+    }
     tools::Axes axes;
-    const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
-    check(label_of(lengths, 2) + " fp16 dQKV", in, axes, smallest_atol(kOp));
+    const std::vector<std::int32_t> lengths = {1, 66, 0, 30};
+    const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag), axes);
+    check(label_of(lengths, 2) + " " + dqkv + " dQKV offset 4", in, axes, smallest_atol(kOp), true, 4);
   }
-  tools::Axes axes;
-  const std::vector<std::int32_t> lengths = {1, 66, 0, 30};
-  const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag), axes);
-  check(label_of(lengths, 2) + " fp16 dQKV offset 4", in, axes, smallest_atol(kOp), true, 4);
 }
 
 // No order-dependent atomics: two runs give the same bits, in both modes.
