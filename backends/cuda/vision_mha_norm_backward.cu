@@ -88,8 +88,13 @@ enum class MhaAttn { Auto, Gemm, Wgmma, Mma };
 MhaAttn mha_attn_switch() {
   return static_cast<MhaAttn>(env_switch("ATTNBWD_CUDA_MHA_ATTN", {"auto", "gemm", "wgmma", "mma"}));
 }
-// ATTNBWD_CUDA_MHA_STAGES=auto|2|3: the wgmma kernels' streaming depth (auto: 3).
-int mha_stages_switch() { return env_switch("ATTNBWD_CUDA_MHA_STAGES", {"auto", "2", "3"}) == 1 ? 2 : 3; }
+// ATTNBWD_CUDA_MHA_WGMMA=auto|serial2|serial3|pipelined: the wgmma kernels' block loop — each block's
+// products in series, streaming through 2 or 3 buffers, or block j + 1's dP product overlapping block j's
+// element math (attention_backward_sm90's `stages`: 2, 3, 0). auto: serial3.
+int mha_wgmma_switch() {
+  const int v = env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3", "pipelined"});
+  return v == 1 ? 2 : v == 3 ? 0 : 3;
+}
 
 // Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
 // fp16 dO, they write the fp16 dQKV operand), head_dim 64, a grid of at most 2³¹ − 1 CTAs.
@@ -221,7 +226,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
     p.delta = f32(o_delta), p.dqkv = dQKVh, p.partial = part_qkv;
     if (attn != MhaAttn::Mma && ctx.cc() == 90)
-      mha::attention_backward_sm90(p, mha_stages_switch(), stream);
+      mha::attention_backward_sm90(p, mha_wgmma_switch(), stream);
     else
       mha::attention_backward(p, stream);
     stages.mark("attention");
@@ -321,7 +326,7 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
   const auto key = [&] {
     return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
                             env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN"),
-                            env_word("ATTNBWD_CUDA_MHA_STAGES")});
+                            env_word("ATTNBWD_CUDA_MHA_WGMMA")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

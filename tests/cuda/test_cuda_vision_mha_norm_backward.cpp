@@ -121,7 +121,6 @@ const Variant kVariants[] = {
      "attention through the GEMM + row-kernel stages instead of the fp16 kernels (head_dim 64)"},
     {"ATTNBWD_CUDA_MHA_ATTN", "mma", {2, 131, 3, 64},
      "attention through the mma.sync kernels (the default off sm_90) instead of the wgmma kernels"},
-    {"ATTNBWD_CUDA_MHA_STAGES", "2", {2, 131, 3, 64}, "the wgmma kernels streaming through 2 buffers, not 3"},
     {"ATTNBWD_CUDA_MHA_LN", "block", {1, 65, 4, 64},
      "LayerNorm with one block per token on a shape the one-warp-per-token kernel would take (E = 256)"},
 };
@@ -139,8 +138,9 @@ TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
 }
 
 // The attention kernels' own check on shapes with and without tails and with more blocks than the streaming
-// depth (S = 577: 10 blocks): the sm_90a wgmma kernels (the default on an sm_90 device; elsewhere
-// ATTNBWD_CUDA_MHA_ATTN=wgmma falls back to the mma.sync kernels) at both streaming depths.
+// depth (S = 577: 10 blocks; S = 131, 256: odd and even block counts): the sm_90a wgmma kernels (the
+// default on an sm_90 device; elsewhere ATTNBWD_CUDA_MHA_ATTN=wgmma falls back to the mma.sync kernels),
+// each block loop: serial through 2 or 3 buffers, and pipelined.
 TEST(CudaVisionMhaNorm, WgmmaAttentionVariantMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   const Shape shapes[] = {{2, 131, 3, 64}, {1, 256, 2, 64}, {1, 577, 2, 64}};
@@ -149,9 +149,9 @@ TEST(CudaVisionMhaNorm, WgmmaAttentionVariantMatchesTheOracle) {
     const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
     const ScopedEnv env("ATTNBWD_CUDA_MHA_ATTN", "wgmma");
-    for (const char* stages : {"2", "3"}) {
-      SCOPED_TRACE(std::string("ATTNBWD_CUDA_MHA_STAGES=") + stages);
-      const ScopedEnv depth("ATTNBWD_CUDA_MHA_STAGES", stages);
+    for (const char* loop : {"serial2", "serial3", "pipelined"}) {
+      SCOPED_TRACE(std::string("ATTNBWD_CUDA_MHA_WGMMA=") + loop);
+      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", loop);
       check(in, axes, smallest_atol(kOp));
     }
   }
