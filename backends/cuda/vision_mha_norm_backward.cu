@@ -88,13 +88,10 @@ enum class MhaAttn { Auto, Gemm, Wgmma, Mma };
 MhaAttn mha_attn_switch() {
   return static_cast<MhaAttn>(env_switch("ATTNBWD_CUDA_MHA_ATTN", {"auto", "gemm", "wgmma", "mma"}));
 }
-// ATTNBWD_CUDA_MHA_WGMMA=auto|serial2|serial3|pipelined: the wgmma kernels' block loop — each block's
-// products in series, streaming through 2 or 3 buffers, or block j + 1's dP product overlapping block j's
-// element math (attention_backward_sm90's `stages`: 2, 3, 0). auto: serial3.
-int mha_wgmma_switch() {
-  const int v = env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3", "pipelined"});
-  return v == 1 ? 2 : v == 3 ? 0 : 3;
-}
+// ATTNBWD_CUDA_MHA_WGMMA=auto|serial2|serial3: the wgmma kernels streaming their blocks through 2 or 3
+// buffers (auto: 3; measured within ±2 % of 2). A pipelined loop (block j + 1's dP product overlapping block
+// j's element math) measured 4-6 % slower and was removed (perf/NOTES.md; code in commit 8241966).
+int mha_wgmma_switch() { return env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3"}) == 1 ? 2 : 3; }
 
 // Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
 // fp16 dO, they write the fp16 dQKV operand), head_dim 64, a grid of at most 2³¹ − 1 CTAs.

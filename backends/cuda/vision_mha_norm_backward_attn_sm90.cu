@@ -28,7 +28,6 @@ namespace {
 using namespace attn;  // the parts shared with the mma.sync kernels
 
 constexpr int kTileBytes = kRows * kD * 2;  // one swizzled fp16 tile: 8 KB
-constexpr int kPipeStages = 3;            // buffers of the pipelined kernels
 // Shared memory of a kernel streaming its blocks through `stages` buffers: fp16 tiles first (1024-byte
 // aligned; one fixed tile + two per stage), then the fp32 P tiles and δ; +1 KB to align. With 3 stages
 // 107-109 KB: two CTAs per SM still fit (the registers allow two).
@@ -222,230 +221,19 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   store_part(p, dv, c, 2, sP + 4 * kD);
 }
 
-// ---- pipelined kernels: block j + 1's first product overlaps block j's element math ----
-// Per CTA, in issue order: Bj+1 (the product that needs nothing of block j: dP = dO·Vᵀ or dPᵀ = V·dOᵀ),
-// then Aj (block j's accumulating products, A fragments from registers); then the warpgroup waits only for
-// Bj+1 (wgmma.wait_group 1) and does block j + 1's element math while Aj runs on the tensor cores. Aj's
-// A fragments stay live until the wait that retires it (one step later), so two fragment sets alternate
-// (the loop is unrolled by two; no dynamic register indexing). Three buffers: block j + 2's copies are
-// issued into block j − 1's buffer right after the barrier that follows Aj−1's retirement (its last reader).
-
-
-// The A fragments of one block's two accumulating products.
-struct AFrags {
-  std::uint32_t a[4][4], b[4][4];
-};
-__device__ __forceinline__ void fence_frags(AFrags& f) {
-  fence_afrag(f.a);
-  fence_afrag(f.b);
-}
-
-// The block loop shared by both pipelined kernels. nb ≥ 1 blocks of kRows rows of [0, S).
-//   issue(r0, rows, buf):  cp.async copies of a block (the caller's fixed tile rides with block 0's group);
-//   first(buf):           issue the block's first product into the caller's dp (zeroed and fenced here);
-//   load(j, buf):         the block's shared-memory values the element math needs, into registers;
-//   math(j, frags):       after first() completed: element math, writing the A fragments;
-//   accumulate(frags, buf): issue the block's accumulating products.
-template <class Issue, class First, class Load, class Math, class Acc>
-__device__ __forceinline__ void pipelined_blocks(int64_t S, Issue&& issue, First&& first, Load&& load, Math&& math,
-                                                 Acc&& accumulate) {
-  const int64_t nb = (S + kRows - 1) / kRows;
-  const auto rows_of = [&](int64_t j) { return static_cast<int>(S - j * kRows < kRows ? S - j * kRows : kRows); };
-  issue(int64_t{0}, rows_of(0), 0);
-  mma16::cp_async_commit();
-  if (nb > 1) issue(int64_t{kRows}, rows_of(1), 1);
-  mma16::cp_async_commit();
-  mma16::cp_async_wait<1>();
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-  __syncthreads();
-  first(0);
-  wgmma_commit();
-  load(int64_t{0}, 0);
-  wgmma_wait<0>();
-  AFrags f0, f1;
-  const auto step = [&](int64_t j, AFrags& cur, AFrags& prev) {
-    math(j, cur);       // overlaps Aj−1
-    wgmma_wait<0>();    // Aj−1 retired: its fragments and its B tiles are free
-    fence_frags(prev);
-    const bool more = j + 1 < nb;
-    const int buf = static_cast<int>(j % kPipeStages), nbuf = buf == kPipeStages - 1 ? 0 : buf + 1;
-    if (more) {
-      mma16::cp_async_wait<0>();  // block j + 1 has landed
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      __syncthreads();            // ... for every warp; every warp is past Aj−1 and block j − 1's reads
-      if (j + 2 < nb) issue((j + 2) * kRows, rows_of(j + 2), nbuf == kPipeStages - 1 ? 0 : nbuf + 1);
-      mma16::cp_async_commit();
-      first(nbuf);
-      wgmma_commit();
-    }
-    accumulate(cur, buf);
-    wgmma_commit();
-    if (more) {
-      load(j + 1, nbuf);
-      wgmma_wait<1>();  // Bj+1 done; Aj may still run
-    }
-  };
-  for (int64_t j = 0; j < nb; j += 2) {
-    step(j, f0, f1);
-    if (j + 1 < nb) step(j + 1, f1, f0);
-  }
-  wgmma_wait<0>();
-  fence_frags(f0);
-  fence_frags(f1);
-  __syncthreads();  // every warp is done with the buffers (the callers reuse them)
-}
-
-__global__ void __launch_bounds__(kThreads, 2) attn_dq_wgp(const AttnParams p) {
-  const Cta c = cta_of(p);
-  const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
-  extern __shared__ float4 smem4[];
-  std::uint8_t* sdO = aligned_smem(smem4);            // this block's dO
-  std::uint8_t* sK = sdO + kTileBytes;                // [kPipeStages]
-  std::uint8_t* sV = sK + kPipeStages * kTileBytes;   // [kPipeStages]
-  float* sP = reinterpret_cast<float*>(sV + kPipeStages * kTileBytes);  // [kPipeStages] P tiles (rows: queries)
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const float* Pbh = p.P + c.bh * S * S;
-  const __half* K = p.k + c.bh * S * kD;
-  const __half* V = p.v + c.bh * S * kD;
-  const float* p_begin = p.P;
-  const float* p_end = p.P + p.B * p.H * S * S;
-  const int sh_lo = row_shift(Pbh, (c.r0 + w * 16 + g) * S), sh_hi = row_shift(Pbh, (c.r0 + w * 16 + g + 8) * S);
-
-  float x[8][4], y[8][4], dp[8][4], pr[8][4];
-  mma16::zero(x);
-  mma16::zero(y);
-  float dsum[2] = {0.0f, 0.0f};
-  pipelined_blocks(
-      S,
-      [&](int64_t k1, int keys1, int to) {
-        if (k1 == 0) issue_sw(sdO, p.dO + c.b * S * E + static_cast<int64_t>(c.h) * kD, E, c.r0, c.rows);
-        issue_p(sP + to * kTileP, Pbh, p_begin, p_end, S, c.r0, c.rows, k1, keys1);
-        issue_sw(sK + to * kTileBytes, K, kD, k1, keys1);
-        issue_sw(sV + to * kTileBytes, V, kD, k1, keys1);
-      },
-      [&](int buf) {
-        mma16::zero(dp);
-        fence_acc(dp);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_m64n64k16_f16_ss<0>(dp, kmajor(sdO, kk), kmajor(sV + buf * kTileBytes, kk), kk);
-      },
-      [&](int64_t, int buf) {
-        load_p(sP + buf * kTileP + (w * 16 + g) * kLdP + sh_lo + 2 * t,
-               sP + buf * kTileP + (w * 16 + g + 8) * kLdP + sh_hi + 2 * t, pr);
-      },
-      [&](int64_t, AFrags& f) {
-        fence_acc(dp);
-        p_and_w(pr, dp, dsum);
-        to_afrag(f.a, pr);
-        to_afrag(f.b, dp);
-      },
-      [&](AFrags& f, int buf) {
-        const std::uint8_t* cK = sK + buf * kTileBytes;
-        fence_acc(x);
-        fence_acc(y);
-        wgmma_fence();
-#pragma unroll
-        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(y, f.a[kc], nmajor(cK, kc), 1);
-#pragma unroll
-        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(x, f.b[kc], nmajor(cK, kc), 1);
-        fence_acc(x);
-        fence_acc(y);
-      });
-  fence_acc(x);
-  fence_acc(y);
-  finish_dq(p, c, dsum, x, y);
-  store_part(p, x, c, 0, sP);  // pipelined_blocks ended with a barrier: the P tiles are free
-}
-
-__global__ void __launch_bounds__(kThreads, 2) attn_dkv_wgp(const AttnParams p) {
-  const Cta c = cta_of(p);
-  const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
-  extern __shared__ float4 smem4[];
-  std::uint8_t* sV = aligned_smem(smem4);               // this block's V
-  std::uint8_t* sQ = sV + kTileBytes;                   // [kPipeStages]
-  std::uint8_t* sdO = sQ + kPipeStages * kTileBytes;    // [kPipeStages]
-  float* sP = reinterpret_cast<float*>(sdO + kPipeStages * kTileBytes);  // [kPipeStages] P tiles
-  float* sDl = sP + kPipeStages * kTileP;                                  // [kPipeStages][64] δ
-  const int t = threadIdx.x & 3;
-  const float* Pbh = p.P + c.bh * S * S;
-  const __half* Q = p.q + c.bh * S * kD;
-  const __half* dO = p.dO + c.b * S * E + static_cast<int64_t>(c.h) * kD;
-  const float* delta = p.delta + c.bh * S;
-  const float* p_begin = p.P;
-  const float* p_end = p.P + p.B * p.H * S * S;
-
-  float dk[8][4], dv[8][4], dpt[8][4], pt[8][4];
-  mma16::zero(dk);
-  mma16::zero(dv);
-  pipelined_blocks(
-      S,
-      [&](int64_t q1, int qrows1, int to) {
-        if (q1 == 0) issue_sw(sV, p.v + c.bh * S * kD, kD, c.r0, c.rows);
-        issue_p(sP + to * kTileP, Pbh, p_begin, p_end, S, q1, qrows1, c.r0, c.rows);
-        issue_sw(sQ + to * kTileBytes, Q, kD, q1, qrows1);
-        issue_sw(sdO + to * kTileBytes, dO, E, q1, qrows1);
-        if (threadIdx.x < kRows) {
-          const bool valid = static_cast<int>(threadIdx.x) < qrows1;
-          cp_async4(sDl + to * kRows + threadIdx.x, valid ? delta + q1 + threadIdx.x : delta, valid);
-        }
-      },
-      [&](int buf) {
-        mma16::zero(dpt);
-        fence_acc(dpt);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_m64n64k16_f16_ss<0>(dpt, kmajor(sV, kk), kmajor(sdO + buf * kTileBytes, kk), kk);
-      },
-      [&](int64_t j, int buf) {
-        const int64_t q_at = j * kRows;
-        const int sh0 = row_shift(Pbh, (q_at + 2 * t) * S + c.r0), sh1 = row_shift(Pbh, (q_at + 2 * t + 1) * S + c.r0);
-        p_transposed(sP + buf * kTileP, sh0, sh1, pt);
-      },
-      [&](int64_t j, AFrags& f) {
-        fence_acc(dpt);
-        ds_transposed(pt, dpt, sDl + (j % kPipeStages) * kRows);
-        to_afrag(f.a, pt);
-        to_afrag(f.b, dpt);
-      },
-      [&](AFrags& f, int buf) {
-        fence_acc(dv);
-        fence_acc(dk);
-        wgmma_fence();
-#pragma unroll
-        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(dv, f.a[kc], nmajor(sdO + buf * kTileBytes, kc), 1);
-#pragma unroll
-        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(dk, f.b[kc], nmajor(sQ + buf * kTileBytes, kc), 1);
-        fence_acc(dv);
-        fence_acc(dk);
-      });
-  fence_acc(dv);
-  fence_acc(dk);
-  mma16::scale_acc(dk, p.scale / kDsScale);
-  store_part(p, dk, c, 1, sP);
-  store_part(p, dv, c, 2, sP + 4 * kD);
-}
-
 #else  // other passes of the fatbin: never launched there (the caller runs these on sm_90 devices only)
 
 template <int kStages>
 __global__ void attn_dq_wg(const AttnParams) { __trap(); }
 template <int kStages>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
-__global__ void attn_dq_wgp(const AttnParams) { __trap(); }
-__global__ void attn_dkv_wgp(const AttnParams) { __trap(); }
 
 #endif
 
 }  // namespace
 
 void attention_backward_sm90(const AttnParams& p, int stages, cudaStream_t stream) {
-  if (stages == 0) {  // pipelined
-    launch(attn_dq_wgp, smem_dq(kPipeStages), p, stream);
-    launch(attn_dkv_wgp, smem_dkv(kPipeStages), p, stream);
-  } else if (stages == 2) {
+  if (stages == 2) {
     launch(attn_dq_wg<2>, smem_dq(2), p, stream);
     launch(attn_dkv_wg<2>, smem_dkv(2), p, stream);
   } else {
