@@ -34,7 +34,8 @@ struct AttnParams {
 // dQ (and delta), then dK and dV; every element of p.dqkv's rows and of p.partial is written.
 void attention_backward(const AttnParams& p, cudaStream_t stream);
 // The same with the sm_90a wgmma kernels (vision_mha_norm_backward_attn_sm90.cu), streaming blocks through
-// `stages` (2 or 3) buffers: call it for sm_90 devices only (elsewhere the kernels trap).
-void attention_backward_sm90(const AttnParams& p, int stages, cudaStream_t stream);
+// `stages` (2 or 3) buffers, P tiles copied by issue_p or (row_copy) issue_p_rows: call it for sm_90
+// devices only (elsewhere the kernels trap).
+void attention_backward_sm90(const AttnParams& p, int stages, bool row_copy, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda::mha

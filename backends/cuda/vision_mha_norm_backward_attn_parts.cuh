@@ -81,6 +81,34 @@ __device__ __forceinline__ void issue_p(float* s, const float* __restrict__ Pbh,
   }
 }
 
+// The same contract as issue_p with another split of a full tile's 16-byte chunks among the threads:
+// 8 threads per row (4 passes of 16 rows), thread 8r' + i copying chunks i and i + 8 of its row (and
+// chunk 16 for i = 0), so the row's offset and phase are formed once per pass instead of once per chunk
+// (issue_p divides by 17 and forms a 64-bit row offset for every chunk). ATTNBWD_CUDA_MHA_PCOPY=rows.
+__device__ __forceinline__ void issue_p_rows(float* s, const float* __restrict__ Pbh, const float* p_begin,
+                                             const float* p_end, int64_t S, int64_t r0, int rows, int64_t c0,
+                                             int cols) {
+  const int64_t first = r0 * S + c0, last = first + (kRows - 1) * S;
+  if (rows == kRows && cols == kRows && Pbh + first - row_shift(Pbh, first) >= p_begin &&
+      Pbh + last - row_shift(Pbh, last) + kLdP <= p_end) {  // issue_p's test for its 16-byte path
+    constexpr int kPerRow = 8, kRowsPerPass = kThreads / kPerRow;  // 16 rows per pass
+    static_assert(kLdP / 4 == 2 * kPerRow + 1, "17 chunks per row: i, i + 8, and 16 for i = 0");
+    const int i = static_cast<int>(threadIdx.x) % kPerRow;
+#pragma unroll
+    for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
+      const int r = pass * kRowsPerPass + static_cast<int>(threadIdx.x) / kPerRow;
+      const int64_t at = first + r * S;
+      const float* src = Pbh + at - row_shift(Pbh, at) + 4 * i;
+      float* dst = s + r * kLdP + 4 * i;
+      mma16::cp_async16(dst, src, true);
+      mma16::cp_async16(dst + 4 * kPerRow, src + 4 * kPerRow, true);
+      if (i == 0) mma16::cp_async16(dst + 8 * kPerRow, src + 8 * kPerRow, true);
+    }
+    return;
+  }
+  issue_p(s, Pbh, p_begin, p_end, S, r0, rows, c0, cols);  // its 4-byte path (the test fails there too)
+}
+
 // Epilogue: this warp's 16 rows of acc (rows ≥ rows dropped) into columns part·E + h·64 of p.dqkv's
 // rows b·S + r0 + row (fp16), and the CTA's column sums of the fp32 values into its partial row.
 // red: 4·64 floats of shared memory no other warp is using. Ends with every thread past a barrier.

@@ -77,7 +77,18 @@ __device__ __forceinline__ std::uint8_t* aligned_smem(float4* raw) {
   return reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
 }
 
-template <int kStages>
+// A block's P tile by issue_p (kRowCopy false) or issue_p_rows (true; ATTNBWD_CUDA_MHA_PCOPY=rows).
+template <bool kRowCopy>
+__device__ __forceinline__ void issue_p_tile(float* s, const float* __restrict__ Pbh, const float* p_begin,
+                                             const float* p_end, int64_t S, int64_t r0, int rows, int64_t c0,
+                                             int cols) {
+  if constexpr (kRowCopy)
+    issue_p_rows(s, Pbh, p_begin, p_end, S, r0, rows, c0, cols);
+  else
+    issue_p(s, Pbh, p_begin, p_end, S, r0, rows, c0, cols);
+}
+
+template <int kStages, bool kRowCopy>
 __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   const Cta c = cta_of(p);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
@@ -102,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   mma16::stream_blocks_deep<kRows, kStages, true>(
       0, S,
       [&](int64_t k1, int keys1, int to) {
-        issue_p(sP + to * kTileP, Pbh, p_begin, p_end, S, c.r0, c.rows, k1, keys1);
+        issue_p_tile<kRowCopy>(sP + to * kTileP, Pbh, p_begin, p_end, S, c.r0, c.rows, k1, keys1);
         issue_sw(sK + to * kTileBytes, K, kD, k1, keys1);
         issue_sw(sV + to * kTileBytes, V, kD, k1, keys1);
       },
@@ -145,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   store_part(p, x, c, 0, sP);  // stream_blocks_deep ended with a barrier: the P tiles are free
 }
 
-template <int kStages>
+template <int kStages, bool kRowCopy>
 __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   const Cta c = cta_of(p);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
@@ -171,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   mma16::stream_blocks_deep<kRows, kStages, true>(
       0, S,
       [&](int64_t q1, int qrows1, int to) {
-        issue_p(sP + to * kTileP, Pbh, p_begin, p_end, S, q1, qrows1, c.r0, c.rows);
+        issue_p_tile<kRowCopy>(sP + to * kTileP, Pbh, p_begin, p_end, S, q1, qrows1, c.r0, c.rows);
         issue_sw(sQ + to * kTileBytes, Q, kD, q1, qrows1);
         issue_sw(sdO + to * kTileBytes, dO, E, q1, qrows1);
         if (threadIdx.x < kRows) {
@@ -223,23 +234,28 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
 
 #else  // other passes of the fatbin: never launched there (the caller runs these on sm_90 devices only)
 
-template <int kStages>
+template <int kStages, bool kRowCopy>
 __global__ void attn_dq_wg(const AttnParams) { __trap(); }
-template <int kStages>
+template <int kStages, bool kRowCopy>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 
 #endif
 
 }  // namespace
 
-void attention_backward_sm90(const AttnParams& p, int stages, cudaStream_t stream) {
-  if (stages == 2) {
-    launch(attn_dq_wg<2>, smem_dq(2), p, stream);
-    launch(attn_dkv_wg<2>, smem_dkv(2), p, stream);
-  } else {
-    launch(attn_dq_wg<3>, smem_dq(3), p, stream);
-    launch(attn_dkv_wg<3>, smem_dkv(3), p, stream);
-  }
+namespace {
+template <int kStages, bool kRowCopy>
+void launch_sm90(const AttnParams& p, cudaStream_t stream) {
+  launch(attn_dq_wg<kStages, kRowCopy>, smem_dq(kStages), p, stream);
+  launch(attn_dkv_wg<kStages, kRowCopy>, smem_dkv(kStages), p, stream);
+}
+}  // namespace
+
+void attention_backward_sm90(const AttnParams& p, int stages, bool row_copy, cudaStream_t stream) {
+  if (row_copy)
+    stages == 2 ? launch_sm90<2, true>(p, stream) : launch_sm90<3, true>(p, stream);
+  else
+    stages == 2 ? launch_sm90<2, false>(p, stream) : launch_sm90<3, false>(p, stream);
 }
 
 }  // namespace attnbwd::cuda::mha
