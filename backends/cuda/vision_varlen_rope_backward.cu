@@ -87,6 +87,55 @@ __global__ void bias_rope(const float* qkv, Out* out, const float* __restrict__ 
   }
 }
 
+// bias_rope's contract with one block per token and four consecutive d per thread: 16-byte loads of the
+// two halves, the bias and the token's cos/sin rows, 8-byte (fp16) or 16-byte stores, and 32-bit index math
+// (bias_rope divides a 64-bit index per element). Needs D % 8 == 0, 3·H·D < 2³¹ and 16-byte aligned qkv,
+// out, bias, cos, sin (bias_rope_vec_ok). ATTNBWD_CUDA_VARLEN_BIASROPE=vec; built 2026-12-01 without a GPU
+// run (bias_rope measured 0.27 ms on #10, ~2.4× its DRAM time).
+__device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ __forceinline__ void st4(__half* p, float4 v) {
+  const __half2 a = __floats2half2_rn(v.x, v.y), b = __floats2half2_rn(v.z, v.w);
+  uint2 u;
+  u.x = *reinterpret_cast<const unsigned*>(&a);
+  u.y = *reinterpret_cast<const unsigned*>(&b);
+  *reinterpret_cast<uint2*>(p) = u;
+}
+template <class Out>
+__global__ void __launch_bounds__(256) bias_rope_vec(const float* qkv, Out* out, const float* __restrict__ bias,
+                                                     const float* __restrict__ cos, const float* __restrict__ sin,
+                                                     int H, int D) {
+  const int64_t tok = blockIdx.x;
+  const int half = D / 2, quads = half / 4, tasks = 3 * H * quads;
+  const float* row = qkv + tok * 3 * H * D;
+  Out* orow = out + tok * 3 * H * D;
+  const float* c = cos + tok * D;
+  const float* s = sin + tok * D;
+  for (int k = threadIdx.x; k < tasks; k += blockDim.x) {
+    const int slot = k / quads, d = (k - slot * quads) * 4, col = slot * D + d;
+    float4 lo = ld4(row + col), hi = ld4(row + col + half);
+    const float4 blo = ld4(bias + col), bhi = ld4(bias + col + half);
+    lo.x += blo.x, lo.y += blo.y, lo.z += blo.z, lo.w += blo.w;
+    hi.x += bhi.x, hi.y += bhi.y, hi.z += bhi.z, hi.w += bhi.w;
+    if (slot < 2 * H) {
+      const float4 cl = ld4(c + d), sl = ld4(s + d), ch = ld4(c + d + half), sh = ld4(s + d + half);
+      const float4 nlo = make_float4(lo.x * cl.x - hi.x * sl.x, lo.y * cl.y - hi.y * sl.y, lo.z * cl.z - hi.z * sl.z,
+                                     lo.w * cl.w - hi.w * sl.w);
+      const float4 nhi = make_float4(hi.x * ch.x + lo.x * sh.x, hi.y * ch.y + lo.y * sh.y, hi.z * ch.z + lo.z * sh.z,
+                                     hi.w * ch.w + lo.w * sh.w);
+      lo = nlo, hi = nhi;
+    }
+    st4(orow + col, lo);
+    st4(orow + col + half, hi);
+  }
+}
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+bool bias_rope_vec_ok(const void* qkv, const void* out, const void* bias, const void* cos, const void* sin, int64_t H,
+                      int64_t D) {
+  return D % 8 == 0 && 3 * H * D < (int64_t{1} << 31) && aligned16(qkv) && aligned16(out) && aligned16(bias) &&
+         aligned16(cos) && aligned16(sin);
+}
+
 // part[c, col] = Σ_{r in chunk c} x[r, col] (chunks of kSumRows rows), in row order.
 __global__ void column_sums_partial(const float* __restrict__ x, int64_t rows, int64_t cols, float* __restrict__ part) {
   const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -252,7 +301,21 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   }
   varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
   stages.mark("table");
-  {
+  // ATTNBWD_CUDA_VARLEN_BIASROPE=auto|vec: bias_rope (auto) or bias_rope_vec where it applies (vec).
+  const bool vec_bias_rope = env_switch("ATTNBWD_CUDA_VARLEN_BIASROPE", {"auto", "vec"}) == 1 &&
+                             bias_rope_vec_ok(qkv, half_attn ? static_cast<const void*>(qkvh) : qkv,
+                                              a.qkv_bias.data, a.cos.data, a.sin.data, H, D);
+  if (vec_bias_rope) {
+    const unsigned blocks = static_cast<unsigned>(S);
+    if (half_attn)
+      bias_rope_vec<__half><<<blocks, 256, 0, stream>>>(qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
+                                                         static_cast<int>(H), static_cast<int>(D));
+    else
+      bias_rope_vec<float><<<blocks, 256, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data,
+                                                        static_cast<int>(H), static_cast<int>(D));
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+    stages.mark("bias_rope");
+  } else {
     const int threads = 256;
     const unsigned blocks = blocks_for(S * 3 * H * (D / 2), threads);
     if (half_attn)
