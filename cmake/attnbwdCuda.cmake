@@ -72,6 +72,12 @@ set_target_properties(attnbwd_cuda PROPERTIES
 target_include_directories(attnbwd_cuda PRIVATE
   ${PROJECT_SOURCE_DIR}/include ${PROJECT_BINARY_DIR}/include ${PROJECT_SOURCE_DIR}/src
   ${PROJECT_SOURCE_DIR}/backends)
+# Line tables for device code (ncu's source counters attribute instructions and stalls to source lines);
+# -lineinfo changes no generated instruction.
+option(ATTNBWD_CUDA_LINEINFO "Compile the CUDA fast path with -lineinfo" ON)
+if(ATTNBWD_CUDA_LINEINFO)
+  target_compile_options(attnbwd_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo>)
+endif()
 target_link_libraries(attnbwd_cuda PUBLIC CUDA::cublasLt)
 target_link_libraries(attnbwd PRIVATE attnbwd_cuda)
 target_compile_definitions(attnbwd PRIVATE ATTNBWD_HAVE_CUDA_FAST_PATH=1)

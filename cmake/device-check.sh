@@ -18,18 +18,21 @@
 #      ATTNBWD_CUDA_GRAPHS=1 (captured CUDA graphs); with --perf-strict also the fp32 ops in Strict;
 #      with --perf-variant OP:VAR=VALUE (repeatable) also that op with that variant switch set
 #      (README "Backends"), into perf-OP-VAR-VALUE.json, for an A/B against perf.json in the same call.
+#   6. with --ncu OP:WORKLOAD:REGEX (repeatable): ncu on the first two launches of the kernels matching
+#      REGEX in one call of OP on that benchmark workload (cuda backend), with the source counters (the
+#      library is built with -lineinfo), into ncu-OP-WORKLOAD.txt (and .ncu-rep for the GUI).
 #
 #   bash cmake/device-check.sh [--bin DIR] [--out DIR] [--tests FILTER] [--sanitize FILTER]
 #                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--perf-graphs]
 #                              [--perf-strict] [--check-strict OPS] [--sanitize-workloads OPS]
-#                              [--perf-variant OP:VAR=VALUE ...]
+#                              [--perf-variant OP:VAR=VALUE ...] [--ncu OP:WORKLOAD:REGEX ...]
 #                              [--stages OPS] [--skip STEP,...]
 #
 # DIR holds attnbwd_tests, attnbwd_perf and attnbwd (and may hold lib/ with shared libraries they
 # need, e.g. Google Benchmark). Exit status: the number of failed steps (0 = all passed). Steps:
 # build, tests, initcheck-probe, memcheck, racecheck, initcheck, synccheck, sanitize-workloads, torch, perf, perf-ab,
 # perf-graphs, perf-strict, torch-strict, stages (--stages OPS: per-stage times of those ops'
-# workloads with ATTNBWD_CUDA_STAGES=1 into stages.txt).
+# workloads with ATTNBWD_CUDA_STAGES=1 into stages.txt), ncu.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,6 +46,7 @@ skip=","
 perf_ab=0
 perf_graphs=0
 perf_variants=()
+ncu_specs=()
 sanitize_workloads=""
 stages_ops=""
 perf_strict=0
@@ -59,6 +63,7 @@ while [ $# -gt 0 ]; do
     --perf-ab) perf_ab=1; shift ;;
     --perf-graphs) perf_graphs=1; shift ;;
     --perf-variant) perf_variants+=("$2"); shift 2 ;;
+    --ncu) ncu_specs+=("$2"); shift 2 ;;
     --sanitize-workloads) sanitize_workloads=$2; shift 2 ;;
     --perf-strict) perf_strict=1; shift ;;
     --stages) stages_ops=$2; shift 2 ;;
@@ -264,6 +269,23 @@ if [ -n "$stages_ops" ]; then
   step stages bash -c 'ATTNBWD_CUDA_STAGES=1 "$1" --backend=cuda --ops="$2" --workloads=all --iters=2 --warmup=1 \
     2>&1 >/dev/null | grep " stages (ms):" >"$3"' _ "$bin/attnbwd_perf" "$stages_ops" "$out/stages.txt"
 fi
+
+ncu_one() {  # ncu_one OP WORKLOAD REGEX: inputs drawn by `attnbwd gen`, one profiled call of `attnbwd run`
+  local op=$1 w=$2 re=$3 tmp rc
+  tmp=$(mktemp -d)
+  "$bin/attnbwd" gen "$op" --workload "$w" -o "$tmp/in.safetensors" >/dev/null || return 1
+  ncu --kernel-name "regex:$re" --launch-count 2 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis --section Occupancy --section SchedulerStats --section WarpStateStats \
+    --section LaunchStats --section SourceCounters --export "$out/ncu-$op-$w" --force-overwrite \
+    "$bin/attnbwd" run "$op" -i "$tmp/in.safetensors" -o "$tmp/out.safetensors" >"$out/ncu-$op-$w.txt" 2>&1
+  rc=$?
+  rm -rf "$tmp"
+  return $rc
+}
+for spec in "${ncu_specs[@]}"; do
+  IFS=: read -r n_op n_w n_re <<<"$spec"
+  step "ncu-$n_op-$n_w" ncu_one "$n_op" "$n_w" "$n_re"
+done
 
 log "summary"
 cat "$out/steps.txt"

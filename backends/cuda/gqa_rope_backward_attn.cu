@@ -27,7 +27,6 @@ constexpr int kKeys = 64;      // keys per tile
 constexpr int kStride = 136;   // smem row stride of the V tile (elements): conflict-free fragment loads
 constexpr int kThreads = 128;
 
-__device__ __forceinline__ float f32(bf x) { return __bfloat162float(x); }
 __device__ __forceinline__ float r16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
 __device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
