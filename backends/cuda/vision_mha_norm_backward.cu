@@ -92,10 +92,11 @@ MhaAttn mha_attn_switch() {
 // buffers (auto: 3; measured within ±2 % of 2). A pipelined loop (block j + 1's dP product overlapping block
 // j's element math) measured 4-6 % slower and was removed (perf/NOTES.md; code in commit 8241966).
 int mha_wgmma_switch() { return env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3"}) == 1 ? 2 : 3; }
-// ATTNBWD_CUDA_MHA_PCOPY=auto|rows: the wgmma kernels' full P tiles copied as consecutive 16-byte chunks
-// spread over the threads (auto) or with a fixed row per 8 threads (rows: fewer integer instructions per
-// chunk; built 2026-12-01 without a GPU run — time it before making it the default).
-bool mha_pcopy_rows() { return env_switch("ATTNBWD_CUDA_MHA_PCOPY", {"auto", "rows"}) == 1; }
+// ATTNBWD_CUDA_MHA_COPY=auto|prows|trows|rows: the wgmma kernels' copies (3 stages): the measured ones
+// (auto), or with a fixed row per thread group — the P tiles (prows), the fp16 tiles (trows) or both
+// (rows) — forming row addresses once per pass instead of per chunk (ncu: the ALU pipe is the busiest).
+// Built 2026-12-01 without a GPU run: time them before making one the default.
+int mha_copy_switch() { return env_switch("ATTNBWD_CUDA_MHA_COPY", {"auto", "prows", "trows", "rows"}); }
 
 // Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
 // fp16 dO, they write the fp16 dQKV operand), head_dim 64, a grid of at most 2³¹ − 1 CTAs.
@@ -227,7 +228,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
     p.delta = f32(o_delta), p.dqkv = dQKVh, p.partial = part_qkv;
     if (attn != MhaAttn::Mma && ctx.cc() == 90)
-      mha::attention_backward_sm90(p, mha_wgmma_switch(), mha_pcopy_rows(), stream);
+      mha::attention_backward_sm90(p, mha_wgmma_switch(), mha_copy_switch(), stream);
     else
       mha::attention_backward(p, stream);
     stages.mark("attention");
@@ -327,7 +328,7 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
   const auto key = [&] {
     return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
                             env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN"),
-                            env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_PCOPY")});
+                            env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

@@ -34,8 +34,9 @@ struct AttnParams {
 // dQ (and delta), then dK and dV; every element of p.dqkv's rows and of p.partial is written.
 void attention_backward(const AttnParams& p, cudaStream_t stream);
 // The same with the sm_90a wgmma kernels (vision_mha_norm_backward_attn_sm90.cu), streaming blocks through
-// `stages` (2 or 3) buffers, P tiles copied by issue_p or (row_copy) issue_p_rows: call it for sm_90
-// devices only (elsewhere the kernels trap).
-void attention_backward_sm90(const AttnParams& p, int stages, bool row_copy, cudaStream_t stream);
+// `stages` (2 or 3) buffers; `copy` (3 stages only): bit 0 P tiles with a fixed row per 8 threads, bit 1
+// the fp16 tiles with a fixed row and chunk per thread (0: the measured copies). Call it for sm_90 devices
+// only (elsewhere the kernels trap).
+void attention_backward_sm90(const AttnParams& p, int stages, int copy, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda::mha

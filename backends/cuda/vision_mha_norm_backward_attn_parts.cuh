@@ -84,7 +84,7 @@ __device__ __forceinline__ void issue_p(float* s, const float* __restrict__ Pbh,
 // The same contract as issue_p with another split of a full tile's 16-byte chunks among the threads:
 // 8 threads per row (4 passes of 16 rows), thread 8r' + i copying chunks i and i + 8 of its row (and
 // chunk 16 for i = 0), so the row's offset and phase are formed once per pass instead of once per chunk
-// (issue_p divides by 17 and forms a 64-bit row offset for every chunk). ATTNBWD_CUDA_MHA_PCOPY=rows.
+// (issue_p divides by 17 and forms a 64-bit row offset for every chunk). ATTNBWD_CUDA_MHA_COPY=prows|rows.
 __device__ __forceinline__ void issue_p_rows(float* s, const float* __restrict__ Pbh, const float* p_begin,
                                              const float* p_end, int64_t S, int64_t r0, int rows, int64_t c0,
                                              int cols) {

@@ -55,6 +55,43 @@ __device__ __forceinline__ void issue_sw(std::uint8_t* s, const __half* __restri
   }
 }
 
+// issue_sw's contract with the thread's row and chunk fixed (row r = threadIdx/8 + 16u, chunk c =
+// threadIdx % 8; the swizzle c ^ (r % 8) is the same for every u): one 64-bit row address per tile and a
+// constant step, instead of a select and a 64-bit multiply per chunk. ATTNBWD_CUDA_MHA_COPY=rows|trows.
+__device__ __forceinline__ void issue_sw_rows(std::uint8_t* s, const __half* __restrict__ g, int64_t ldg,
+                                              int64_t row0, int rows) {
+  constexpr int kPasses = kRows * 8 / kThreads, kRowsPerPass = kThreads / 8;  // 4 passes of 16 rows
+  const int r = static_cast<int>(threadIdx.x) >> 3, c = static_cast<int>(threadIdx.x) & 7;
+  const __half* first = g + row0 * ldg + c * 8;  // the block's first row: a valid address for empty copies
+  const __half* src = first + r * ldg;
+  std::uint8_t* dst = s + r * 128 + ((c ^ (r & 7)) << 4);
+#pragma unroll
+  for (int u = 0; u < kPasses; ++u) {
+    const bool valid = r + u * kRowsPerPass < rows;
+    mma16::cp_async16(dst + u * kRowsPerPass * 128, valid ? src + u * kRowsPerPass * ldg : first, valid);
+  }
+}
+
+// The copy scheme of the kernels (ATTNBWD_CUDA_MHA_COPY): bit 0 — P tiles by issue_p_rows instead of
+// issue_p; bit 1 — the fp16 tiles by issue_sw_rows instead of issue_sw. 0 is the measured default.
+template <int kCopy>
+__device__ __forceinline__ void issue_p_tile(float* s, const float* __restrict__ Pbh, const float* p_begin,
+                                             const float* p_end, int64_t S, int64_t r0, int rows, int64_t c0,
+                                             int cols) {
+  if constexpr ((kCopy & 1) != 0)
+    issue_p_rows(s, Pbh, p_begin, p_end, S, r0, rows, c0, cols);
+  else
+    issue_p(s, Pbh, p_begin, p_end, S, r0, rows, c0, cols);
+}
+template <int kCopy>
+__device__ __forceinline__ void issue_tile(std::uint8_t* s, const __half* __restrict__ g, int64_t ldg, int64_t row0,
+                                           int rows) {
+  if constexpr ((kCopy & 2) != 0)
+    issue_sw_rows(s, g, ldg, row0, rows);
+  else
+    issue_sw(s, g, ldg, row0, rows);
+}
+
 // Descriptors of a swizzled tile: K-major (k step kk: 16 columns = 32 bytes along the row) and N-major
 // (k step kk: 16 rows = 2048 bytes; one 64-wide N chunk, so the leading offset is never used).
 __device__ __forceinline__ std::uint64_t kmajor(const std::uint8_t* tile, int kk) {
@@ -77,18 +114,7 @@ __device__ __forceinline__ std::uint8_t* aligned_smem(float4* raw) {
   return reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
 }
 
-// A block's P tile by issue_p (kRowCopy false) or issue_p_rows (true; ATTNBWD_CUDA_MHA_PCOPY=rows).
-template <bool kRowCopy>
-__device__ __forceinline__ void issue_p_tile(float* s, const float* __restrict__ Pbh, const float* p_begin,
-                                             const float* p_end, int64_t S, int64_t r0, int rows, int64_t c0,
-                                             int cols) {
-  if constexpr (kRowCopy)
-    issue_p_rows(s, Pbh, p_begin, p_end, S, r0, rows, c0, cols);
-  else
-    issue_p(s, Pbh, p_begin, p_end, S, r0, rows, c0, cols);
-}
-
-template <int kStages, bool kRowCopy>
+template <int kStages, int kCopy>
 __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   const Cta c = cta_of(p);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
@@ -105,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   const float* p_end = p.P + p.B * p.H * S * S;
   const int sh_lo = row_shift(Pbh, (c.r0 + w * 16 + g) * S), sh_hi = row_shift(Pbh, (c.r0 + w * 16 + g + 8) * S);
 
-  issue_sw(sdO, p.dO + c.b * S * E + static_cast<int64_t>(c.h) * kD, E, c.r0, c.rows);  // with the first block
+  issue_tile<kCopy>(sdO, p.dO + c.b * S * E + static_cast<int64_t>(c.h) * kD, E, c.r0, c.rows);  // with the first block
   float x[8][4], y[8][4];
   mma16::zero(x);
   mma16::zero(y);
@@ -113,9 +139,9 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   mma16::stream_blocks_deep<kRows, kStages, true>(
       0, S,
       [&](int64_t k1, int keys1, int to) {
-        issue_p_tile<kRowCopy>(sP + to * kTileP, Pbh, p_begin, p_end, S, c.r0, c.rows, k1, keys1);
-        issue_sw(sK + to * kTileBytes, K, kD, k1, keys1);
-        issue_sw(sV + to * kTileBytes, V, kD, k1, keys1);
+        issue_p_tile<kCopy>(sP + to * kTileP, Pbh, p_begin, p_end, S, c.r0, c.rows, k1, keys1);
+        issue_tile<kCopy>(sK + to * kTileBytes, K, kD, k1, keys1);
+        issue_tile<kCopy>(sV + to * kTileBytes, V, kD, k1, keys1);
       },
       [&](int buf, int) {
         const std::uint8_t* cK = sK + buf * kTileBytes;
@@ -156,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   store_part(p, x, c, 0, sP);  // stream_blocks_deep ended with a barrier: the P tiles are free
 }
 
-template <int kStages, bool kRowCopy>
+template <int kStages, int kCopy>
 __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   const Cta c = cta_of(p);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
@@ -175,16 +201,16 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   const float* p_end = p.P + p.B * p.H * S * S;
   int64_t q_at = 0;  // first query of the block the body is on
 
-  issue_sw(sV, p.v + c.bh * S * kD, kD, c.r0, c.rows);  // with the first block
+  issue_tile<kCopy>(sV, p.v + c.bh * S * kD, kD, c.r0, c.rows);  // with the first block
   float dk[8][4], dv[8][4];
   mma16::zero(dk);
   mma16::zero(dv);
   mma16::stream_blocks_deep<kRows, kStages, true>(
       0, S,
       [&](int64_t q1, int qrows1, int to) {
-        issue_p_tile<kRowCopy>(sP + to * kTileP, Pbh, p_begin, p_end, S, q1, qrows1, c.r0, c.rows);
-        issue_sw(sQ + to * kTileBytes, Q, kD, q1, qrows1);
-        issue_sw(sdO + to * kTileBytes, dO, E, q1, qrows1);
+        issue_p_tile<kCopy>(sP + to * kTileP, Pbh, p_begin, p_end, S, q1, qrows1, c.r0, c.rows);
+        issue_tile<kCopy>(sQ + to * kTileBytes, Q, kD, q1, qrows1);
+        issue_tile<kCopy>(sdO + to * kTileBytes, dO, E, q1, qrows1);
         if (threadIdx.x < kRows) {
           const bool valid = static_cast<int>(threadIdx.x) < qrows1;
           cp_async4(sDl + to * kRows + threadIdx.x, valid ? delta + q1 + threadIdx.x : delta, valid);
@@ -234,9 +260,9 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
 
 #else  // other passes of the fatbin: never launched there (the caller runs these on sm_90 devices only)
 
-template <int kStages, bool kRowCopy>
+template <int kStages, int kCopy>
 __global__ void attn_dq_wg(const AttnParams) { __trap(); }
-template <int kStages, bool kRowCopy>
+template <int kStages, int kCopy>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 
 #endif
@@ -244,18 +270,21 @@ __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 }  // namespace
 
 namespace {
-template <int kStages, bool kRowCopy>
+template <int kStages, int kCopy>
 void launch_sm90(const AttnParams& p, cudaStream_t stream) {
-  launch(attn_dq_wg<kStages, kRowCopy>, smem_dq(kStages), p, stream);
-  launch(attn_dkv_wg<kStages, kRowCopy>, smem_dkv(kStages), p, stream);
+  launch(attn_dq_wg<kStages, kCopy>, smem_dq(kStages), p, stream);
+  launch(attn_dkv_wg<kStages, kCopy>, smem_dkv(kStages), p, stream);
 }
 }  // namespace
 
-void attention_backward_sm90(const AttnParams& p, int stages, bool row_copy, cudaStream_t stream) {
-  if (row_copy)
-    stages == 2 ? launch_sm90<2, true>(p, stream) : launch_sm90<3, true>(p, stream);
-  else
-    stages == 2 ? launch_sm90<2, false>(p, stream) : launch_sm90<3, false>(p, stream);
+void attention_backward_sm90(const AttnParams& p, int stages, int copy, cudaStream_t stream) {
+  if (stages == 2) return launch_sm90<2, 0>(p, stream);  // the copy variants are built for 3 stages
+  switch (copy) {
+    case 1: return launch_sm90<3, 1>(p, stream);
+    case 2: return launch_sm90<3, 2>(p, stream);
+    case 3: return launch_sm90<3, 3>(p, stream);
+    default: return launch_sm90<3, 0>(p, stream);
+  }
 }
 
 }  // namespace attnbwd::cuda::mha
