@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <string>
 
 #include "attnbwd/error.hpp"
@@ -14,6 +15,9 @@ namespace attnbwd::cuda {
   throw Error(std::string("cuda backend: ") + what + " failed (" + detail + ") at " + file + ":" +
               std::to_string(line));
 }
+
+// Whether p is 16-byte aligned (the condition of the kernels' float4 / 16-byte access paths).
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 }  // namespace attnbwd::cuda
 

@@ -25,7 +25,7 @@ __global__ void to_half(const float* __restrict__ x, __half* __restrict__ y, std
 void convert_to_half(const float* x, __half* y, std::int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   const int threads = 256;
-  const bool vec4 = reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+  const bool vec4 = aligned16(x);
   const std::int64_t work = vec4 ? n / 4 + 3 : n;
   const std::int64_t blocks = std::min<std::int64_t>((work + threads - 1) / threads, 4096);
   to_half<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(x, y, n, vec4);

@@ -46,7 +46,6 @@ __device__ __forceinline__ bf rn(float x) { return __float2bfloat16_rn(x); }
 // bf16 tensor op in PyTorch's opmath: fp32 result, one rounding; returned as the rounded float.
 __device__ __forceinline__ float r16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // ---------------------------------------------------------------------------------------------

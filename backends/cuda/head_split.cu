@@ -21,8 +21,6 @@ __global__ void head_split_kernel(const __nv_bfloat16* __restrict__ g, __nv_bflo
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 void head_split(const __nv_bfloat16* g, __nv_bfloat16* out, std::int64_t T, std::int64_t S, std::int64_t H,

@@ -419,8 +419,7 @@ double finish(int units, int kb, int splits, int ctas) {
 
 std::string linear_backward_unsupported(const LinearBackward& p) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
-  auto aligned = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
-  if (!aligned(p.grad_output) || !aligned(p.input) || !aligned(p.weight)) return "inputs not 16-byte aligned (TMA)";
+  if (!aligned16(p.grad_output) || !aligned16(p.input) || !aligned16(p.weight)) return "inputs not 16-byte aligned (TMA)";
   if (reinterpret_cast<std::uintptr_t>(p.grad_input) % 4 || reinterpret_cast<std::uintptr_t>(p.grad_weight) % 4)
     return "outputs not 4-byte aligned";
   if (out % 8 != 0 || in % 8 != 0 || p.ld_dy() % 8 != 0 || p.ld_x() % 8 != 0)
@@ -473,7 +472,6 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
                             unsigned* counters, cudaStream_t stream) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   const std::int64_t S = p.seq_len, H = p.heads, D = p.head_dim;
-  auto a16 = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; };
 
   GemmDesc dx{};
   dx.M = static_cast<int>(T), dx.N = static_cast<int>(in), dx.kb_total = ceil_div(out, kBK);
@@ -484,9 +482,9 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   dx.out = static_cast<__nv_bfloat16*>(p.grad_input);
   dx.rows_per_b = static_cast<int>(S), dx.cols_per_h = static_cast<int>(D);
   dx.stride_b = H * S * D, dx.stride_r = D, dx.stride_h = S * D;
-  dx.vec16 = D % 8 == 0 && a16(p.grad_input);
+  dx.vec16 = D % 8 == 0 && aligned16(p.grad_input);
   // A 64-row block of tokens stays in one batch element and a 64-column block in one head.
-  dx.tma_store = D % 64 == 0 && S % 64 == 0 && a16(p.grad_input);
+  dx.tma_store = D % 64 == 0 && S % 64 == 0 && aligned16(p.grad_input);
   dx.heads = static_cast<int>(H);
 
   GemmDesc dw{};
@@ -498,7 +496,7 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   dw.out = static_cast<__nv_bfloat16*>(p.grad_weight);
   dw.rows_per_b = static_cast<int>(out), dw.cols_per_h = static_cast<int>(in);
   dw.stride_b = 0, dw.stride_r = in, dw.stride_h = 0;
-  dw.vec16 = a16(p.grad_weight);  // in % 8 == 0 (linear_backward_unsupported)
+  dw.vec16 = aligned16(p.grad_weight);  // in % 8 == 0 (linear_backward_unsupported)
   dw.tma_store = dw.vec16;
   dw.heads = 1;
 

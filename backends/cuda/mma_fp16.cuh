@@ -120,6 +120,35 @@ __device__ __forceinline__ void stream_blocks_deep(std::int64_t start, std::int6
   __syncthreads();
 }
 
+// The column sums of a 64-row block held by a 128-thread CTA, 16 rows per warp in the C layout: cs[j][e] is
+// this thread's sum over its rows of column 8j + 2t + e (j < NT); added over the warp's 8 row groups (lanes
+// 4 apart, the same order on every lane), then over the 4 warps in warp order through red (4·8·NT floats
+// of shared memory no other thread is using), into out[0, 8·NT). Every thread of the CTA must call it;
+// red is still being read when it returns (a caller reusing red puts a barrier first). Fixed order: the
+// same bits on every run.
+template <int NT>
+__device__ __forceinline__ void cta_column_sums(float (&cs)[NT][2], float* red, float* out) {
+  constexpr int kCols = 8 * NT, kCtaThreads = 128;
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int o = 4; o < 32; o *= 2)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      cs[j][0] += __shfl_xor_sync(0xffffffffu, cs[j][0], o);
+      cs[j][1] += __shfl_xor_sync(0xffffffffu, cs[j][1], o);
+    }
+  if (g == 0)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) red[w * kCols + j * 8 + 2 * t] = cs[j][0], red[w * kCols + j * 8 + 2 * t + 1] = cs[j][1];
+  __syncthreads();
+  const auto add = [&](int c) { out[c] = ((red[c] + red[kCols + c]) + red[2 * kCols + c]) + red[3 * kCols + c]; };
+  if constexpr (kCols < kCtaThreads) {
+    if (threadIdx.x < kCols) add(threadIdx.x);
+  } else {
+    for (int c = threadIdx.x; c < kCols; c += kCtaThreads) add(c);
+  }
+}
+
 __device__ __forceinline__ std::uint32_t half2_bits(float lo, float hi) {
   const __half2 v = __floats2half2_rn(lo, hi);  // lo in the low 16 bits
   return *reinterpret_cast<const std::uint32_t*>(&v);

@@ -111,7 +111,8 @@ __device__ __forceinline__ void issue_p_rows(float* s, const float* __restrict__
 
 // Epilogue: this warp's 16 rows of acc (rows ≥ rows dropped) into columns part·E + h·64 of p.dqkv's
 // rows b·S + r0 + row (fp16), and the CTA's column sums of the fp32 values into its partial row.
-// red: 4·64 floats of shared memory no other warp is using. Ends with every thread past a barrier.
+// red: 4·64 floats of shared memory no other warp is using (mma16::cta_column_sums). Ends with every
+// thread past a barrier.
 __device__ __forceinline__ void store_part(const AttnParams& p, const float (&acc)[8][4], const Cta& c, int part,
                                            float* red) {
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -134,22 +135,8 @@ __device__ __forceinline__ void store_part(const AttnParams& p, const float (&ac
     cs[j][0] = v0 + v2;
     cs[j][1] = v1 + v3;
   }
-#pragma unroll
-  for (int o = 4; o < 32; o *= 2)  // over the 8 row groups g (lanes 4 apart), same order on every lane
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      cs[j][0] += __shfl_xor_sync(0xffffffffu, cs[j][0], o);
-      cs[j][1] += __shfl_xor_sync(0xffffffffu, cs[j][1], o);
-    }
-  if (g == 0)
-#pragma unroll
-    for (int j = 0; j < 8; ++j) red[w * kD + j * 8 + 2 * t] = cs[j][0], red[w * kD + j * 8 + 2 * t + 1] = cs[j][1];
-  __syncthreads();
-  if (threadIdx.x < kD) {
-    const int col = threadIdx.x;
-    const float s = ((red[col] + red[kD + col]) + red[2 * kD + col]) + red[3 * kD + col];
-    p.partial[(c.b * attn_blocks(p.S) + c.blk) * E3 + part * E + static_cast<int64_t>(c.h) * kD + col] = s;
-  }
+  mma16::cta_column_sums(
+      cs, red, p.partial + (c.b * attn_blocks(p.S) + c.blk) * E3 + part * E + static_cast<int64_t>(c.h) * kD);
 }
 
 // ---- the element math of the two kernels (the accumulators are the mma.sync C layout of each warp's 16

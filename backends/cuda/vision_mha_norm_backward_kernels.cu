@@ -15,7 +15,6 @@ using std::int64_t;
 constexpr int kThreads = 256;
 
 unsigned blocks_for(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // Butterfly sum: every lane ends with the same bits (each step adds the same two values, commutatively).
 __device__ __forceinline__ float warp_sum(float v) {

@@ -129,7 +129,6 @@ __global__ void __launch_bounds__(256) bias_rope_vec(const float* qkv, Out* out,
     st4(orow + col + half, hi);
   }
 }
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 bool bias_rope_vec_ok(const void* qkv, const void* out, const void* bias, const void* cos, const void* sin, int64_t H,
                       int64_t D) {
   return D % 8 == 0 && 3 * H * D < (int64_t{1} << 31) && aligned16(qkv) && aligned16(out) && aligned16(bias) &&

@@ -358,27 +358,6 @@ __device__ __forceinline__ void stage_row_terms(const AttnParams& p, int64_t q0,
   }
 }
 
-// The CTA's column sums of one head's 128 columns: cs[j][e] is this thread's sum over its rows of column
-// j·8 + 2t + e; added over the warp's 8 row groups (lanes 4 apart) and then over the 4 warps in warp order
-// through red (4·128 floats of shared memory no warp is using), into out[0, 128). Every thread of the
-// CTA must call it (two barriers).
-__device__ __forceinline__ void cta_column_sums(float (&cs)[16][2], float* red, float* out) {
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int o = 4; o < 32; o *= 2)
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      cs[j][0] += __shfl_xor_sync(0xffffffffu, cs[j][0], o);
-      cs[j][1] += __shfl_xor_sync(0xffffffffu, cs[j][1], o);
-    }
-  if (g == 0)
-#pragma unroll
-    for (int j = 0; j < 16; ++j) red[w * kD + j * 8 + 2 * t] = cs[j][0], red[w * kD + j * 8 + 2 * t + 1] = cs[j][1];
-  __syncthreads();
-  for (int c = threadIdx.x; c < kD; c += kThreads) out[c] = ((red[c] + red[kD + c]) + red[2 * kD + c]) + red[3 * kD + c];
-  __syncthreads();
-}
-
 // The output: fp32 p.dqkv, or (HalfOut) fp16 p.dqkvh; put2 stores two adjacent columns of one row.
 template <bool HalfOut>
 __device__ __forceinline__ std::conditional_t<HalfOut, __half, float>* out_base(const AttnParams& p) {
@@ -399,7 +378,7 @@ __device__ __forceinline__ void zero_part(const AttnParams& p, int part) {
 }
 
 // dQ' (this warp's 16×128 accumulator) through the RoPE backward into the dq columns of p.dqkv (HalfOut:
-// p.dqkvh, and the CTA's column sums into p.part; red: see cta_column_sums): columns d (tile j < 8) pair
+// p.dqkvh, and the CTA's column sums into p.part; red: see mma16::cta_column_sums): columns d (tile j < 8) pair
 // with d + 64 (tile j + 8) in this thread. HalfOut = false is the code as it was before HalfOut existed.
 template <bool HalfOut>
 __device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[16][4], int64_t q0, int rows, int h,
@@ -425,8 +404,10 @@ __device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[
       cs[j][0] += lo0, cs[j][1] += lo1, cs[j + 8][0] += hi0, cs[j + 8][1] += hi1;
     }
   }
-  if constexpr (HalfOut)
-    cta_column_sums(cs, red, p.part + static_cast<int64_t>(blockIdx.x) * ld3 + static_cast<int64_t>(h) * kD);
+  if constexpr (HalfOut) {
+    mma16::cta_column_sums(cs, red, p.part + static_cast<int64_t>(blockIdx.x) * ld3 + static_cast<int64_t>(h) * kD);
+    __syncthreads();  // red is free again
+  }
 }
 
 // dK' (through the RoPE backward) and dV of this warp's 16 keys into the dk and dv columns of p.dqkv
@@ -463,8 +444,10 @@ __device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk
   }
   if constexpr (HalfOut) {
     float* row = p.part + static_cast<int64_t>(blockIdx.x) * ld3 + static_cast<int64_t>(h) * kD;
-    cta_column_sums(sk, red, row + p.C);
-    cta_column_sums(sv, red, row + 2 * p.C);
+    mma16::cta_column_sums(sk, red, row + p.C);
+    __syncthreads();  // red is free again
+    mma16::cta_column_sums(sv, red, row + 2 * p.C);
+    __syncthreads();
   }
 }
 
