@@ -312,8 +312,6 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     else
       bias_rope_vec<float><<<blocks, 256, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data,
                                                         static_cast<int>(H), static_cast<int>(D));
-    ATTNBWD_CUDA_CHECK_LAUNCH();
-    stages.mark("bias_rope");
   } else {
     const int threads = 256;
     const unsigned blocks = blocks_for(S * 3 * H * (D / 2), threads);
@@ -323,9 +321,9 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     else
       bias_rope<float><<<blocks, threads, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data, S,
                                                         static_cast<int>(H), static_cast<int>(D));
-    ATTNBWD_CUDA_CHECK_LAUNCH();
-    stages.mark("bias_rope");
   }
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+  stages.mark("bias_rope");
   stages.join(ctx);
 
   // 2. attention forward recompute.
