@@ -15,7 +15,6 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -144,12 +143,12 @@ TEST(CudaVisionVarlenRope, OddUnalignedAndTf32Variant) {
   const std::vector<std::int32_t> lengths = {1, 66, 0, 30};
   const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(70), axes);
   check(label_of(lengths, 2) + " offset 4", in, axes, smallest_atol(kOp), true, 4);
-  setenv("ATTNBWD_CUDA_FP32_GEMM", "tf32", 1);
-  check(label_of(lengths, 2) + " tf32 GEMMs", in, axes, smallest_atol(kOp));
-  unsetenv("ATTNBWD_CUDA_FP32_GEMM");
-  setenv("ATTNBWD_CUDA_VARLEN_ATTN", "tf32", 1);
+  {
+    const ScopedEnv env("ATTNBWD_CUDA_FP32_GEMM", "tf32");
+    check(label_of(lengths, 2) + " tf32 GEMMs", in, axes, smallest_atol(kOp));
+  }
+  const ScopedEnv env("ATTNBWD_CUDA_VARLEN_ATTN", "tf32");
   check(label_of(lengths, 2) + " fp16 GEMMs, tf32 attention", in, axes, smallest_atol(kOp));
-  unsetenv("ATTNBWD_CUDA_VARLEN_ATTN");
 }
 
 // ATTNBWD_CUDA_VARLEN_DQKV: fp16 (the default since 2026-12-01: the fp16-tile dQ and dK/dV kernels write
@@ -229,9 +228,10 @@ TEST(CudaVisionVarlenRope, Fp16TileKernelsAgreeWithV1) {
   for (const auto& [label, c] : cases) {
     HostCase<Args> now(c.first, c.second), v1(c.first, c.second);
     run_cuda(now, Precision::Default);
-    setenv("ATTNBWD_CUDA_VARLEN_ATTN", "fp16-v1", 1);
-    run_cuda(v1, Precision::Default);
-    unsetenv("ATTNBWD_CUDA_VARLEN_ATTN");
+    {
+      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_ATTN", "fp16-v1");
+      run_cuda(v1, Precision::Default);
+    }
     const auto g = outputs_of(now.args), w = outputs_of(v1.args);
     ASSERT_EQ(g.size(), 5u);
     for (std::size_t i = 0; i < g.size(); ++i) {
