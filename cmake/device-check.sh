@@ -20,7 +20,8 @@
 #      (README "Backends"), into perf-OP-VAR-VALUE.json, for an A/B against perf.json in the same call.
 #   6. with --ncu OP:WORKLOAD:REGEX (repeatable): ncu on the first two launches of the kernels matching
 #      REGEX in one call of OP on that benchmark workload (cuda backend), with the source counters (the
-#      library is built with -lineinfo), into ncu-OP-WORKLOAD.txt (and .ncu-rep for the GUI).
+#      library is built with -lineinfo), into ncu-OP-WORKLOAD.txt (sections as text), ncu-OP-WORKLOAD-sass.csv.gz
+#      (the SASS with per-instruction counters) and ncu-OP-WORKLOAD.ncu-rep (for the GUI).
 #
 #   bash cmake/device-check.sh [--bin DIR] [--out DIR] [--tests FILTER] [--sanitize FILTER]
 #                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--perf-graphs]
@@ -280,7 +281,12 @@ ncu_one() {  # ncu_one OP WORKLOAD REGEX: inputs drawn by `attnbwd gen`, one pro
     "$bin/attnbwd" run "$op" -i "$tmp/in.safetensors" -o "$tmp/out.safetensors" >"$out/ncu-$op-$w.txt" 2>&1
   rc=$?
   rm -rf "$tmp"
-  return $rc
+  [ $rc -eq 0 ] || return $rc
+  # With --export ncu prints no report: the sections as text, and the SASS source view with its
+  # per-instruction counters as CSV (gzipped: tens of MB), from the saved report.
+  ncu --import "$out/ncu-$op-$w.ncu-rep" --page details >>"$out/ncu-$op-$w.txt" 2>&1 || return 1
+  ncu --import "$out/ncu-$op-$w.ncu-rep" --page source --csv --print-source sass 2>&1 |
+    gzip >"$out/ncu-$op-$w-sass.csv.gz" || return 1
 }
 for spec in "${ncu_specs[@]}"; do
   IFS=: read -r n_op n_w n_re <<<"$spec"

@@ -10,7 +10,8 @@
 //     for step 4 (default), or a fused tensor-core kernel (mma.sync, gqa_rope_backward_attn.cu) doing
 //     both, opt-in with ATTNBWD_GQA_FUSED=1 while it is slower (perf/NOTES.md).
 //  4. softmax backward, fp32 on upcast P and dP: r = Σ P·dP; dS = bf16(bf16(P⊙(dP − r))·scaling).
-//  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt.
+//  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt; dV₃₂ (under
+//     steps 3-4) and dK₃₂ (under dQ) on the side stream with ATTNBWD_CUDA_GQA_OVERLAP=on.
 //  6. GQA sums (fp32 over the group's bf16 dK₃₂/dV₃₂, one rounding), RoPE backward (each product
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp.
 //  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
@@ -189,6 +190,10 @@ namespace {
 // kernel path is 9-34% slower on every workload.
 enum class ProjPath { Auto, Sm90, CublasLt };
 
+// ATTNBWD_CUDA_GQA_OVERLAP=auto|on|off: steps 3-5 on two streams (on) or all on the caller's (off);
+// auto = off until the overlap is timed on a GPU (written 2026-12-01 before its first run).
+bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on", "off"}) == 1; }
+
 ProjPath proj_path() {
   return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt"}));
 }
@@ -279,6 +284,26 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const float scaling = static_cast<float>(a.scaling);
   const int count = static_cast<int>(BH);
 
+  // 3-5 run on two streams with ATTNBWD_CUDA_GQA_OVERLAP=on: dV32 = Pᵀ·dO (side, after dO exists)
+  // under dP and the softmax backward (main), then dK32 = dSᵀ·Q (side, after dS exists) under dQ = dS·K
+  // (main). The same GEMMs and kernels either way (the same bits); the overlap fills the GPU on small S,
+  // where each batched GEMM is a few CTAs per head and launch-bound (perf/NOTES.md).
+  const bool overlap = gqa_overlap();
+  const cudaStream_t attn_side = overlap ? side : stream;
+  const int attn_slot = attn_side == stream ? 0 : 1;
+  if (overlap) {
+    stages.fork(ctx);  // side: after dO exists (and after grad_o_weight, queued there before)
+    forked = true;
+  }
+  // 5a. dV32 = Pᵀ·dO.
+  {
+    Gemm g;
+    g.trans_a = true;
+    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * S, g.stride_b = S * D,
+    g.stride_c = S * D;
+    gemm(ctx, attn_slot, attn_side, g, P, dO, dV32);
+  }
+  stages.mark("dV");
   // 3-4. dS.
   if (!fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {
     Gemm g;  // dP = dO·Vᵀ
@@ -295,24 +320,19 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
   stages.mark("dS");
-  // 5. dV32 = Pᵀ·dO, dQ = dS·K, dK32 = dSᵀ·Q.
-  {
-    Gemm g;
-    g.trans_a = true;
-    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * S, g.stride_b = S * D,
-    g.stride_c = S * D;
-    gemm(ctx, 0, stream, g, P, dO, dV32);
-  }
-  stages.mark("dV");
+  if (overlap) stages.fork(ctx);  // side: after dS exists
+  // 5b. dK32 = dSᵀ·Q (side), dQ = dS·K (main).
   {
     Gemm g;
     g.M = S, g.N = D, g.K = S, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * ld, g.stride_b = S * D,
     g.stride_c = S * D;
-    gemm(ctx, 0, stream, g, dS, K, dQ32);
     g.trans_a = true;
-    gemm(ctx, 0, stream, g, dS, Q, dK32);
+    gemm(ctx, attn_slot, attn_side, g, dS, Q, dK32);
+    g.trans_a = false;
+    gemm(ctx, 0, stream, g, dS, K, dQ32);
   }
   stages.mark("dQ_dK");
+  if (overlap) stages.join(ctx);  // main: after dV32 and dK32 exist
   // 6-8. GQA sums, RoPE, merge.
   gqa_rope_merge<<<static_cast<unsigned>(T), 256, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp,
                                                               S, static_cast<int>(Hq), static_cast<int>(Hkv),
@@ -388,7 +408,8 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
   Context& ctx = Context::current();
   ctx.claim(stream);
   const auto key = [&] {
-    return graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED")});
+    return graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED"),
+                                  env_word("ATTNBWD_CUDA_GQA_OVERLAP")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);

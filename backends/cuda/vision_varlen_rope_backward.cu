@@ -90,8 +90,9 @@ __global__ void bias_rope(const float* qkv, Out* out, const float* __restrict__ 
 // bias_rope's contract with one block per token and four consecutive d per thread: 16-byte loads of the
 // two halves, the bias and the token's cos/sin rows, 8-byte (fp16) or 16-byte stores, and 32-bit index math
 // (bias_rope divides a 64-bit index per element). Needs D % 8 == 0, 3·H·D < 2³¹ and 16-byte aligned qkv,
-// out, bias, cos, sin (bias_rope_vec_ok). ATTNBWD_CUDA_VARLEN_BIASROPE=vec; built 2026-12-01 without a GPU
-// run (bias_rope measured 0.27 ms on #10, ~2.4× its DRAM time).
+// out, bias, cos, sin (bias_rope_vec_ok). The default since 2026-12-01 (fifth session: #10 5.19 -> 5.04 ms per
+// call; bias_rope had measured 0.27 ms on #10, ~2.4x its DRAM time); ATTNBWD_CUDA_VARLEN_BIASROPE=scalar
+// keeps bias_rope.
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 __device__ __forceinline__ void st4(__half* p, float4 v) {
@@ -300,8 +301,9 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   }
   varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
   stages.mark("table");
-  // ATTNBWD_CUDA_VARLEN_BIASROPE=auto|vec: bias_rope (auto) or bias_rope_vec where it applies (vec).
-  const bool vec_bias_rope = env_switch("ATTNBWD_CUDA_VARLEN_BIASROPE", {"auto", "vec"}) == 1 &&
+  // ATTNBWD_CUDA_VARLEN_BIASROPE=auto|vec|scalar: bias_rope_vec where it applies (auto, vec; measured
+  // 1.02-1.03x per call on 5 of 6 workloads, perf/NOTES.md) or the element-pair kernel bias_rope (scalar).
+  const bool vec_bias_rope = env_switch("ATTNBWD_CUDA_VARLEN_BIASROPE", {"auto", "vec", "scalar"}) != 2 &&
                              bias_rope_vec_ok(qkv, half_attn ? static_cast<const void*>(qkvh) : qkv,
                                               a.qkv_bias.data, a.cos.data, a.sin.data, H, D);
   if (vec_bias_rope) {

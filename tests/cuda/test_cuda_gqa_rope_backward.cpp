@@ -1,8 +1,8 @@
 // The CUDA fast path for gqa_rope_backward against the serial oracle: small and odd shapes (S = 1, 7,
 // 131; B = 1..3; GQA ratios 1, 2, 4; head_dim 128 (fused dP/softmax kernel) and 64 (cuBLASLt + row
 // kernel)), both attention paths (default: cuBLASLt dP + row kernel; ATTNBWD_GQA_FUSED=1: the fused
-// mma.sync dP/softmax kernel where it applies), run-to-run bit
-// equality, and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
+// mma.sync dP/softmax kernel where it applies), the attention GEMMs on two streams or one
+// (ATTNBWD_CUDA_GQA_OVERLAP=on|off) and their bit equality, run-to-run bit equality, and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
 // Every element of all five outputs is compared; outputs are poisoned with NaN before each run.
 // Rule: spec §6 (rtol 0.05, matched ratio 0.99) plus a relative-L2 bound per output, the portable
 // test's (its comment gives the measured values they are ~10x above).
@@ -34,18 +34,22 @@ using Args = GqaRopeArgs;
 const std::string kOp = "gqa_rope_backward";
 constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 
-// A path of the fast path: ATTNBWD_GQA_FUSED (fused dP/softmax kernel) and ATTNBWD_CUDA_GQA_PROJ
-// (projection pairs through the sm_90a kernel or cuBLASLt), "" = the default choice.
+// A path of the fast path: ATTNBWD_GQA_FUSED (fused dP/softmax kernel), ATTNBWD_CUDA_GQA_PROJ
+// (projection pairs through the sm_90a kernel or cuBLASLt) and ATTNBWD_CUDA_GQA_OVERLAP (attention
+// GEMMs on two streams or one), "" = the default choice.
 struct Mode {
   const char* fused;
   const char* proj;
+  const char* overlap = "";
   std::string name() const {
     std::string n = *fused ? "fused" : "default";
     if (*proj) n += std::string(" proj=") + proj;
+    if (*overlap) n += std::string(" overlap=") + overlap;
     return n;
   }
 };
-constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"};
+constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
+    kOverlap{"", "", "on"}, kSerial{"", "", "off"};
 
 bool is_sm90() {
   int dev = 0;
@@ -59,10 +63,12 @@ struct UseMode {
   explicit UseMode(const Mode& m) {
     if (*m.fused) setenv("ATTNBWD_GQA_FUSED", m.fused, 1);
     if (*m.proj) setenv("ATTNBWD_CUDA_GQA_PROJ", m.proj, 1);
+    if (*m.overlap) setenv("ATTNBWD_CUDA_GQA_OVERLAP", m.overlap, 1);
   }
   ~UseMode() {
     unsetenv("ATTNBWD_GQA_FUSED");
     unsetenv("ATTNBWD_CUDA_GQA_PROJ");
+    unsetenv("ATTNBWD_CUDA_GQA_OVERLAP");
   }
 };
 
@@ -114,7 +120,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
-          smallest_atol(kOp), {kDefault, kFused, kSm90Proj});
+          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial});
   }
 }
 
@@ -124,7 +130,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
   for (const char* index : {"5", "11"}) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
-          {kDefault, kFused, kSm90Proj, kCublasProj});
+          {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial});
   }
 }
 
@@ -143,6 +149,25 @@ TEST(CudaGqaRope, RunsAreBitIdentical) {
     for (std::size_t i = 0; i < first.outputs.size(); ++i)
       EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " " << m.name();
   }
+}
+
+// The attention GEMMs on two streams (ATTNBWD_CUDA_GQA_OVERLAP=on) and on one (off) are the same
+// GEMMs in the same order per stream: the same bits, on a shape where every stage has several heads.
+TEST(CudaGqaRope, OverlapGivesTheSerialBits) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes axes = axes_of(2, 131, 8, 2, 128, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(310), tools::default_scalars(kOp));
+  HostCase<Args> two(in, axes), one(in, axes);
+  {
+    UseMode mode(kOverlap);
+    run_cuda(two);
+  }
+  {
+    UseMode mode(kSerial);
+    run_cuda(one);
+  }
+  ASSERT_EQ(two.outputs.size(), one.outputs.size());
+  for (std::size_t i = 0; i < two.outputs.size(); ++i) EXPECT_TRUE(two.outputs[i] == one.outputs[i]) << "output " << i;
 }
 
 }  // namespace

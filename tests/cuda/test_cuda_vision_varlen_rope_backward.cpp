@@ -175,23 +175,25 @@ TEST(CudaVisionVarlenRope, DqkvVariantsMatchTheOracle) {
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_BIASROPE=vec (written 2026-12-01 without a GPU run, so its first H200 run is its
-// first check): the one-block-per-token bias + RoPE kernel, fp16 output in Default and in place in Strict,
-// on odd sequence mixes and (falling back to bias_rope) on 4-byte-misaligned tensors.
-TEST(CudaVisionVarlenRope, VecBiasRopeVariantMatchesTheOracle) {
+// ATTNBWD_CUDA_VARLEN_BIASROPE: the one-block-per-token bias + RoPE kernel (vec, the default) and the
+// element-pair kernel (scalar), fp16 output in Default and in place in Strict, on odd sequence mixes and
+// (vec falling back to the element-pair kernel) on 4-byte-misaligned tensors.
+TEST(CudaVisionVarlenRope, BiasRopeVariantsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
-  const ScopedEnv env("ATTNBWD_CUDA_VARLEN_BIASROPE", "vec");
-  const std::vector<std::vector<std::int32_t>> cases = {{131}, {1, 1, 1, 1, 1}, {1, 130, 0, 33, 2, 64, 65, 17}};
   std::uint64_t tag = 90;
-  for (const auto& lengths : cases) {
+  for (const char* variant : {"vec", "scalar"}) {
+    const ScopedEnv env("ATTNBWD_CUDA_VARLEN_BIASROPE", variant);
+    const std::vector<std::vector<std::int32_t>> cases = {{131}, {1, 1, 1, 1, 1}, {1, 130, 0, 33, 2, 64, 65, 17}};
+    for (const auto& lengths : cases) {
+      tools::Axes axes;
+      const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
+      check(label_of(lengths, 2) + " " + variant + " bias+RoPE", in, axes, smallest_atol(kOp));
+    }
     tools::Axes axes;
+    const std::vector<std::int32_t> lengths = {1, 66, 0, 30};
     const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
-    check(label_of(lengths, 2) + " vec bias+RoPE", in, axes, smallest_atol(kOp));
+    check(label_of(lengths, 2) + " " + variant + " bias+RoPE offset 4", in, axes, smallest_atol(kOp), true, 4);
   }
-  tools::Axes axes;
-  const std::vector<std::int32_t> lengths = {1, 66, 0, 30};
-  const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag), axes);
-  check(label_of(lengths, 2) + " vec bias+RoPE offset 4", in, axes, smallest_atol(kOp), true, 4);
 }
 
 // No order-dependent atomics: two runs give the same bits, in both modes.
