@@ -11,7 +11,7 @@
 //     both, opt-in with ATTNBWD_GQA_FUSED=1 while it is slower (perf/NOTES.md).
 //  4. softmax backward, fp32 on upcast P and dP: r = Σ P·dP; dS = bf16(bf16(P⊙(dP − r))·scaling).
 //  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt; dV₃₂ (under
-//     steps 3-4) and dK₃₂ (under dQ) on the side stream with ATTNBWD_CUDA_GQA_OVERLAP=on.
+//     steps 3-4) and dK₃₂ (under dQ) on the side stream unless ATTNBWD_CUDA_GQA_OVERLAP=off.
 //  6. GQA sums (fp32 over the group's bf16 dK₃₂/dV₃₂, one rounding), RoPE backward (each product
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp.
 //  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
@@ -190,9 +190,10 @@ namespace {
 // kernel path is 9-34% slower on every workload.
 enum class ProjPath { Auto, Sm90, CublasLt };
 
-// ATTNBWD_CUDA_GQA_OVERLAP=auto|on|off: steps 3-5 on two streams (on) or all on the caller's (off);
-// auto = off until the overlap is timed on a GPU (written 2026-12-01 before its first run).
-bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on", "off"}) == 1; }
+// ATTNBWD_CUDA_GQA_OVERLAP=auto|on|off: steps 3-5 on two streams (auto, on) or all on the caller's (off).
+// Measured on an H200 (2026-12-01, all 16 workloads, same call): geomean E 0.425 -> 0.434, 1.00-1.09x
+// per workload (most on small S: #7 1.09x, #0 1.06x, #2 1.05x) except #6 (B=1, S=2048) 0.99x.
+bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on", "off"}) != 2; }
 
 ProjPath proj_path() {
   return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt"}));
@@ -284,7 +285,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const float scaling = static_cast<float>(a.scaling);
   const int count = static_cast<int>(BH);
 
-  // 3-5 run on two streams with ATTNBWD_CUDA_GQA_OVERLAP=on: dV32 = Pᵀ·dO (side, after dO exists)
+  // 3-5 run on two streams unless ATTNBWD_CUDA_GQA_OVERLAP=off: dV32 = Pᵀ·dO (side, after dO exists)
   // under dP and the softmax backward (main), then dK32 = dSᵀ·Q (side, after dS exists) under dQ = dS·K
   // (main). The same GEMMs and kernels either way (the same bits); the overlap fills the GPU on small S,
   // where each batched GEMM is a few CTAs per head and launch-bound (perf/NOTES.md).

@@ -308,8 +308,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                     const __grid_constant__ Params p) {
   extern __shared__ std::uint8_t smem_raw[];
   Smem sm;
-  sm.tiles = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) &
-                                             ~static_cast<std::uintptr_t>(1023));
+  // The first 1024-byte boundary, as an offset added to the shared pointer (not an integer round trip,
+  // which would lose the address space and make every staging access a generic ld/st).
+  sm.tiles = smem_raw + ((1024u - (static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)) & 1023u)) & 1023u);
   sm.staging = sm.tiles + kStages * kStageBytes;
   sm.full = reinterpret_cast<std::uint64_t*>(sm.staging + 2 * kStagingBytes);
   sm.empty = sm.full + kStages;

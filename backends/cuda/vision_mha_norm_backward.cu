@@ -88,10 +88,22 @@ enum class MhaAttn { Auto, Gemm, Wgmma, Mma };
 MhaAttn mha_attn_switch() {
   return static_cast<MhaAttn>(env_switch("ATTNBWD_CUDA_MHA_ATTN", {"auto", "gemm", "wgmma", "mma"}));
 }
-// ATTNBWD_CUDA_MHA_WGMMA=auto|serial2|serial3: the wgmma kernels streaming their blocks through 2 or 3
+// ATTNBWD_CUDA_MHA_WGMMA=auto|serial2|serial3|occ3: the wgmma kernels streaming their blocks through 2 or 3
 // buffers (auto: 3; measured within ±2 % of 2). A pipelined loop (block j + 1's dP product overlapping block
 // j's element math) measured 4-6 % slower and was removed (perf/NOTES.md; code in commit 8241966).
-int mha_wgmma_switch() { return env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3"}) == 1 ? 2 : 3; }
+// occ3 (written 2026-12-01, fifth session, after ncu showed the kernels latency-bound at 2 warps per
+// scheduler: "wait" and "long scoreboard" stalls, 45 % issue use): 2 stages with 168 registers (no spills)
+// and 75 KB of shared memory, so 3 CTAs per SM instead of 2.
+struct WgmmaScheme {
+  int stages, min_blocks;
+};
+WgmmaScheme mha_wgmma_switch() {
+  switch (env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3", "occ3"})) {
+    case 1: return {2, 2};
+    case 3: return {2, 3};
+    default: return {3, 2};
+  }
+}
 // ATTNBWD_CUDA_MHA_COPY=auto|prows|trows|rows: the wgmma kernels' copies (3 stages): the measured ones
 // (auto), or with a fixed row per thread group — the P tiles (prows), the fp16 tiles (trows) or both
 // (rows) — forming row addresses once per pass instead of per chunk (ncu: the ALU pipe is the busiest).
@@ -228,10 +240,12 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.B = B, p.S = S, p.H = static_cast<int>(H), p.scale = scale;
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
     p.delta = f32(o_delta), p.dqkv = dQKVh, p.partial = part_qkv;
-    if (attn != MhaAttn::Mma && ctx.cc() == 90)
-      mha::attention_backward_sm90(p, mha_wgmma_switch(), mha_copy_switch(), stream);
-    else
+    if (attn != MhaAttn::Mma && ctx.cc() == 90) {
+      const WgmmaScheme w = mha_wgmma_switch();
+      mha::attention_backward_sm90(p, w.stages, w.min_blocks, mha_copy_switch(), stream);
+    } else {
       mha::attention_backward(p, stream);
+    }
     stages.mark("attention");
     mha::sum_partials(part_qkv, attn_chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, stream);
     stages.mark("qkv_bias");

@@ -35,8 +35,9 @@ struct AttnParams {
 void attention_backward(const AttnParams& p, cudaStream_t stream);
 // The same with the sm_90a wgmma kernels (vision_mha_norm_backward_attn_sm90.cu), streaming blocks through
 // `stages` (2 or 3) buffers; `copy` (3 stages only): bit 0 P tiles with a fixed row per 8 threads, bit 1
-// the fp16 tiles with a fixed row and chunk per thread (0: the measured copies). Call it for sm_90 devices
-// only (elsewhere the kernels trap).
-void attention_backward_sm90(const AttnParams& p, int stages, int copy, cudaStream_t stream);
+// the fp16 tiles with a fixed row and chunk per thread (0: the measured copies); `min_blocks` 3 (2 stages
+// only): kernels capped at 168 registers and 75 KB of shared memory so 3 CTAs fit per SM (else 2). Call it
+// for sm_90 devices only (elsewhere the kernels trap).
+void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, int copy, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda::mha

@@ -202,6 +202,13 @@ __device__ __forceinline__ void ds_transposed(const float (&pt)[8][4], float (&d
 #pragma unroll
     for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - cDl[j * 8 + 2 * t + (r & 1)]) * kDsScale;
 }
+// The same with the lane's δ values already in registers: dl[j][e] = δ of query column j·8 + 2t + e.
+__device__ __forceinline__ void ds_transposed(const float (&pt)[8][4], float (&dpt)[8][4], const float (&dl)[8][2]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - dl[j][r & 1]) * kDsScale;
+}
 
 // Launches one of the kernels: one CTA per (batch, head, 64-row block), the blocks of a head adjacent.
 template <class Kernel>

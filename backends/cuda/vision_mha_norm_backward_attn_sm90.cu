@@ -34,8 +34,11 @@ constexpr int kTileBytes = kRows * kD * 2;  // one swizzled fp16 tile: 8 KB
 constexpr std::size_t smem_dq(int stages) {
   return static_cast<std::size_t>(1 + 2 * stages) * kTileBytes + sizeof(float) * stages * kTileP + 1024;
 }
-constexpr std::size_t smem_dkv(int stages) {
-  return static_cast<std::size_t>(1 + 2 * stages) * kTileBytes + sizeof(float) * stages * (kTileP + kRows) + 1024;
+// With δ read from global memory instead (occ3: 2 stages, 3 CTAs per SM) the dK/dV kernel needs exactly
+// the dQ kernel's 75 KB: 3 × (75 + 1 reserved) KB = the SM's 228 KB.
+constexpr std::size_t smem_dkv(int stages, bool delta_in_smem = true) {
+  return static_cast<std::size_t>(1 + 2 * stages) * kTileBytes +
+         sizeof(float) * stages * (kTileP + (delta_in_smem ? kRows : 0)) + 1024;
 }
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -110,12 +113,19 @@ __device__ __forceinline__ void fence_afrag(std::uint32_t (&a)[4][4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[k][i])::"memory");
 }
 
+// The first 1024-byte boundary at or after `raw` (the dynamic shared memory), formed by adding an offset to
+// the shared pointer: a round trip through an integer would lose the address space, and every access
+// through the result would be a generic ld/st (long-scoreboard latency) instead of ld.shared/st.shared
+// (ncu, 2026-12-01: 32 generic loads of P per block were 9-10 % of the stall samples).
 __device__ __forceinline__ std::uint8_t* aligned_smem(float4* raw) {
-  return reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(raw) + 1023) & ~std::uintptr_t{1023});
+  std::uint8_t* b = reinterpret_cast<std::uint8_t*>(raw);
+  const unsigned mis = static_cast<unsigned>(__cvta_generic_to_shared(b)) & 1023u;
+  return b + ((1024u - mis) & 1023u);
 }
 
-template <int kStages, int kCopy>
-__global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
+// kMinBlocks: CTAs per SM the registers must allow (2; 3 with 2 stages: 168 registers, no spills).
+template <int kStages, int kCopy, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dq_wg(const AttnParams p) {
   const Cta c = cta_of(p);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
   extern __shared__ float4 smem4[];
@@ -182,8 +192,9 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   store_part(p, x, c, 0, sP);  // stream_blocks_deep ended with a barrier: the P tiles are free
 }
 
-template <int kStages, int kCopy>
-__global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
+template <int kStages, int kCopy, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dkv_wg(const AttnParams p) {
+  constexpr bool kDeltaInSmem = kMinBlocks < 3;  // at 3 CTAs per SM the 512 bytes of δ tiles do not fit
   const Cta c = cta_of(p);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
   extern __shared__ float4 smem4[];
@@ -211,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
         issue_p_tile<kCopy>(sP + to * kTileP, Pbh, p_begin, p_end, S, q1, qrows1, c.r0, c.rows);
         issue_tile<kCopy>(sQ + to * kTileBytes, Q, kD, q1, qrows1);
         issue_tile<kCopy>(sdO + to * kTileBytes, dO, E, q1, qrows1);
-        if (threadIdx.x < kRows) {
+        if (kDeltaInSmem && threadIdx.x < kRows) {
           const bool valid = static_cast<int>(threadIdx.x) < qrows1;
           cp_async4(sDl + to * kRows + threadIdx.x, valid ? delta + q1 + threadIdx.x : delta, valid);
         }
@@ -222,6 +233,16 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
         const std::uint8_t* cdO = sdO + buf * kTileBytes;
         const float* cDl = sDl + buf * kRows;
         const int sh0 = row_shift(Pbh, (q_at + 2 * t) * S + c.r0), sh1 = row_shift(Pbh, (q_at + 2 * t + 1) * S + c.r0);
+        float dl[8][2];  // δ of this lane's query columns, from global memory (cached) when not in smem
+        if constexpr (!kDeltaInSmem) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int64_t q = q_at + j * 8 + 2 * t + e;
+              dl[j][e] = q < S ? __ldg(delta + q) : 0.0f;  // past S: P is zero there, δ unused
+            }
+        }
         q_at += kRows;
         // Transposed: rows are the block's 64 keys (this warp: 16), columns the 64 queries.
         float dpt[8][4];
@@ -237,7 +258,10 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
         to_afrag(ap, pt);
         wgmma_wait<0>();
         fence_acc(dpt);
-        ds_transposed(pt, dpt, cDl);
+        if constexpr (kDeltaInSmem)
+          ds_transposed(pt, dpt, cDl);
+        else
+          ds_transposed(pt, dpt, dl);
         to_afrag(as, dpt);
         fence_acc(dv);
         fence_acc(dk);
@@ -260,9 +284,9 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
 
 #else  // other passes of the fatbin: never launched there (the caller runs these on sm_90 devices only)
 
-template <int kStages, int kCopy>
+template <int kStages, int kCopy, int kMinBlocks>
 __global__ void attn_dq_wg(const AttnParams) { __trap(); }
-template <int kStages, int kCopy>
+template <int kStages, int kCopy, int kMinBlocks>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 
 #endif
@@ -270,14 +294,15 @@ __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 }  // namespace
 
 namespace {
-template <int kStages, int kCopy>
+template <int kStages, int kCopy, int kMinBlocks = 2>
 void launch_sm90(const AttnParams& p, cudaStream_t stream) {
-  launch(attn_dq_wg<kStages, kCopy>, smem_dq(kStages), p, stream);
-  launch(attn_dkv_wg<kStages, kCopy>, smem_dkv(kStages), p, stream);
+  launch(attn_dq_wg<kStages, kCopy, kMinBlocks>, smem_dq(kStages), p, stream);
+  launch(attn_dkv_wg<kStages, kCopy, kMinBlocks>, smem_dkv(kStages, kMinBlocks < 3), p, stream);
 }
 }  // namespace
 
-void attention_backward_sm90(const AttnParams& p, int stages, int copy, cudaStream_t stream) {
+void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, int copy, cudaStream_t stream) {
+  if (stages == 2 && min_blocks == 3) return launch_sm90<2, 0, 3>(p, stream);
   if (stages == 2) return launch_sm90<2, 0>(p, stream);  // the copy variants are built for 3 stages
   switch (copy) {
     case 1: return launch_sm90<3, 1>(p, stream);

@@ -140,8 +140,9 @@ TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
 // The attention kernels' own check on shapes with and without tails and with more blocks than the streaming
 // depth (S = 577: 10 blocks; S = 131, 256: odd and even block counts): the sm_90a wgmma kernels (the
 // default on an sm_90 device; elsewhere ATTNBWD_CUDA_MHA_ATTN=wgmma falls back to the mma.sync kernels),
-// streaming through 2 or 3 buffers, and at 3 with each copy scheme (ATTNBWD_CUDA_MHA_COPY=prows|trows|rows
-// was written 2026-12-01 without a GPU run: its first run is its first check).
+// streaming through 2 or 3 buffers, at 3 with each copy scheme (ATTNBWD_CUDA_MHA_COPY=prows|trows|rows), and
+// at 2 with 3 CTAs per SM (ATTNBWD_CUDA_MHA_WGMMA=occ3: 168 registers, δ from global memory; written
+// 2026-12-01 without a GPU run: its first run is its first check).
 TEST(CudaVisionMhaNorm, WgmmaAttentionVariantMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   const Shape shapes[] = {{2, 131, 3, 64}, {1, 256, 2, 64}, {1, 577, 2, 64}};
@@ -154,7 +155,7 @@ TEST(CudaVisionMhaNorm, WgmmaAttentionVariantMatchesTheOracle) {
       const char *wgmma, *copy;
     };
     for (const Loop& l : {Loop{"serial2", "auto"}, Loop{"serial3", "auto"}, Loop{"serial3", "prows"},
-                          Loop{"serial3", "trows"}, Loop{"serial3", "rows"}}) {
+                          Loop{"serial3", "trows"}, Loop{"serial3", "rows"}, Loop{"occ3", "auto"}}) {
       SCOPED_TRACE(std::string("ATTNBWD_CUDA_MHA_WGMMA=") + l.wgmma + " ATTNBWD_CUDA_MHA_COPY=" + l.copy);
       const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", l.wgmma);
       const ScopedEnv copies("ATTNBWD_CUDA_MHA_COPY", l.copy);
