@@ -220,12 +220,32 @@ __device__ __forceinline__ void load_kv(const Block& b, float* sK, float* sV, in
   __syncthreads();
 }
 
-// RoPE backward of a gradient pair (lo at d, hi at d + 64) of token row `tok`:
+// RoPE backward of a gradient pair (lo at column d, hi at d + 64) of one token row:
 // lo' = lo·cos[d] + hi·sin[d+64]; hi' = hi·cos[d+64] − lo·sin[d].
-__device__ __forceinline__ void rope_back(const float* __restrict__ cs, const float* __restrict__ sn, int d, float lo,
-                                          float hi, float& olo, float& ohi) {
-  olo = lo * cs[d] + hi * sn[d + kD / 2];
-  ohi = hi * cs[d + kD / 2] - lo * sn[d];
+// The cos/sin values one thread's RoPE backward of one row needs (columns j·8 + 2t + e and + 64, e = 0, 1),
+// loaded together before any result is stored: loads after a store to a possibly aliasing pointer could
+// not be moved above it, and each of the 8 column groups paid a global round trip (ncu, 2026-12-01: the
+// dQ kernel's epilogue was 37 % of its stall samples). Scalar loads: cos/sin may be only 4-byte aligned.
+struct RopeRow {
+  float c_lo[8][2], c_hi[8][2], s_lo[8][2], s_hi[8][2];
+};
+__device__ __forceinline__ void load_rope_row(const float* __restrict__ cs, const float* __restrict__ sn, int t,
+                                              RopeRow& r) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int d = j * 8 + 2 * t + e;
+      r.c_lo[j][e] = __ldg(cs + d);
+      r.c_hi[j][e] = __ldg(cs + d + kD / 2);
+      r.s_lo[j][e] = __ldg(sn + d);
+      r.s_hi[j][e] = __ldg(sn + d + kD / 2);
+    }
+}
+// lo', hi' for column d = j·8 + 2t + e of the row loaded into r.
+__device__ __forceinline__ void rope_back(const RopeRow& r, int j, int e, float lo, float hi, float& olo, float& ohi) {
+  olo = lo * r.c_lo[j][e] + hi * r.s_hi[j][e];
+  ohi = hi * r.c_hi[j][e] - lo * r.s_lo[j][e];
 }
 
 // Online-softmax step of the forward for one key block (keys valid columns): this warp's 16×64 scores
@@ -296,13 +316,17 @@ __device__ __forceinline__ void forward_epilogue(const AttnParams& p, const floa
     const int64_t tok = q0 + row;
     const T* dO = dO_cols + tok * p.C;
     T* ao = ao_cols + tok * p.C;
+    // The row's 16 dO pairs first, then the products and stores (loads after a store to a possibly
+    // aliasing pointer cannot move above it: 16 serial round trips otherwise; ncu, 2026-12-01).
+    float2 go[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) go[j] = live ? load2(dO + j * 8 + 2 * t) : make_float2(0.0f, 0.0f);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const float v0 = o[j][2 * i] * inv[i], v1 = o[j][2 * i + 1] * inv[i];
       if (live) {
         const int d = j * 8 + 2 * t;
-        const float2 go = load2(dO + d);
-        dsum[i] += go.x * v0 + go.y * v1;
+        dsum[i] += go[j].x * v0 + go[j].y * v1;
         store2(ao + d, v0, v1);
       }
     }
@@ -390,15 +414,15 @@ __device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[
     const int row = w * 16 + g + 8 * i;
     if (row >= rows) continue;
     const int64_t tok = q0 + row;
-    const float* cs_ = p.cos + tok * kD;
-    const float* sn = p.sin + tok * kD;
+    RopeRow rr;
+    load_rope_row(p.cos + tok * kD, p.sin + tok * kD, t, rr);
     auto* out = out_base<HalfOut>(p) + tok * ld3 + static_cast<int64_t>(h) * kD;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int d = j * 8 + 2 * t;
       float lo0, hi0, lo1, hi1;
-      rope_back(cs_, sn, d, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
-      rope_back(cs_, sn, d + 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
+      rope_back(rr, j, 0, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
+      rope_back(rr, j, 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
       put2(out + d, lo0, lo1);
       put2(out + d + kD / 2, hi0, hi1);
       cs[j][0] += lo0, cs[j][1] += lo1, cs[j + 8][0] += hi0, cs[j + 8][1] += hi1;
@@ -422,16 +446,16 @@ __device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk
     const int row = w * 16 + g + 8 * i;
     if (row >= keys) continue;
     const int64_t tok = k0 + row;
-    const float* cs = p.cos + tok * kD;
-    const float* sn = p.sin + tok * kD;
+    RopeRow rr;
+    load_rope_row(p.cos + tok * kD, p.sin + tok * kD, t, rr);
     auto* ok = out_base<HalfOut>(p) + tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
     auto* ov = ok + p.C;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int d = j * 8 + 2 * t;
       float lo0, hi0, lo1, hi1;
-      rope_back(cs, sn, d, dk[j][2 * i], dk[j + 8][2 * i], lo0, hi0);
-      rope_back(cs, sn, d + 1, dk[j][2 * i + 1], dk[j + 8][2 * i + 1], lo1, hi1);
+      rope_back(rr, j, 0, dk[j][2 * i], dk[j + 8][2 * i], lo0, hi0);
+      rope_back(rr, j, 1, dk[j][2 * i + 1], dk[j + 8][2 * i + 1], lo1, hi1);
       put2(ok + d, lo0, lo1);
       put2(ok + d + kD / 2, hi0, hi1);
       sk[j][0] += lo0, sk[j][1] += lo1, sk[j + 8][0] += hi0, sk[j + 8][1] += hi1;
