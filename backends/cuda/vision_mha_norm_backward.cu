@@ -89,19 +89,23 @@ MhaAttn mha_attn_switch() {
   return static_cast<MhaAttn>(env_switch("ATTNBWD_CUDA_MHA_ATTN", {"auto", "gemm", "wgmma", "mma"}));
 }
 // ATTNBWD_CUDA_MHA_WGMMA=auto|serial2|serial3|occ3: the wgmma kernels streaming their blocks through 2 or 3
-// buffers (auto: 3; measured within ±2 % of 2). A pipelined loop (block j + 1's dP product overlapping block
-// j's element math) measured 4-6 % slower and was removed (perf/NOTES.md; code in commit 8241966).
-// occ3 (written 2026-12-01, fifth session, after ncu showed the kernels latency-bound at 2 warps per
-// scheduler: "wait" and "long scoreboard" stalls, 45 % issue use): 2 stages with 168 registers (no spills)
-// and 75 KB of shared memory, so 3 CTAs per SM instead of 2.
+// buffers at 2 CTAs per SM (serial2, serial3: measured within ±2 % of each other), or occ3: 2 buffers with
+// 168 registers (no spills) and 75 KB of shared memory, so 3 CTAs per SM (written 2026-12-01 after ncu
+// showed the kernels latency-bound at 2 warps per scheduler: "wait" and "long scoreboard" stalls, 45 %
+// issue use). occ3 measured (H200, same call) 1.02-1.03x on B = 7, 10, 23, 0.997x on B = 56 and 0.92-0.94x
+// on B = 1, 3 (fewer than ~3 waves of CTAs: the lower per-CTA speed is not made up by more CTAs in flight),
+// so auto takes occ3 when the grid has at least 6 CTAs per SM (B >= 5 at S = 577), serial3 below. A
+// pipelined loop (block j + 1's dP product overlapping block j's element math) measured 4-6 % slower and
+// was removed (perf/NOTES.md; code in commit 8241966).
 struct WgmmaScheme {
   int stages, min_blocks;
 };
-WgmmaScheme mha_wgmma_switch() {
+WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count) {
   switch (env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3", "occ3"})) {
     case 1: return {2, 2};
+    case 2: return {3, 2};
     case 3: return {2, 3};
-    default: return {3, 2};
+    default: return ctas >= 6 * static_cast<int64_t>(sm_count) ? WgmmaScheme{2, 3} : WgmmaScheme{3, 2};
   }
 }
 // ATTNBWD_CUDA_MHA_COPY=auto|prows|trows|rows: the wgmma kernels' copies (3 stages): the measured ones
@@ -241,7 +245,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
     p.delta = f32(o_delta), p.dqkv = dQKVh, p.partial = part_qkv;
     if (attn != MhaAttn::Mma && ctx.cc() == 90) {
-      const WgmmaScheme w = mha_wgmma_switch();
+      const WgmmaScheme w = mha_wgmma_switch(B * H * mha::attn_blocks(S), ctx.sm_count());
       mha::attention_backward_sm90(p, w.stages, w.min_blocks, mha_copy_switch(), stream);
     } else {
       mha::attention_backward(p, stream);
