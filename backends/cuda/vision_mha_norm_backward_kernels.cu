@@ -188,13 +188,7 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_kernel(
 // k < V4, so a token's two row sums are warp shuffles (no barrier per token) and the 8 warps of a block
 // work on 8 tokens at once (warp w: tokens t0 + w, t0 + w + 8, ...). The per-warp column sums are added
 // across warps in warp order at the end. Needs 16-byte aligned rows (the float4 path's condition).
-// Prefetch (ATTNBWD_CUDA_MHA_LN=prefetch): at the start of each token the warp also asks L1 for the token's
-// dY row and its next token's dXn and x rows (prefetch.global.L1: no registers), so the dY loads after the
-// row sums and the next token's first loads need not wait for DRAM (each token is otherwise two dependent
-// DRAM round trips at 8 warps per SM).
-__device__ __forceinline__ void prefetch_l1(const float* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
-
-template <int V4, bool Prefetch>
+template <int V4>
 __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
     const float* __restrict__ dxn, const float* __restrict__ x, const float* __restrict__ mean,
     const float* __restrict__ var, const float* __restrict__ gamma, const float* __restrict__ dy,
@@ -212,17 +206,6 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
       for (int i = 0; i < 4; ++i) acc[s][k][i] = 0.0f;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tpb, t1 = t0 + tpb < N ? t0 + tpb : N;
   for (int64_t t = t0 + warp; t < t1; t += kWarps) {
-    if constexpr (Prefetch) {
-      const int64_t next = t + kWarps;
-#pragma unroll
-      for (int k = 0; k < V4; ++k) {
-        const int col = (lane + 32 * k) * 4;
-        if (k % 2 == 0) {  // one 128-byte line per lane pair and row
-          prefetch_l1(dy + t * E + col);
-          if (next < t1) prefetch_l1(dxn + next * E + col), prefetch_l1(x + next * E + col);
-        }
-      }
-    }
     const float sigma = sqrtf(var[t] + eps), m = mean[t];
     float gs[V4][4], xc[V4][4];
     float s_gs = 0.0f, s_gxc = 0.0f;
@@ -346,21 +329,16 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
   // float4 rows need 16-byte row starts: E % 4 == 0 and every base aligned (the scratch always is).
   const bool vec4 = E % 4 == 0 && aligned16(dxn) && aligned16(x) && aligned16(gamma) && aligned16(dy) &&
                     aligned16(grad_x) && aligned16(partial);
-  // ATTNBWD_CUDA_MHA_LN=auto|block|prefetch: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8), or the
-  // block-per-token one (A/B timing), or the warp-per-token kernel with L1 prefetches (written 2026-12-01).
-  const int ln = env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block", "prefetch"});
-  const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && ln != 1;
+  // ATTNBWD_CUDA_MHA_LN=auto|block: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8), or the
+  // block-per-token one (A/B timing).
+  const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block"}) == 0;
   if (warps) {
     // One block per SM at most (239 registers × 256 threads at E = 1024), a multiple of 8 tokens each.
     const int64_t sms = std::max(sm_count, 1), per = (N + sms - 1) / sms;
     const int64_t tpb = std::max<int64_t>(8, (per + 7) / 8 * 8), blocks = (N + tpb - 1) / tpb;
     const auto run = [&](auto v4) {
-      if (ln == 2)
-        layer_norm_backward_warps<decltype(v4)::value, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
-      else
-        layer_norm_backward_warps<decltype(v4)::value, false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
+      layer_norm_backward_warps<decltype(v4)::value><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
     };
     switch (E / 128) {
       case 1: run(std::integral_constant<int, 1>{}); break;

@@ -123,9 +123,6 @@ const Variant kVariants[] = {
      "attention through the mma.sync kernels (the default off sm_90) instead of the wgmma kernels"},
     {"ATTNBWD_CUDA_MHA_LN", "block", {1, 65, 4, 64},
      "LayerNorm with one block per token on a shape the one-warp-per-token kernel would take (E = 256)"},
-    {"ATTNBWD_CUDA_MHA_LN", "prefetch", {1, 200, 16, 64},
-     "LayerNorm with one warp per token and L1 prefetches of dY (E = 1024; the next-token prefetches need more "
-     "tokens per SM than an oracle-sized case has: the benchmark workloads' float64 check covers them)"},
 };
 
 TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
