@@ -1,7 +1,9 @@
 // Random inputs for an op, drawn as the benchmark draws them (spec §1.1): name-based rules for
 // "random" inputs, the reference's get_inputs for problem 017's "custom" inputs, scalars from the
-// workload. One attnbwd::Rng stream, tensors drawn in definition order, so a seed names one file
-// on every machine.
+// workload. One attnbwd::Rng stream gives each input (in definition order) its seed; an input's rows are
+// drawn in chunks, each from its own stream seeded by (input seed, chunk), on several threads
+// (ATTNBWD_GEN_THREADS, default the hardware's) — so a seed names one file on every machine, whatever
+// the thread count.
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "tests/common/scoped_env.hpp"
 #include "tests/common/seed.hpp"
 #include "tools/gen.hpp"
 #include "tools/safetensors.hpp"
@@ -247,6 +248,44 @@ TEST(Gen, SameSeedSameBytesDifferentSeedDifferentBytes) {
         any_differs |= ia->second.bytes != ic->second.bytes;
     }
     EXPECT_TRUE(any_differs);
+  }
+}
+
+// Inputs are drawn in chunks of rows on several threads; each chunk has its own stream, so the thread
+// count (ATTNBWD_GEN_THREADS) never changes the bytes. P here is 2·16·300² floats: 44 chunks.
+TEST(Gen, BytesDoNotDependOnTheThreadCount) {
+  ATTNBWD_SEED_TRACE();
+  const Axes axes{{"batch_size", 2}, {"seq_len", 300}};
+  const std::uint64_t seed = attnbwd::test::fresh_seed(2);
+  TensorSet one, three;
+  {
+    const attnbwd::test::ScopedEnv env("ATTNBWD_GEN_THREADS", "1");
+    one = generate_inputs("vision_mha_norm_backward", axes, seed);
+  }
+  {
+    const attnbwd::test::ScopedEnv env("ATTNBWD_GEN_THREADS", "3");
+    three = generate_inputs("vision_mha_norm_backward", axes, seed);
+  }
+  ASSERT_EQ(one.size(), three.size());
+  auto it = three.begin();
+  for (const auto& [name, t] : one) EXPECT_EQ(t.bytes, (it++)->second.bytes) << name;
+  // Rows of the softmax input stay rows: every row of P sums to 1.
+  const HostTensor& p = *one.find("attn_weights");
+  const std::int64_t len = p.shape.back();
+  for (std::int64_t r = 0; r < p.numel() / len; r += 97) {
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < len; ++i) sum += p.data<float>()[r * len + i];
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "row " << r;
+  }
+}
+
+TEST(Gen, ThreadCountErrorNamesTheVariable) {
+  const attnbwd::test::ScopedEnv env("ATTNBWD_GEN_THREADS", "zero");
+  try {
+    generate_inputs("out_proj_backward", {{"batch_size", 1}, {"seq_len", 2}}, 1);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "ATTNBWD_GEN_THREADS");
   }
 }
 
