@@ -113,23 +113,13 @@ __device__ __forceinline__ void fence_afrag(std::uint32_t (&a)[4][4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[k][i])::"memory");
 }
 
-// The first 1024-byte boundary at or after `raw` (the dynamic shared memory), formed by adding an offset to
-// the shared pointer: a round trip through an integer would lose the address space, and every access
-// through the result would be a generic ld/st (long-scoreboard latency) instead of ld.shared/st.shared
-// (ncu, 2026-12-01: 32 generic loads of P per block were 9-10 % of the stall samples).
-__device__ __forceinline__ std::uint8_t* aligned_smem(float4* raw) {
-  std::uint8_t* b = reinterpret_cast<std::uint8_t*>(raw);
-  const unsigned mis = static_cast<unsigned>(__cvta_generic_to_shared(b)) & 1023u;
-  return b + ((1024u - mis) & 1023u);
-}
-
 // kMinBlocks: CTAs per SM the registers must allow (2; 3 with 2 stages: 168 registers, no spills).
 template <int kStages, int kCopy, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dq_wg(const AttnParams p) {
   const Cta c = cta_of(p);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
   extern __shared__ float4 smem4[];
-  std::uint8_t* sdO = aligned_smem(smem4);   // this block's dO
+  std::uint8_t* sdO = align_smem_1024(smem4);  // this block's dO
   std::uint8_t* sK = sdO + kTileBytes;            // [kStages]
   std::uint8_t* sV = sK + kStages * kTileBytes;   // [kStages]
   float* sP = reinterpret_cast<float*>(sV + kStages * kTileBytes);  // [kStages] P tiles (rows: queries)
@@ -198,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dkv_wg(const AttnPa
   const Cta c = cta_of(p);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
   extern __shared__ float4 smem4[];
-  std::uint8_t* sV = aligned_smem(smem4);   // this block's V
+  std::uint8_t* sV = align_smem_1024(smem4);  // this block's V
   std::uint8_t* sQ = sV + kTileBytes;               // [kStages]
   std::uint8_t* sdO = sQ + kStages * kTileBytes;    // [kStages]
   float* sP = reinterpret_cast<float*>(sdO + kStages * kTileBytes);  // [kStages] P tiles (rows: queries)

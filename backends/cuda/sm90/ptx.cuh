@@ -17,6 +17,17 @@ __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// The first 1024-byte boundary at or after `raw` (dynamic shared memory; swizzled wgmma/TMA tiles need
+// it), formed by adding an offset to the shared pointer: a round trip through an integer would lose the
+// address space, and every access through the result would be a generic ld/st (long-scoreboard latency)
+// instead of ld.shared/st.shared (ncu, 2026-12-01: 32 generic loads of P per block in mha's attention
+// kernels were 9-10 % of their stall samples; out_proj's kernel staged its epilogue the same way).
+template <class T>
+__device__ __forceinline__ std::uint8_t* align_smem_1024(T* raw) {
+  std::uint8_t* b = reinterpret_cast<std::uint8_t*>(raw);
+  return b + ((1024u - (static_cast<unsigned>(__cvta_generic_to_shared(raw)) & 1023u)) & 1023u);
+}
+
 #if defined(ATTNBWD_SM90_DEVICE)
 
 // ---- mbarrier ------------------------------------------------------------------------------------
