@@ -113,6 +113,25 @@ __device__ __forceinline__ void fence_afrag(std::uint32_t (&a)[4][4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[k][i])::"memory");
 }
 
+// c0 += a0·B0 then c1 += a1·B1 (k = 64 each: A from registers, B an N-major swizzled tile), issued as one
+// group and waited for; the accumulators and A fragments are fenced around the asynchronous products.
+__device__ __forceinline__ void rs_products(float (&c0)[8][4], std::uint32_t (&a0)[4][4], const std::uint8_t* b0,
+                                            float (&c1)[8][4], std::uint32_t (&a1)[4][4], const std::uint8_t* b1) {
+  fence_acc(c1);
+  fence_acc(c0);
+  wgmma_fence();
+#pragma unroll
+  for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(c0, a0[kc], nmajor(b0, kc), 1);
+#pragma unroll
+  for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(c1, a1[kc], nmajor(b1, kc), 1);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_afrag(a0);
+  fence_afrag(a1);
+  fence_acc(c1);
+  fence_acc(c0);
+}
+
 // kMinBlocks: CTAs per SM the registers must allow (2; 3 with 2 stages: 168 registers, no spills).
 template <int kStages, int kCopy, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dq_wg(const AttnParams p) {
@@ -164,19 +183,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dq_wg(const AttnPar
         std::uint32_t ap[4][4], aw[4][4];
         to_afrag(ap, pr);
         to_afrag(aw, dp);
-        fence_acc(x);
-        fence_acc(y);
-        wgmma_fence();
-#pragma unroll
-        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(y, ap[kc], nmajor(cK, kc), 1);
-#pragma unroll
-        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(x, aw[kc], nmajor(cK, kc), 1);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_afrag(ap);
-        fence_afrag(aw);
-        fence_acc(x);
-        fence_acc(y);
+        rs_products(y, ap, cK, x, aw, cK);
       });
   finish_dq(p, c, dsum, x, y);
   store_part(p, x, c, 0, sP);  // stream_blocks_deep ended with a barrier: the P tiles are free
@@ -253,19 +260,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dkv_wg(const AttnPa
         else
           ds_transposed(pt, dpt, dl);
         to_afrag(as, dpt);
-        fence_acc(dv);
-        fence_acc(dk);
-        wgmma_fence();
-#pragma unroll
-        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(dv, ap[kc], nmajor(cdO, kc), 1);
-#pragma unroll
-        for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(dk, as[kc], nmajor(cQ, kc), 1);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_afrag(ap);
-        fence_afrag(as);
-        fence_acc(dv);
-        fence_acc(dk);
+        rs_products(dv, ap, cdO, dk, as, cQ);
       });
   mma16::scale_acc(dk, p.scale / kDsScale);
   store_part(p, dk, c, 1, sP);
