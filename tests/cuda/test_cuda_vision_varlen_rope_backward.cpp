@@ -151,6 +151,22 @@ TEST(CudaVisionVarlenRope, OddUnalignedAndTf32Variant) {
   check(label_of(lengths, 2) + " fp16 GEMMs, tf32 attention", in, axes, smallest_atol(kOp));
 }
 
+// A variant switch's check (the switch set by the caller): `mixes` of odd sequence lengths (H = 2), then
+// {1, 66, 0, 30} with every tensor 4 bytes past 16-byte alignment; `what` names the variant in the labels,
+// `tag` numbers the fresh seeds.
+void check_variant_on_odd_mixes(const std::string& what, const std::vector<std::vector<std::int32_t>>& mixes,
+                                std::uint64_t& tag) {
+  for (const auto& lengths : mixes) {
+    tools::Axes axes;
+    const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
+    check(label_of(lengths, 2) + " " + what, in, axes, smallest_atol(kOp));
+  }
+  tools::Axes axes;
+  const std::vector<std::int32_t> lengths = {1, 66, 0, 30};
+  const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
+  check(label_of(lengths, 2) + " " + what + " offset 4", in, axes, smallest_atol(kOp), true, 4);
+}
+
 // ATTNBWD_CUDA_VARLEN_DQKV: fp16 (the default since 2026-12-01: the fp16-tile dQ and dK/dV kernels write
 // dQKV in fp16 and per-CTA column sums for grad_qkv_bias, with zero rows for the unused block slots, which
 // every case here has: block_slots = ⌈S/64⌉ + n) and fp32 (fp32 dQKV + conversion + column-sum passes,
@@ -160,18 +176,10 @@ TEST(CudaVisionVarlenRope, DqkvVariantsMatchTheOracle) {
   for (const char* dqkv : {"fp16", "fp32"}) {
     SCOPED_TRACE(std::string("ATTNBWD_CUDA_VARLEN_DQKV=") + dqkv);
     const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DQKV", dqkv);
-    const std::vector<std::vector<std::int32_t>> cases = {{131}, {1, 1, 1, 1, 1}, {0, 7, 0, 0, 13, 1, 0},
-                                                          {1, 130, 0, 33, 2, 64, 65, 17, 129, 128, 63}};
     std::uint64_t tag = 80;
-    for (const auto& lengths : cases) {
-      tools::Axes axes;
-      const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
-      check(label_of(lengths, 2) + " " + dqkv + " dQKV", in, axes, smallest_atol(kOp));
-    }
-    tools::Axes axes;
-    const std::vector<std::int32_t> lengths = {1, 66, 0, 30};
-    const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag), axes);
-    check(label_of(lengths, 2) + " " + dqkv + " dQKV offset 4", in, axes, smallest_atol(kOp), true, 4);
+    check_variant_on_odd_mixes(
+        std::string(dqkv) + " dQKV",
+        {{131}, {1, 1, 1, 1, 1}, {0, 7, 0, 0, 13, 1, 0}, {1, 130, 0, 33, 2, 64, 65, 17, 129, 128, 63}}, tag);
   }
 }
 
@@ -182,17 +190,7 @@ TEST(CudaVisionVarlenRope, Tf32WeightsVariantMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WEIGHTS", "tf32");
   std::uint64_t tag = 110;
-  for (const auto& lengths : std::vector<std::vector<std::int32_t>>{{131}, {1, 1, 1, 1, 1}, {1, 130, 0, 33, 2, 64}}) {
-    tools::Axes axes;
-    const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
-    check(label_of(lengths, 2) + " tf32 weights", in, axes, smallest_atol(kOp));
-  }
-  {
-    tools::Axes axes;
-    const std::vector<std::int32_t> lengths = {1, 66, 0, 30};
-    const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
-    check(label_of(lengths, 2) + " tf32 weights offset 4", in, axes, smallest_atol(kOp), true, 4);
-  }
+  check_variant_on_odd_mixes("tf32 weights", {{131}, {1, 1, 1, 1, 1}, {1, 130, 0, 33, 2, 64}}, tag);
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
   const tools::Workload& w = tools::find_workload(all, "8");
   const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(120 + w.index), w.scalars);
@@ -207,16 +205,8 @@ TEST(CudaVisionVarlenRope, BiasRopeVariantsMatchTheOracle) {
   std::uint64_t tag = 90;
   for (const char* variant : {"vec", "scalar"}) {
     const ScopedEnv env("ATTNBWD_CUDA_VARLEN_BIASROPE", variant);
-    const std::vector<std::vector<std::int32_t>> cases = {{131}, {1, 1, 1, 1, 1}, {1, 130, 0, 33, 2, 64, 65, 17}};
-    for (const auto& lengths : cases) {
-      tools::Axes axes;
-      const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
-      check(label_of(lengths, 2) + " " + variant + " bias+RoPE", in, axes, smallest_atol(kOp));
-    }
-    tools::Axes axes;
-    const std::vector<std::int32_t> lengths = {1, 66, 0, 30};
-    const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
-    check(label_of(lengths, 2) + " " + variant + " bias+RoPE offset 4", in, axes, smallest_atol(kOp), true, 4);
+    check_variant_on_odd_mixes(std::string(variant) + " bias+RoPE",
+                               {{131}, {1, 1, 1, 1, 1}, {1, 130, 0, 33, 2, 64, 65, 17}}, tag);
   }
 }
 
