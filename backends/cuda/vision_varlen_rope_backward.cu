@@ -213,22 +213,12 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
                                     : attn == 2              ? varlen::Products::Fp16Smem32
                                                              : varlen::Products::Fp16;
   const cublasComputeType_t compute = strict ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
-  // ATTNBWD_CUDA_VARLEN_WEIGHTS=auto|fp16|tf32 (Default with the fp16 attention kernels): the three GEMMs
-  // with a weight operand (QKV = X·Wqkvᵀ, dAO = dY·Wp, dX = dQKV·Wqkv) in fp16 on converted copies of the
-  // weights (auto, fp16), or in TF32 on the fp32 weights and activations (tf32), which skips the weight
-  // conversions: per weight element 8 bytes of traffic instead of 10 (Wqkv: two GEMMs) or 4 instead of 8
-  // (Wp), at half the tensor rate, so only small S can gain (counted: S below ~250; #8 spends ~100 µs of
-  // 307 converting the weights). The attention stays fp16 (dAO converted after its GEMM), writes fp32 dQKV
-  // for the dX GEMM (plus the conversion and column-sum passes), and the weight gradients, whose operands
-  // are activations only, stay fp16. Written 2026-12-01 without a GPU run: opt-in until timed.
-  const bool tf32_weights = products == varlen::Products::Fp16 &&
-                            env_switch("ATTNBWD_CUDA_VARLEN_WEIGHTS", {"auto", "fp16", "tf32"}) == 2;
   const int64_t slots = varlen::block_slots(S, n), chunks = chunks_of(S);
   // ATTNBWD_CUDA_VARLEN_DQKV=auto|fp16|fp32: with fp16 (auto), the fp16-tile dQ and dK/dV kernels write
   // dQKV in fp16 (the projection GEMMs' operand) and per-CTA column sums for grad_qkv_bias; with fp32 (for
   // A/B) they write fp32 dQKV that a conversion pass and a column-sum pass then read. fp16 measured 1.02-
   // 1.07× faster on every workload (H200, 2026-12-01, perf/NOTES.md).
-  const bool half_dqkv = products == varlen::Products::Fp16 && !tf32_weights &&
+  const bool half_dqkv = products == varlen::Products::Fp16 &&
                          env_switch("ATTNBWD_CUDA_VARLEN_DQKV", {"auto", "fp16", "fp32"}) != 2;
 
   // Scratch (slot 0), every piece a multiple of 64 floats (256 B):
@@ -237,7 +227,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
                 n_pp = round_up(chunks * C, 64), n_pq = round_up(chunks * C3, 64), n_tab = round_up(2 * slots, 64);
   // fp16 copies (Default with fp16 GEMMs), in floats of space: X | dY | AO | dQKV | Wqkv | Wp | QKV | dAO
   // (the last two for the fp16 attention kernels).
-  const int64_t n_w = tf32_weights ? 0 : round_up(C3 * C, 128) / 2, n_wp = tf32_weights ? 0 : round_up(C * C, 128) / 2;
+  const int64_t n_w = round_up(C3 * C, 128) / 2, n_wp = round_up(C * C, 128) / 2;
   const int64_t n_half = use_fp16 ? (4 * n_x + 2 * n_qkv) / 2 + n_w + n_wp : 0;  // n_x, n_qkv: multiples of 64
   const int64_t n_pd = half_dqkv ? round_up(slots * C3, 64) : 0;  // per-CTA dQKV column sums
   const int64_t n_dqkv = half_dqkv ? 0 : n_qkv;  // fp32 dQKV: not written when the kernels write fp16
@@ -269,10 +259,8 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   const float* dY = a.grad_output.data;
   const float* Wqkv = a.qkv_weight.data;
   const float* Wp = a.proj_weight.data;
-  // Operand x of an fp32 tensor: its fp16 copy h when the GEMMs run fp16, else x itself; wopnd for the
-  // GEMMs with a weight operand (fp32 x with tf32_weights).
+  // Operand x of an fp32 tensor: its fp16 copy h when the GEMMs run fp16, else x itself.
   const auto opnd = [&](const float* x, const __half* h) { return operand(use_fp16, x, h); };
-  const auto wopnd = [&](const float* x, const __half* h) { return operand(use_fp16 && !tf32_weights, x, h); };
 
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
@@ -285,13 +273,10 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     g.M = S, g.N = C, g.K = C, g.lda = C, g.ldb = C, g.ldc = C;
     if (use_fp16) {
       convert_to_half(dY, dYh, S * C, side);
-      if (!tf32_weights) convert_to_half(Wp, Wph, C * C, side);
+      convert_to_half(Wp, Wph, C * C, side);
       stages.mark("to_half_dY_Wp");
     }
-    if (tf32_weights) {  // fp32 dAO, then the fp16 copy the attention kernels read
-      gemm(ctx, side_slot, side, compute, g, wopnd(dY, dYh), wopnd(Wp, Wph), dAO);
-      convert_to_half(dAO, dAOh, S * C, side);
-    } else if (half_attn) {
+    if (half_attn) {
       g.a_type = g.b_type = g.c_type = CUDA_R_16F;
       g.compute = CUBLAS_COMPUTE_32F;
       gemm(ctx, side_slot, side, g, dYh, Wph, dAOh);
@@ -308,10 +293,10 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     g.M = S, g.N = C3, g.K = C, g.lda = C, g.ldb = C, g.ldc = C3;
     if (use_fp16) {
       convert_to_half(X, Xh, S * C, stream);
-      if (!tf32_weights) convert_to_half(Wqkv, Wqkvh, C3 * C, stream);
+      convert_to_half(Wqkv, Wqkvh, C3 * C, stream);
       stages.mark("to_half_X_Wqkv");
     }
-    gemm(ctx, 0, stream, compute, g, wopnd(X, Xh), wopnd(Wqkv, Wqkvh), qkv);
+    gemm(ctx, 0, stream, compute, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);
     stages.mark("QKV");
   }
   varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
@@ -404,7 +389,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   {
     Gemm g;  // dX[S,C] = dQKV[S,3C]·Wqkv[3C,C]
     g.M = S, g.N = C, g.K = C3, g.lda = C3, g.ldb = C, g.ldc = C;
-    gemm(ctx, 0, stream, compute, g, wopnd(dqkv, dqkvh), wopnd(Wqkv, Wqkvh), a.grad_hidden_states.data);
+    gemm(ctx, 0, stream, compute, g, opnd(dqkv, dqkvh), opnd(Wqkv, Wqkvh), a.grad_hidden_states.data);
     stages.mark("dX");
   }
   if (half_dqkv)

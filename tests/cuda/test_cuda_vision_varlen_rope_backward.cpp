@@ -183,20 +183,6 @@ TEST(CudaVisionVarlenRope, DqkvVariantsMatchTheOracle) {
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_WEIGHTS=tf32 (written 2026-12-01 without a GPU run, so its first H200 run is its first
-// check): the three weight GEMMs in TF32 on the fp32 weights, the attention fp16 with fp32 dQKV out, on odd
-// sequence mixes, 4-byte-misaligned tensors and workload #8 (S = 131, the size it is meant for).
-TEST(CudaVisionVarlenRope, Tf32WeightsVariantMatchesTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WEIGHTS", "tf32");
-  std::uint64_t tag = 110;
-  check_variant_on_odd_mixes("tf32 weights", {{131}, {1, 1, 1, 1, 1}, {1, 130, 0, 33, 2, 64}}, tag);
-  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
-  const tools::Workload& w = tools::find_workload(all, "8");
-  const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(120 + w.index), w.scalars);
-  check("workload 8 " + w.uuid + " tf32 weights", in, w.axes, w.atol);
-}
-
 // ATTNBWD_CUDA_VARLEN_BIASROPE: the one-block-per-token bias + RoPE kernel (vec, the default) and the
 // element-pair kernel (scalar), fp16 output in Default and in place in Strict, on odd sequence mixes and
 // (vec falling back to the element-pair kernel) on 4-byte-misaligned tensors.
