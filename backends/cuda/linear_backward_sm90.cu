@@ -14,8 +14,11 @@
 // Work units: every (GEMM, 128x256 tile, K range). The host picks how many K ranges (split-K) each GEMM
 // gets so that the units of both GEMMs, longest first, dealt round-robin to one CTA per SM, finish
 // together (small T: dX has few tiles but K = out; dW has many tiles with K = T). Split-K partials are
-// fp32 in the workspace; the last unit of a tile to arrive (per-tile counter) sums them in split order
-// (deterministic) and stores the bf16 result.
+// fp32 in the workspace. dX's splits (SplitReduce::Cluster, the default) are the 2 or 4 CTAs of one
+// thread-block cluster, co-scheduled: each publishes the part of its partial the others own, they meet
+// on the tile's counter, and each sums and stores a half or quarter of the tile. Otherwise (dW, and dX
+// with SplitReduce::LastArrival) the last unit of a tile to arrive (per-tile counter) sums all partials
+// in split order and stores the bf16 result. Both orders are fixed: the results are deterministic.
 #include "linear_backward_sm90.hpp"
 
 #include <cuda.h>
@@ -72,6 +75,7 @@ struct GemmDesc {
   long long stride_b, stride_r, stride_h;
   float* partial;      // [tiles][splits][kTileFloats] when splits > 1
   unsigned* counters;  // [tiles]
+  int cluster_reduce;  // splits > 1: the splits of a tile are the CTAs of one cluster and reduce together
 };
 
 struct Params {
@@ -99,7 +103,9 @@ struct Unit {
 // Stores this thread's accumulator fragment as bf16 pairs: rows row0 and row0 + 8, columns
 // col0 + 8·j (j < 32) and the next one. Only 32-bit divisions, two per call: the head index of the
 // columns advances incrementally (64-bit divisions per element cost more than the whole mainloop).
-__device__ __forceinline__ void store_tile(const GemmDesc& g, const float (&acc)[128], int row0, int col0) {
+// Only the 8-column groups j in [j0, j1) (a split-K CTA of a cluster stores its share of the tile).
+__device__ __forceinline__ void store_tile(const GemmDesc& g, const float (&acc)[128], int row0, int col0, int j0,
+                                           int j1) {
   long long roff[2];
   bool rok[2];
 #pragma unroll
@@ -113,7 +119,7 @@ __device__ __forceinline__ void store_tile(const GemmDesc& g, const float (&acc)
   int c = col0 - h * g.cols_per_h;
 #pragma unroll
   for (int j = 0; j < 32; ++j) {
-    if (col0 + 8 * j < g.N) {
+    if (j >= j0 && j < j1 && col0 + 8 * j < g.N) {
       const long long coff = h * g.stride_h + c;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -129,10 +135,11 @@ __device__ __forceinline__ void store_tile(const GemmDesc& g, const float (&acc)
 
 // Stores this warpgroup's 64x256 slice of the tile (rows row_base.., columns col_base..), 64 columns
 // at a time through the staging buffers: with g.tma_store as TMA bulk stores that drain while the
-// next tile's MMAs run; else (g.vec16) as 16-byte coalesced stores by every thread.
+// next tile's MMAs run; else (g.vec16) as 16-byte coalesced stores by every thread. Only the 64-column
+// chunks q in [q0, q1) (a split-K CTA of a cluster stores its share of the tile).
 __device__ __forceinline__ void store_slice(const GemmDesc& g, const CUtensorMap* out_map, const float (&acc)[128],
                                             int row_base, int col_base, std::uint8_t* stg, int barrier_id,
-                                            int& buf) {
+                                            int& buf, int q0, int q1) {
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fc = 2 * (lane % 4);
   if (row_base >= g.M) return;
@@ -140,6 +147,7 @@ __device__ __forceinline__ void store_slice(const GemmDesc& g, const CUtensorMap
   for (int q = 0; q < 4; ++q) {
     const int col = col_base + 64 * q;
     if (col >= g.N) break;
+    if (q < q0 || q >= q1) continue;
     std::uint8_t* b = stg + buf * kStagingBuf;
     // The store that last read `b` is done with it (at most kStagingBufs - 1 newer stores pending).
     if (g.tma_store && t == 0) bulk_wait_read<kStagingBufs - 1>();
@@ -218,7 +226,10 @@ __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma
 // Consumer warpgroup `ci` (rows 64·ci.. of each tile): wgmma over the ring, then the epilogue.
 // TransA: 0 = A K-major (dX), 1 = A M-major (dW). One instantiation per CTA, so no branch separates
 // the wgmma instructions of a CTA (ptxas serialises wgmma behind branches it cannot prove uniform).
-template <int TransA>
+// ClusterReduce: split-K summed by the tile's cluster (g.cluster_reduce); a separate instantiation, so
+// the code of the other paths stays as it was (measured on an H200: with the cluster branch in the same
+// instantiation every unsplit call took ~1.6 µs longer; as its own instantiation, 0.991-1.001x of main).
+template <int TransA, bool ClusterReduce>
 __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* out_map, int cta, int ncta,
                                         const Smem& sm) {
   const int ci = threadIdx.x / 128 - 1;
@@ -257,14 +268,62 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
 
     const int row0 = w.tm * kBM + ci * 64 + warp * 16 + lane / 4;
     const int col0 = w.tn * kBN + 2 * (lane % 4);
-    auto store = [&] {
+    // Stores the 64-column chunks [q0, q1) of the tile.
+    auto store = [&](int q0, int q1) {
       if (g.tma_store || g.vec16)
-        store_slice(g, out_map, acc, w.tm * kBM + ci * 64, w.tn * kBN, sm.staging + ci * kStagingBytes, 2 + ci, buf);
+        store_slice(g, out_map, acc, w.tm * kBM + ci * 64, w.tn * kBN, sm.staging + ci * kStagingBytes, 2 + ci, buf,
+                    q0, q1);
       else
-        store_tile(g, acc, row0, col0);
+        store_tile(g, acc, row0, col0, 8 * q0, 8 * q1);
     };
     if (g.splits == 1) {
-      store();
+      store(0, 4);
+      continue;
+    }
+    if constexpr (ClusterReduce) {
+      // Split-K by the g.splits CTAs of this cluster (co-scheduled, same tile, split = rank): CTA `split`
+      // owns the 64-column chunks [q0, q1) of the tile. Each CTA publishes the rest of its partial
+      // (fp32, fragment order), the CTAs meet on the tile's counter (a spin that cannot deadlock: a
+      // cluster's CTAs run together), and each adds the others' partials, in split order, to its own
+      // registers (a fixed order per element: deterministic) and stores its chunks. Traffic per CTA:
+      // (splits-1)/splits of a tile each way, against all `splits` partials through one SM for the
+      // last-arrival reduction below.
+      const int per = 4 / g.splits, q0 = w.split * per, q1 = q0 + per;
+      float* part = g.partial + static_cast<std::size_t>(w.tile) * g.splits * kTileFloats;
+      float4* mine = reinterpret_cast<float4*>(part + static_cast<std::size_t>(w.split) * kTileFloats);
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+        if (j < 8 * q0 || j >= 8 * q1)
+          __stcg(mine + j * 256 + ct, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+      __threadfence();
+      named_barrier(1, 256);
+      if (ct == 0) {
+        unsigned* cnt = &g.counters[w.tile];
+        atomicAdd(cnt, 1u);
+        while (ld_acquire_gpu(cnt) < static_cast<unsigned>(g.splits)) {
+        }
+        // Every CTA of the tile is past its wait once all have added again: the last resets the counter.
+        if (atomicAdd(cnt, 1u) == static_cast<unsigned>(2 * g.splits - 1)) *cnt = 0;
+      }
+      named_barrier(1, 256);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // a chunk (8 loads in flight) at a time: acc already holds 128 registers
+        if (q < q0 || q >= q1) continue;
+#pragma unroll 1
+        for (int k = 0; k < g.splits; ++k) {
+          if (k == w.split) continue;
+          const float4* pk = reinterpret_cast<const float4*>(part + static_cast<std::size_t>(k) * kTileFloats);
+          float4 v[8];
+#pragma unroll
+          for (int jj = 0; jj < 8; ++jj) v[jj] = __ldcg(pk + (8 * q + jj) * 256 + ct);
+#pragma unroll
+          for (int jj = 0; jj < 8; ++jj) {
+            const int j = 8 * q + jj;
+            acc[4 * j] += v[jj].x, acc[4 * j + 1] += v[jj].y, acc[4 * j + 2] += v[jj].z, acc[4 * j + 3] += v[jj].w;
+          }
+        }
+      }
+      store(q0, q1);
       continue;
     }
     // Split-K: publish this unit's partial, count arrivals; the last one reduces in split order.
@@ -294,7 +353,7 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
         acc[4 * j] += v.x, acc[4 * j + 1] += v.y, acc[4 * j + 2] += v.z, acc[4 * j + 3] += v.w;
       }
     }
-    store();
+    store(0, 4);
     if (ct == 0) g.counters[w.tile] = 0;  // ready for the next call
   }
   if (g.tma_store && threadIdx.x % 128 == 0) bulk_wait_read<0>();  // staging stays valid until the stores read it
@@ -342,10 +401,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     setmaxnreg_inc<232>();
-    if (is_dx)
-      consume<0>(g, &map_out_dx, cta, ncta, sm);
+    if (is_dx && g.cluster_reduce)
+      consume<0, true>(g, &map_out_dx, cta, ncta, sm);
+    else if (is_dx)
+      consume<0, false>(g, &map_out_dx, cta, ncta, sm);
     else
-      consume<1>(g, &map_out_dw, cta, ncta, sm);
+      consume<1, false>(g, &map_out_dw, cta, ncta, sm);
   }
 }
 
@@ -409,13 +470,51 @@ CUtensorMap store_map(void* base, std::int64_t d0, std::int64_t d1, std::int64_t
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
+// The kernel's shared-memory opt-in, once per device.
+void allow_max_smem(int dev) {
+  static std::mutex mu;
+  static std::vector<int> ready;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (std::find(ready.begin(), ready.end(), dev) != ready.end()) return;
+  ATTNBWD_CUDA_CHECK(
+      cudaFuncSetAttribute(linear_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  ready.push_back(dev);
+}
+
 // Finish time, in k-blocks of 128x256x64 (~0.7 µs on an H200 SM), of `units` equal units of `kb`
 // k-blocks dealt round-robin to `ctas` CTAs. Each unit also pays a fixed cost (prologue, epilogue);
-// split units pay for the fp32 partial round trip and the reduction by the last arrival.
-double finish(int units, int kb, int splits, int ctas) {
-  const double fixed = 1.5, split_cost = 1.0 + 0.75 * splits;
+// split units pay for the fp32 partial round trip and the reduction: by the last arrival (all
+// partials through one SM) or by the CTAs of a cluster together ((splits-1)/splits of a tile each way
+// per CTA).
+double finish(int units, int kb, int splits, int ctas, bool cluster) {
+  const double fixed = 1.5;
+  const double split_cost = cluster ? 1.0 + 2.0 * (splits - 1) / splits : 1.0 + 0.75 * splits;
   const int rounds = (units + ctas - 1) / ctas;
   return rounds * (kb + fixed + (splits > 1 ? split_cost : 0.0));
+}
+
+// How many CTAs of the kernel can be resident at once when launched in clusters of `size` (1: one per
+// SM), on the current device; cached per device and size.
+int resident_ctas(int size, int sms) {
+  if (size == 1) return sms;
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, int> known;
+  int dev = 0;
+  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mu);
+  if (const auto hit = known.find({dev, size}); hit != known.end()) return hit->second;
+  allow_max_smem(dev);
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(size), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cfg.gridDim = dim3(static_cast<unsigned>(size)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.attrs = &attr, cfg.numAttrs = 1;
+  int clusters = 0;
+  ATTNBWD_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, linear_backward_kernel, &cfg));
+  const int n = std::min(sms, clusters * size);
+  known.emplace(std::make_pair(dev, size), n);
+  return n;
 }
 
 }  // namespace
@@ -435,27 +534,43 @@ std::string linear_backward_unsupported(const LinearBackward& p) {
   return {};
 }
 
-LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms) {
+LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitReduce dx_reduce) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
-  // The search below costs ~5 µs of host time: once per shape and thread.
-  thread_local std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, LinearBackwardPlan> cache;
-  const auto key = std::make_tuple(T, out, in, sms);
+  const bool cluster = dx_reduce == SplitReduce::Cluster;
+  int dev = 0;
+  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
+  // The search below costs ~5 µs of host time: once per shape, device and thread.
+  thread_local std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, bool>, LinearBackwardPlan>
+      cache;
+  const auto key = std::make_tuple(T, out, in, sms, dev, cluster);
   if (const auto hit = cache.find(key); hit != cache.end()) return hit->second;
   const int tiles_dx = ceil_div(T, kBM) * ceil_div(in, kBN), kb_dx = ceil_div(out, kBK);
   const int tiles_dw = ceil_div(out, kBM) * ceil_div(in, kBN), kb_dw = ceil_div(T, kBK);
   LinearBackwardPlan best;
   double best_t = 1e300;
-  for (int sx : {1, 2, 4, 8}) {
+  // Split-K over dX reduced by a cluster: 2 or 4 splits (each CTA stores whole 64-column chunks of the
+  // 256-column tile), the dX CTAs in whole clusters, the grid a whole number of clusters that can all
+  // be resident at once.
+  static constexpr int kClusterSplits[] = {1, 2, 4}, kLastArrivalSplits[] = {1, 2, 4, 8};
+  const int* const dx_splits = cluster ? kClusterSplits : kLastArrivalSplits;
+  const int n_dx_splits = cluster ? 3 : 4;
+  for (int i = 0; i < n_dx_splits; ++i) {
+    const int sx = dx_splits[i];
+    const int csize = cluster ? sx : 1;
+    const int cap = resident_ctas(csize, sms) / csize * csize;
+    if (cap < 2 * csize) continue;
     for (int sw : {1, 2, 4}) {
       const int kx = ceil_div(kb_dx, sx), kw = ceil_div(kb_dw, sw);
       if ((sx - 1) * kx >= kb_dx || (sw - 1) * kw >= kb_dw) continue;  // every split owns k-blocks
       const int ux = tiles_dx * sx, uw = tiles_dw * sw;
-      for (int gx = 1; gx < sms; ++gx) {
-        const int cx = std::min(gx, ux), cw = std::min(sms - gx, uw);
-        const double t = std::max(finish(ux, kx, sx, cx), finish(uw, kw, sw, cw));
+      for (int gx = csize; gx < cap; gx += csize) {
+        const int cx = std::min(gx, ux), cw = std::min(cap - gx, uw);
+        const double t = std::max(finish(ux, kx, sx, cx, cluster), finish(uw, kw, sw, cw, false));
         if (t < best_t * 0.999) {  // ties: fewer splits (tried first)
           best_t = t;
-          best.splits_dx = sx, best.splits_dw = sw, best.ctas_dx = cx, best.grid = cx + cw;
+          best.splits_dx = sx, best.splits_dw = sw, best.ctas_dx = cx;
+          best.cluster = csize;
+          best.grid = (cx + cw + csize - 1) / csize * csize;  // extra dW CTAs find no units
         }
       }
     }
@@ -510,6 +625,7 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   if (dw.splits > 1) dw.partial = reinterpret_cast<float*>(ws + off), off += part * dw.units;
   dx.counters = counters;
   dw.counters = counters + dx.units / dx.splits;
+  dx.cluster_reduce = plan.cluster > 1 && dx.splits > 1;
 
   const CUtensorMap a_dx = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, kBM);  // dY, K-major boxes
   const CUtensorMap b_dx = tensor_map(p.weight, out, in, in, 64, 64);               // W [k=out][n=in]
@@ -522,19 +638,23 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   Params prm{};
   prm.dx = dx, prm.dw = dw, prm.ctas_dx = plan.ctas_dx;
 
-  {  // the shared-memory opt-in is per device
-    static std::mutex mu;
-    static std::vector<int> ready;
-    int dev = 0;
-    ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
-    const std::lock_guard<std::mutex> lock(mu);
-    if (std::find(ready.begin(), ready.end(), dev) == ready.end()) {
-      ATTNBWD_CUDA_CHECK(
-          cudaFuncSetAttribute(linear_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-      ready.push_back(dev);
-    }
+  int dev = 0;
+  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
+  allow_max_smem(dev);
+  if (plan.cluster > 1) {  // the CTAs of a split dX tile in one cluster (co-scheduled)
+    if (plan.ctas_dx % plan.cluster || plan.grid % plan.cluster)
+      fail("linear_backward_launch", __FILE__, __LINE__, "plan with CTAs not in whole clusters");
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(plan.cluster), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(static_cast<unsigned>(plan.grid)), cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes, cfg.stream = stream;
+    cfg.attrs = &attr, cfg.numAttrs = 1;
+    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_backward_kernel, a_dx, b_dx, a_dw, b_dw, out_dx, out_dw, prm));
+  } else {
+    linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx, a_dw, b_dw, out_dx, out_dw, prm);
   }
-  linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx, a_dw, b_dw, out_dx, out_dw, prm);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 

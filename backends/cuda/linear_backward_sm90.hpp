@@ -35,6 +35,8 @@ struct LinearBackwardPlan {
   int splits_dx = 1, splits_dw = 1;
   int grid = 0;                       // persistent CTAs (at most one per SM)
   int ctas_dx = 0;                    // of which the first ctas_dx work on dX, the others on dW
+  int cluster = 1;                    // > 1: launched in clusters of this size = splits_dx, which reduce
+                                      // each split dX tile together
   std::size_t workspace_bytes = 0;    // split-K partial sums (fp32)
   std::size_t counters = 0;           // per-tile arrival counters (unsigned)
 };
@@ -43,8 +45,14 @@ struct LinearBackwardPlan {
 // descriptors can express, an even head_dim (results are stored as bf16 pairs), sizes.
 std::string linear_backward_unsupported(const LinearBackward& p);
 
-// The work split for this problem on a GPU with `sms` multiprocessors.
-LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms);
+// How split-K partials of dX are summed: by the CTAs of a cluster together (each CTA stores a quarter
+// or half of the tile), or by the last CTA of the tile to arrive (all partials through one SM; the
+// split-K of dW always works this way).
+enum class SplitReduce { Cluster, LastArrival };
+
+// The work split for this problem on a GPU with `sms` multiprocessors (the current device).
+LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms,
+                                        SplitReduce dx_reduce = SplitReduce::Cluster);
 
 // Enqueues the kernel on `stream`. `workspace` holds plan.workspace_bytes; `counters` holds
 // plan.counters zeros (the kernel leaves them zero again for the next call).

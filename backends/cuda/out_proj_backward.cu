@@ -11,6 +11,11 @@
 //     running concurrently (dW on the side stream), then a head-split copy of G.
 // ATTNBWD_CUDA_OUT_PROJ=sm90|cublaslt (environment, read per call) forces one path, for A/B timing
 // and tests; forcing sm90 where it cannot run is an Error naming the variable.
+// ATTNBWD_CUDA_OUT_PROJ_SPLITK=cluster|last: how the kernel sums a split-K over dX (small T): by the
+// CTAs of a cluster together (default) or by the last CTA of each tile to arrive. Auto takes the kernel
+// for plans without split-K and for cluster plans of 2 splits; other split plans go to the cuBLASLt pair
+// unless sm90 is forced (measured on an H200, 2026-12-01: T = 512, 2 splits, kernel 20.4 µs vs pair
+// 23.2 µs; T = 256, 4 splits, 20.2 vs 18.5; the last-arrival reduction loses to the pair at both).
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -42,8 +47,14 @@ Path forced_path() {
   return static_cast<Path>(env_switch("ATTNBWD_CUDA_OUT_PROJ", {"auto", "sm90", "cublaslt"}));
 }
 
+sm90::SplitReduce split_reduce() {
+  return env_switch("ATTNBWD_CUDA_OUT_PROJ_SPLITK", {"cluster", "last"}) == 0 ? sm90::SplitReduce::Cluster
+                                                                             : sm90::SplitReduce::LastArrival;
+}
+
 // The hand-tuned kernel, when the device and the problem suit it. Returns false to fall back.
-bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool forced) {
+bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool forced,
+              sm90::SplitReduce reduce) {
   sm90::LinearBackward p;
   p.grad_output = a.grad_output.data, p.input = a.reshaped.data, p.weight = a.weight.data;
   p.grad_input = a.grad_attn_output.data, p.grad_weight = a.grad_weight.data;
@@ -54,10 +65,11 @@ bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
     if (forced) throw Error("ATTNBWD_CUDA_OUT_PROJ", "sm90 kernel cannot take this call: " + why);
     return false;
   }
-  const sm90::LinearBackwardPlan plan = sm90::linear_backward_plan(p, ctx.sm_count());
-  // Measured (perf/NOTES.md, H200): with split-K over dX (small T) the last-arrival reduction still
-  // loses to the cuBLASLt pair (T=256: 22.7 vs 18.5 µs); without it the kernel is at par or ahead.
-  if (!forced && plan.splits_dx > 1) return false;
+  const sm90::LinearBackwardPlan plan = sm90::linear_backward_plan(p, ctx.sm_count(), reduce);
+  // Measured (perf/NOTES.md, H200): without split-K the kernel is at par with the cuBLASLt pair or
+  // ahead; with it, only the cluster reduction over 2 splits wins (T=512: 20.4 vs 23.2 µs; 4 splits at
+  // T=256: 20.2 vs 18.5; the last-arrival reduction: 22.7 vs 18.5 at T=256).
+  if (!forced && plan.splits_dx > 1 && (plan.cluster == 1 || plan.splits_dx > 2)) return false;
   void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
   sm90::linear_backward_launch(p, plan, ws, ctx.counters(plan.counters, stream), stream);
   return true;
@@ -88,9 +100,13 @@ void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cud
 void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream_t stream) {
   Context& ctx = Context::current();
   const Path path = forced_path();
+  const sm90::SplitReduce reduce = split_reduce();
   ctx.claim(stream);
-  ctx.enqueue([&] { return graph_key(1, a, {static_cast<std::uint64_t>(path)}); }, stream, [&](cudaStream_t st) {
-    if (path == Path::CublasLt || !run_sm90(ctx, s, a, st, path == Path::Sm90)) run_cublaslt(ctx, s, a, st);
+  const auto key = [&] {
+    return graph_key(1, a, {static_cast<std::uint64_t>(path), static_cast<std::uint64_t>(reduce)});
+  };
+  ctx.enqueue(key, stream, [&](cudaStream_t st) {
+    if (path == Path::CublasLt || !run_sm90(ctx, s, a, st, path == Path::Sm90, reduce)) run_cublaslt(ctx, s, a, st);
   });
   ctx.release(stream);
 }

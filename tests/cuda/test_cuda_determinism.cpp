@@ -1,6 +1,7 @@
 // The CUDA fast path is deterministic (issue 10; README "Backends"): 100 reruns of each op with a
 // fast path give the same bits, in Default and Strict, also where split-K partial sums arrive in a
-// different order on every run (out_proj at T = 256 on sm_90) and with deterministic requested.
+// different order on every run (out_proj at T = 256 and 512 on sm_90, both split-K reductions) and
+// with deterministic requested.
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "attnbwd/attnbwd.hpp"
+#include "tests/common/scoped_env.hpp"
 #include "tests/common/seed.hpp"
 #include "tools/gen.hpp"
 
@@ -48,10 +50,10 @@ TEST(CudaDeterminism, OutProjHundredRerunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
   reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(900));
   reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 2}, {"seq_len", 512}}, fresh_seed(901));
-  if (is_sm90()) {  // the sm_90a kernel with split-K (auto takes cuBLASLt at this T)
-    setenv("ATTNBWD_CUDA_OUT_PROJ", "sm90", 1);
+  if (is_sm90()) {  // the sm_90a kernel with split-K summed by the last CTA to arrive (auto: the cluster)
+    const ScopedEnv path("ATTNBWD_CUDA_OUT_PROJ", "sm90");
+    const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", "last");
     reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(904));
-    unsetenv("ATTNBWD_CUDA_OUT_PROJ");
   }
 }
 

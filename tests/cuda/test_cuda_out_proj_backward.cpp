@@ -1,7 +1,7 @@
 // The CUDA fast path for out_proj_backward against the serial oracle: tiny and odd shapes (head_dim not
 // a multiple of 8, one token, unaligned rows) and real benchmark workloads; on sm_90 the hand-tuned
-// kernel forced on every shape it takes (each store path, split-K with reruns, head_dim 128) and
-// against the cuBLASLt path on all 16 workloads. Built in every CUDA configuration; runs where a GPU
+// kernel forced on every shape it takes (each store path, split-K with reruns, both split-K
+// reductions, head_dim 128) and against the cuBLASLt path on all 16 workloads. Built in every CUDA configuration; runs where a GPU
 // is present.
 #include <gtest/gtest.h>
 
@@ -19,6 +19,7 @@
 #include "serial/serial.hpp"
 #include "tests/common/compare.hpp"
 #include "tests/common/device_args.hpp"
+#include "tests/common/scoped_env.hpp"
 #include "tests/common/seed.hpp"
 #include "tools/workloads.hpp"
 
@@ -136,18 +137,23 @@ TEST(CudaOutProj, Sm90KernelMatchesTheOracleOnEveryPath) {
     const char* path;
   };
   // Store paths: TMA boxes (S and D multiples of 64), 16-byte stores (S = 131, 65, 200), bf16 pairs
-  // (D = 2, 6); split-K over dX for small T (T = 256, 262: 4 splits); M, N and K tails.
+  // (D = 2, 6); split-K over dX for small T (T = 7, 262, 256: 4 splits; T = 512: 2), each summed by
+  // the tile's cluster (ATTNBWD_CUDA_OUT_PROJ_SPLITK=cluster, the default) and by the last CTA to
+  // arrive (=last); M, N and K tails.
   const Shape shapes[] = {{1, 1, 2, 8, "pairs"},          {1, 9, 4, 2, "pairs"},
                           {2, 33, 4, 6, "pairs"},         {1, 7, 32, 64, "16-byte, split-K"},
                           {3, 65, 4, 64, "16-byte"},      {2, 131, 8, 64, "16-byte, split-K"},
                           {1, 200, 2, 128, "16-byte"},    {2, 128, 4, 128, "TMA, D=128"},
-                          {4, 64, 4, 64, "TMA, T=256"},   {1, 256, 32, 64, "TMA, split-K"}};
+                          {4, 64, 4, 64, "TMA, T=256"},   {1, 256, 32, 64, "TMA, split-K"},
+                          {2, 256, 32, 64, "TMA, split-K"}};
   ForcePath force("sm90");
   int tag = 0;
+  for (const char* reduce : {"cluster", "last"})
   for (const auto& s : shapes) {
+    const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", reduce);
     Case c = make_case(s.B, s.S, s.H, s.D, fresh_seed(300 + tag++));
-    const std::string what = std::string(s.path) + ": B=" + std::to_string(s.B) + " S=" + std::to_string(s.S) +
-                             " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D);
+    const std::string what = std::string(s.path) + " (" + reduce + "): B=" + std::to_string(s.B) +
+                             " S=" + std::to_string(s.S) + " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D);
     expect_matches_oracle(c, 1e-5, what);
     // Again on the same buffers: split-K arrival counters must have been left at zero.
     poison(c);
