@@ -94,7 +94,9 @@ MhaAttn mha_attn_switch() {
 // showed the kernels latency-bound at 2 warps per scheduler: "wait" and "long scoreboard" stalls, 45 %
 // issue use). occ3 measured (H200, same call) 1.02-1.03x on B = 7, 10, 23, 0.997x on B = 56 and 0.92-0.94x
 // on B = 1, 3 (fewer than ~3 waves of CTAs: the lower per-CTA speed is not made up by more CTAs in flight),
-// so auto takes occ3 when the grid has at least 6 CTAs per SM (B >= 5 at S = 577), serial3 below. A
+// so auto takes occ3 when the grid has at least 6 CTAs per SM (B >= 5 at S = 577), and also where 3 CTAs
+// per SM need fewer waves than 2 (B = 2: 320 CTAs, one wave instead of two; measured 1.11x on #4, sixth
+// session; B = 1 and 3 take the same number of waves either way and stay on serial3). A
 // pipelined loop (block j + 1's dP product overlapping block j's element math) measured 4-6 % slower and
 // was removed (perf/NOTES.md; code in commit 8241966).
 struct WgmmaScheme {
@@ -105,7 +107,12 @@ WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count) {
     case 1: return {2, 2};
     case 2: return {3, 2};
     case 3: return {2, 3};
-    default: return ctas >= 6 * static_cast<int64_t>(sm_count) ? WgmmaScheme{2, 3} : WgmmaScheme{3, 2};
+    default: {
+      // occ3 where it takes fewer waves than 2 CTAs per SM, or the grid is deep (≥ 6 CTAs per SM).
+      const int64_t slots2 = 2 * static_cast<int64_t>(sm_count), slots3 = 3 * static_cast<int64_t>(sm_count);
+      const bool fewer_waves = (ctas + slots3 - 1) / slots3 < (ctas + slots2 - 1) / slots2;
+      return ctas >= 6 * static_cast<int64_t>(sm_count) || fewer_waves ? WgmmaScheme{2, 3} : WgmmaScheme{3, 2};
+    }
   }
 }
 // ATTNBWD_CUDA_MHA_COPY=auto|prows|trows|rows: the wgmma kernels' copies (3 stages): the measured ones
