@@ -586,6 +586,30 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   return best;
 }
 
+LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms, int ctas) {
+  const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
+  const int tiles_dx = ceil_div(T, kBM) * ceil_div(in, kBN), kb_dx = ceil_div(out, kBK);
+  LinearBackwardPlan best;
+  best.dx_only = true;
+  double best_t = 1e300;
+  for (int sx : {1, 2, 4}) {
+    const int kx = ceil_div(kb_dx, sx);
+    if ((sx - 1) * kx >= kb_dx) continue;
+    const int cap = std::min(ctas, resident_ctas(sx, sms)) / sx * sx;
+    if (cap < sx) continue;
+    const int ux = tiles_dx * sx, cx = std::min(cap, ux);
+    const double t = finish(ux, kx, sx, cx, sx > 1);
+    if (t < best_t * 0.999) {
+      best_t = t;
+      best.splits_dx = sx, best.ctas_dx = cx, best.grid = cx, best.cluster = sx;
+    }
+  }
+  const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
+  best.workspace_bytes = best.splits_dx > 1 ? part * tiles_dx * best.splits_dx : 0;
+  best.counters = static_cast<std::size_t>(tiles_dx);
+  return best;
+}
+
 void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& plan, void* workspace,
                             unsigned* counters, cudaStream_t stream) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
@@ -609,7 +633,7 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   dw.M = static_cast<int>(out), dw.N = static_cast<int>(in), dw.kb_total = ceil_div(T, kBK);
   dw.tiles_n = ceil_div(in, kBN), dw.splits = plan.splits_dw;
   dw.kb_per_split = ceil_div(dw.kb_total, dw.splits);
-  dw.units = ceil_div(out, kBM) * dw.tiles_n * dw.splits;
+  dw.units = plan.dx_only ? 0 : ceil_div(out, kBM) * dw.tiles_n * dw.splits;
   dw.a_kmajor = 0;
   dw.out = static_cast<__nv_bfloat16*>(p.grad_weight);
   dw.rows_per_b = static_cast<int>(out), dw.cols_per_h = static_cast<int>(in);

@@ -37,6 +37,7 @@ struct LinearBackwardPlan {
   int ctas_dx = 0;                    // of which the first ctas_dx work on dX, the others on dW
   int cluster = 1;                    // > 1: launched in clusters of this size = splits_dx, which reduce
                                       // each split dX tile together
+  bool dx_only = false;               // the launch computes dX alone (dW elsewhere, e.g. cuBLASLt)
   std::size_t workspace_bytes = 0;    // split-K partial sums (fp32)
   std::size_t counters = 0;           // per-tile arrival counters (unsigned)
 };
@@ -53,6 +54,10 @@ enum class SplitReduce { Cluster, LastArrival };
 // The work split for this problem on a GPU with `sms` multiprocessors (the current device).
 LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms,
                                         SplitReduce dx_reduce = SplitReduce::Cluster);
+
+// A plan for dX alone on at most `ctas` CTAs (dW computed by someone else, concurrently): split-K over
+// dX summed by clusters, the splits chosen by the same cost model.
+LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms, int ctas);
 
 // Enqueues the kernel on `stream`. `workspace` holds plan.workspace_bytes; `counters` holds
 // plan.counters zeros (the kernel leaves them zero again for the next call).

@@ -9,8 +9,9 @@
 //     persistent TMA + wgmma launch, dX written in the head-split layout by its epilogue;
 //   otherwise (sm_100 until it has its own kernel, odd shapes or alignments): two cuBLASLt GEMMs
 //     running concurrently (dW on the side stream), then a head-split copy of G.
-// ATTNBWD_CUDA_OUT_PROJ=sm90|cublaslt (environment, read per call) forces one path, for A/B timing
-// and tests; forcing sm90 where it cannot run is an Error naming the variable.
+// ATTNBWD_CUDA_OUT_PROJ=sm90|cublaslt|hybrid (environment, read per call) forces one path, for A/B timing
+// and tests (hybrid: dW by cuBLASLt on the side stream, dX alone by the kernel); forcing sm90 or hybrid
+// where the kernel cannot run is an Error naming the variable.
 // ATTNBWD_CUDA_OUT_PROJ_SPLITK=cluster|last: how the kernel sums a split-K over dX (small T): by the
 // CTAs of a cluster together (default) or by the last CTA of each tile to arrive. Auto takes the kernel
 // for plans without split-K and for cluster plans of 2 splits; other split plans go to the cuBLASLt pair
@@ -41,10 +42,10 @@ Support supports(const OutProjShape&, const Options&) {
 
 namespace {
 
-enum class Path { Auto, Sm90, CublasLt };
+enum class Path { Auto, Sm90, CublasLt, Hybrid };
 
 Path forced_path() {
-  return static_cast<Path>(env_switch("ATTNBWD_CUDA_OUT_PROJ", {"auto", "sm90", "cublaslt"}));
+  return static_cast<Path>(env_switch("ATTNBWD_CUDA_OUT_PROJ", {"auto", "sm90", "cublaslt", "hybrid"}));
 }
 
 sm90::SplitReduce split_reduce() {
@@ -52,14 +53,49 @@ sm90::SplitReduce split_reduce() {
                                                                              : sm90::SplitReduce::LastArrival;
 }
 
-// The hand-tuned kernel, when the device and the problem suit it. Returns false to fall back.
-bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool forced,
-              sm90::SplitReduce reduce) {
+// The problem as the sm_90a kernel sees it.
+sm90::LinearBackward kernel_problem(const OutProjShape& s, const OutProjArgs& a) {
   sm90::LinearBackward p;
   p.grad_output = a.grad_output.data, p.input = a.reshaped.data, p.weight = a.weight.data;
   p.grad_input = a.grad_attn_output.data, p.grad_weight = a.grad_weight.data;
   p.out_features = p.in_features = s.hidden();
   p.batch = s.batch, p.seq_len = s.seq_len, p.heads = s.num_heads, p.head_dim = s.head_dim;
+  return p;
+}
+
+// dW = dYᵀ·X by cuBLASLt on `st`.
+void dw_cublaslt(Context& ctx, int slot, cudaStream_t st, const OutProjShape& s, const OutProjArgs& a) {
+  const std::int64_t T = s.tokens(), Hd = s.hidden();
+  Gemm dw;
+  dw.trans_a = true;  // dYᵀ: dY is [T, Hd]
+  dw.M = Hd, dw.N = Hd, dw.K = T, dw.lda = Hd, dw.ldb = Hd, dw.ldc = Hd;
+  gemm(ctx, slot, st, dw, a.grad_output.data, a.reshaped.data, a.grad_weight.data);
+}
+
+// Hybrid (small T): dW by cuBLASLt on the side stream and, concurrently, dX alone by the sm_90a kernel on
+// at most half the SMs (split-K summed by clusters), written in the head-split layout by its epilogue:
+// the pair without its layout copy. Returns false where the kernel cannot take the call.
+bool run_hybrid(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool forced) {
+  const sm90::LinearBackward p = kernel_problem(s, a);
+  const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(p);
+  if (!why.empty()) {
+    if (forced) throw Error("ATTNBWD_CUDA_OUT_PROJ", "sm90 kernel cannot take this call: " + why);
+    return false;
+  }
+  const sm90::LinearBackwardPlan plan = sm90::linear_backward_plan_dx_only(p, ctx.sm_count(), ctx.sm_count() / 2);
+  void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
+  unsigned* counters = ctx.counters(plan.counters, stream);
+  ctx.fork(stream);
+  dw_cublaslt(ctx, 1, ctx.side_stream(), s, a);
+  sm90::linear_backward_launch(p, plan, ws, counters, stream);
+  ctx.join(stream);
+  return true;
+}
+
+// The hand-tuned kernel for both GEMMs, when the device and the problem suit it. Returns false to fall back.
+bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool forced,
+              sm90::SplitReduce reduce) {
+  const sm90::LinearBackward p = kernel_problem(s, a);
   std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(p);
   if (!why.empty()) {
     if (forced) throw Error("ATTNBWD_CUDA_OUT_PROJ", "sm90 kernel cannot take this call: " + why);
@@ -67,9 +103,11 @@ bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
   }
   const sm90::LinearBackwardPlan plan = sm90::linear_backward_plan(p, ctx.sm_count(), reduce);
   // Measured (perf/NOTES.md, H200): without split-K the kernel is at par with the cuBLASLt pair or
-  // ahead; with it, only the cluster reduction over 2 splits wins (T=512: 20.4 vs 23.2 µs; 4 splits at
-  // T=256: 20.2 vs 18.5; the last-arrival reduction: 22.7 vs 18.5 at T=256).
-  if (!forced && plan.splits_dx > 1 && (plan.cluster == 1 || plan.splits_dx > 2)) return false;
+  // ahead; with it, only the cluster reduction over 2 splits wins (T=512: 20.4 vs 23.2 µs); where the
+  // plan splits 4 ways (T=256: 20.2 vs 18.5 for the pair) the hybrid wins (17.7 µs); the last-arrival
+  // reduction lost to the pair (22.7 vs 18.5 at T=256).
+  if (!forced && plan.splits_dx > 1 && plan.cluster == 1) return false;
+  if (!forced && plan.splits_dx > 2) return run_hybrid(ctx, s, a, stream, false);
   void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
   sm90::linear_backward_launch(p, plan, ws, ctx.counters(plan.counters, stream), stream);
   return true;
@@ -80,10 +118,7 @@ void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cud
 
   // dW on the side stream, concurrently with dX: small-T workloads fill the GPU only together.
   ctx.fork(stream);
-  Gemm dw;
-  dw.trans_a = true;  // dYᵀ: dY is [T, Hd]
-  dw.M = Hd, dw.N = Hd, dw.K = T, dw.lda = Hd, dw.ldb = Hd, dw.ldc = Hd;
-  gemm(ctx, 1, ctx.side_stream(), dw, a.grad_output.data, a.reshaped.data, a.grad_weight.data);
+  dw_cublaslt(ctx, 1, ctx.side_stream(), s, a);
 
   Gemm dx;  // G = dY·W: dY [T, Hd], W [Hd(out), Hd(in)] used as [K=out, N=in]
   dx.M = T, dx.N = Hd, dx.K = Hd, dx.lda = Hd, dx.ldb = Hd, dx.ldc = Hd;
@@ -106,6 +141,10 @@ void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream
     return graph_key(1, a, {static_cast<std::uint64_t>(path), static_cast<std::uint64_t>(reduce)});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) {
+    if (path == Path::Hybrid) {
+      if (!run_hybrid(ctx, s, a, st, true)) run_cublaslt(ctx, s, a, st);
+      return;
+    }
     if (path == Path::CublasLt || !run_sm90(ctx, s, a, st, path == Path::Sm90, reduce)) run_cublaslt(ctx, s, a, st);
   });
   ctx.release(stream);

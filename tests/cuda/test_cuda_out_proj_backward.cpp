@@ -165,6 +165,31 @@ TEST(CudaOutProj, Sm90KernelMatchesTheOracleOnEveryPath) {
   }
 }
 
+TEST(CudaOutProj, HybridPathMatchesTheOracle) {
+  if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
+  ATTNBWD_SEED_TRACE();
+  struct Shape {
+    std::int64_t B, S, H, D;
+  };
+  // dX by the kernel alone (split-K summed by clusters where its plan splits: hidden 2048, 256), dW by
+  // cuBLASLt on the side stream; TMA, 16-byte and bf16-pair stores; reruns on the same buffers.
+  const Shape shapes[] = {{1, 256, 32, 64}, {2, 256, 32, 64}, {1, 7, 32, 64}, {3, 65, 4, 64}, {2, 33, 4, 6}};
+  ForcePath force("hybrid");
+  int tag = 0;
+  for (const auto& s : shapes) {
+    Case c = make_case(s.B, s.S, s.H, s.D, fresh_seed(600 + tag++));
+    const std::string what = "hybrid: B=" + std::to_string(s.B) + " S=" + std::to_string(s.S) +
+                             " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D);
+    expect_matches_oracle(c, 1e-5, what);
+    poison(c);
+    ASSERT_EQ(run_cuda(c.args), Backend::Cuda);
+    Tolerance tol{1e-5, 0.05, 0.99, 5e-3};
+    EXPECT_TRUE(close("grad_attn_output (rerun) " + what, c.dx.data(), c.dx_ref.data(),
+                      c.args.grad_attn_output.size(), tol));
+    EXPECT_TRUE(close("grad_weight (rerun) " + what, c.dw.data(), c.dw_ref.data(), c.args.grad_weight.size(), tol));
+  }
+}
+
 TEST(CudaOutProj, ForcingTheSm90KernelWhereItCannotRunIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   Case c = make_case(2, 3, 3, 6, fresh_seed(400));  // hidden 18: not a multiple of 8 (TMA row stride)
@@ -174,6 +199,15 @@ TEST(CudaOutProj, ForcingTheSm90KernelWhereItCannotRunIsAnError) {
     ADD_FAILURE() << "expected attnbwd::Error";
   } catch (const Error& e) {
     EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_OUT_PROJ");
+  }
+  {
+    ForcePath hybrid("hybrid");
+    try {
+      run_cuda(c.args);
+      ADD_FAILURE() << "expected attnbwd::Error (hybrid)";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_OUT_PROJ");
+    }
   }
   ForcePath bad("fastest");
   EXPECT_THROW(run_cuda(c.args), Error);
