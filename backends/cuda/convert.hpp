@@ -8,6 +8,7 @@
 #include <library_types.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "lt_gemm.hpp"
 
@@ -15,6 +16,17 @@ namespace attnbwd::cuda {
 
 // y[0, n) = fp16(x[0, n)), round to nearest even; 16-byte loads where x allows. y: 16-byte aligned.
 void convert_to_half(const float* x, __half* y, std::int64_t n, cudaStream_t stream);
+
+// Several such copies in one launch (at most kMaxHalfCopies; each with convert_to_half's contract), so
+// small problems pay one launch instead of one per tensor. The blocks are shared out in proportion to
+// the copies' sizes.
+struct HalfCopy {
+  const float* x;
+  __half* y;
+  std::int64_t n;
+};
+constexpr int kMaxHalfCopies = 4;
+void convert_to_half(std::initializer_list<HalfCopy> copies, cudaStream_t stream);
 
 // ATTNBWD_CUDA_FP32_GEMM=auto|fp16|tf32: the Default mode's GEMM operands in the fp32 ops (auto =
 // fp16; tf32 = the fp32 tensors with TF32 tensor cores, for A/B timing). Strict ignores it.

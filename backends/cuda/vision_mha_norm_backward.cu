@@ -115,6 +115,14 @@ WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count) {
     }
   }
 }
+// ATTNBWD_CUDA_MHA_SPLIT=auto|1|2: CTAs per 64-row block of the wgmma kernels (2: each streams half of the
+// other sequence's blocks and the second to finish adds the first's sums). Written for grids of few blocks
+// (B = 1 at S = 577: 160 CTAs with 10-block chains; split, 320 CTAs of 5-block chains in one wave at 3 per
+// SM), predicted 1.2x on #10; measured (H200, 2026-12-01, two runs each) 1.02x on #10 and 0.93x on #3 (B =
+// 3), so auto = 1 and 2 stays opt-in for A/B.
+int mha_split_switch() { return env_switch("ATTNBWD_CUDA_MHA_SPLIT", {"auto", "1", "2"}) == 2 ? 2 : 1; }
+bool mha_split_forced() { return env_switch("ATTNBWD_CUDA_MHA_SPLIT", {"auto", "1", "2"}) == 2; }
+
 // ATTNBWD_CUDA_MHA_COPY=auto|prows|trows|rows: the wgmma kernels' copies (3 stages): the measured ones
 // (auto), or with a fixed row per thread group — the P tiles (prows), the fp16 tiles (trows) or both
 // (rows) — forming row addresses once per pass instead of per chunk (ncu: the ALU pipe is the busiest).
@@ -150,6 +158,24 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const MhaAttn attn = mha_attn_switch();
   const bool fp16_attn = fp16_attention(s, use_fp16, attn);
   const int64_t attn_chunks = B * mha::attn_blocks(S);  // partial rows of the fp16 attention kernels
+  // The sm_90a wgmma attention kernels: their scheme, copies and split (split blocks need occ3 or serial3
+  // with the default copies).
+  const bool wgmma_attn = fp16_attn && attn != MhaAttn::Mma && ctx.cc() == 90;
+  const int64_t attn_ctas = BH * mha::attn_blocks(S);
+  int split = 1, copy = 0;
+  WgmmaScheme wgmma{3, 2};
+  if (wgmma_attn) {
+    split = mha_split_switch();
+    wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count());
+    copy = mha_copy_switch();
+    if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
+                                      (wgmma.stages == 3 && wgmma.min_blocks == 2)))) {
+      if (mha_split_forced())
+        throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
+                                              "ATTNBWD_CUDA_MHA_COPY auto only");
+      split = 1;
+    }
+  }
 
   // Scratch (slot 0). GEMM attention: dA (later dXn) | dO | dQh | dKh | dVh | dS (later dQKV) | partials
   // of the qkv bias and of the LayerNorm sums. fp16 attention: dXn | δ | partials. fp16 copies (Default
@@ -173,6 +199,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const std::size_t o_Wqkvh = use_fp16 ? c.take(E3 * E, h2) : 0;
   const std::size_t o_dAh = fp16_attn ? c.take(N * E, h2) : 0;
   const std::size_t o_qh = fp16_attn ? c.take(3 * N * E, h2) : 0;  // q | k | v, each [B,H,S,D]
+  const std::size_t o_split = split == 2 ? c.take(attn_ctas * 2 * mha::kSplitFloats * 128, f4) : 0;
   char* base = static_cast<char*>(ctx.scratch(0, c.bytes, stream));
   const auto f32 = [&](std::size_t at) { return reinterpret_cast<float*>(base + at); };
   const auto f16 = [&](std::size_t at) { return reinterpret_cast<__half*>(base + at); };
@@ -225,35 +252,31 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     // fp16 (joined before dXn) under the attention kernels, then grad_qkv_weight under dXn and LayerNorm.
     __half* dAh = f16(o_dAh);
     __half* qh = f16(o_qh);
-    convert_to_half(dY, dYh, N * E, stream);
-    convert_to_half(a.attn_output.data, Ah, N * E, stream);
-    stages.mark("to_half_dY_A");
+    // Conversions of several tensors share a launch (small B pays per launch).
+    convert_to_half({{dY, dYh, N * E}, {a.attn_output.data, Ah, N * E}, {a.out_weight.data, Woh, E * E}}, stream);
+    stages.mark("to_half_dY_A_Wo");
     stages.fork(ctx);  // side: after dYh and Ah exist
-    convert_to_half(a.q.data, qh, N * E, side);
-    convert_to_half(a.k.data, qh + N * E, N * E, side);
-    convert_to_half(a.v.data, qh + 2 * N * E, N * E, side);
+    convert_to_half({{a.q.data, qh, N * E}, {a.k.data, qh + N * E, N * E}, {a.v.data, qh + 2 * N * E, N * E}}, side);
     stages.mark("to_half_qkv");
-    convert_to_half(a.out_weight.data, Woh, E * E, stream);
     {
       Gemm g;
       g.M = N, g.N = E, g.K = E, g.lda = E, g.ldb = E, g.ldc = E;
       g.a_type = g.b_type = g.c_type = CUDA_R_16F;
       g.compute = CUBLAS_COMPUTE_32F;
       cuda::gemm(ctx, 0, stream, g, dYh, Woh, dAh);
-      stages.mark("to_half_Wo_dA");
+      stages.mark("dA");
     }
     stages.join(ctx);  // main: after q, k, v are fp16
     dW_out(side);
-    convert_to_half(a.x_norm.data, Xnh, N * E, side);
-    convert_to_half(a.qkv_weight.data, Wqkvh, E3 * E, side);
+    convert_to_half({{a.x_norm.data, Xnh, N * E}, {a.qkv_weight.data, Wqkvh, E3 * E}}, side);
     stages.mark("to_half_Xn_Wqkv");
     mha::AttnParams p;
     p.B = B, p.S = S, p.H = static_cast<int>(H), p.scale = scale;
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
     p.delta = f32(o_delta), p.dqkv = dQKVh, p.partial = part_qkv;
-    if (attn != MhaAttn::Mma && ctx.cc() == 90) {
-      const WgmmaScheme w = mha_wgmma_switch(B * H * mha::attn_blocks(S), ctx.sm_count());
-      mha::attention_backward_sm90(p, w.stages, w.min_blocks, mha_copy_switch(), stream);
+    if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
+    if (wgmma_attn) {
+      mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {
       mha::attention_backward(p, stream);
     }
@@ -266,9 +289,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     dXn_gemm();
   } else {
     if (use_fp16) {  // before the fork: the side stream's first GEMM reads dY and A
-      convert_to_half(dY, dYh, N * E, stream);
-      convert_to_half(a.attn_output.data, Ah, N * E, stream);
-      convert_to_half(a.out_weight.data, Woh, E * E, stream);
+      convert_to_half({{dY, dYh, N * E}, {a.attn_output.data, Ah, N * E}, {a.out_weight.data, Woh, E * E}}, stream);
       stages.mark("to_half_dY_A_Wo");
     }
     // 1. grad_out_weight (side stream) and dA.
@@ -323,9 +344,8 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     mha::sum_partials(part_qkv, chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, stream);
     stages.mark("merge_bias");
     if (use_fp16) {
-      convert_to_half(dQKV, dQKVh, N * E3, stream);
-      convert_to_half(a.x_norm.data, Xnh, N * E, stream);
-      convert_to_half(a.qkv_weight.data, Wqkvh, E3 * E, stream);
+      convert_to_half({{dQKV, dQKVh, N * E3}, {a.x_norm.data, Xnh, N * E}, {a.qkv_weight.data, Wqkvh, E3 * E}},
+                      stream);
       stages.mark("to_half_dQKV_Xn_Wqkv");
     }
     dqkv_fp32 = dQKV;
@@ -354,7 +374,8 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
   const auto key = [&] {
     return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
                             env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN"),
-                            env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY")});
+                            env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY"),
+                            env_word("ATTNBWD_CUDA_MHA_SPLIT")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

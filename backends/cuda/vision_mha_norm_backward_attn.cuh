@@ -29,7 +29,12 @@ struct AttnParams {
   float* delta = nullptr;         // [B,H,S] scratch: Σ_j P·dP per query row (written by the dQ kernel)
   __half* dqkv = nullptr;         // [B·S, 3E] dQ | dK | dV (col = part·E + h·64 + d), fp16: the GEMM operand
   float* partial = nullptr;       // [B·attn_blocks(S), 3E]: per-CTA column sums of the fp32 dQ, dK, dV
+  // Split blocks (attention_backward_sm90 with split = 2): two CTAs per block, each streaming half of the
+  // other sequence's blocks; the second to finish adds the first's partial sums and writes the block.
+  float* split_ws = nullptr;      // [B·H·attn_blocks(S)][2][kSplitFloats · 128] fp32
+  unsigned* split_count = nullptr;  // [2 · B·H·attn_blocks(S)] zeros (left zero again)
 };
+constexpr int kSplitFloats = 66;  // per thread and half: two 64-float accumulators and two row sums
 
 // dQ (and delta), then dK and dV; every element of p.dqkv's rows and of p.partial is written.
 void attention_backward(const AttnParams& p, cudaStream_t stream);
@@ -38,6 +43,11 @@ void attention_backward(const AttnParams& p, cudaStream_t stream);
 // the fp16 tiles with a fixed row and chunk per thread (0: the measured copies); `min_blocks` 3 (2 stages
 // only): kernels capped at 168 registers and 75 KB of shared memory so 3 CTAs fit per SM (else 2). Call it
 // for sm_90 devices only (elsewhere the kernels trap).
-void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, int copy, cudaStream_t stream);
+// `split` 2 (with stages 2 and min_blocks 3, or stages 3 and min_blocks 2, copy 0): each block's loop over
+// the other sequence is cut in two halves run by two CTAs (for grids of few blocks: the per-CTA chain is
+// the time); p.split_ws and p.split_count must be set. The two halves' sums are added as a + b, which is
+// the same in either order: deterministic.
+void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, int copy, int split,
+                             cudaStream_t stream);
 
 }  // namespace attnbwd::cuda::mha

@@ -36,17 +36,18 @@ struct Cta {
   int h, rows;        // rows of the block inside the sequence (1..64)
   int64_t blk;        // block index along the sequence
 };
-__device__ __forceinline__ Cta cta_of(const AttnParams& p) {
+__device__ __forceinline__ Cta cta_of(const AttnParams& p, int64_t index) {
   const int64_t nblk = attn_blocks(p.S);
   Cta c;
-  c.bh = static_cast<int64_t>(blockIdx.x) / nblk;
-  c.blk = static_cast<int64_t>(blockIdx.x) - c.bh * nblk;
+  c.bh = index / nblk;
+  c.blk = index - c.bh * nblk;
   c.b = c.bh / p.H;
   c.h = static_cast<int>(c.bh - c.b * p.H);
   c.r0 = c.blk * kRows;
   c.rows = static_cast<int>(p.S - c.r0 < kRows ? p.S - c.r0 : kRows);
   return c;
 }
+__device__ __forceinline__ Cta cta_of(const AttnParams& p) { return cta_of(p, blockIdx.x); }
 
 // P tiles keep each row's global 16-byte phase: tile element (r, c) is at r·kLdP + sh + c with
 // sh = row_shift(row start), so a full tile is copied as 17 aligned 16-byte chunks per row (64 floats
@@ -210,11 +211,12 @@ __device__ __forceinline__ void ds_transposed(const float (&pt)[8][4], float (&d
     for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - dl[j][r & 1]) * kDsScale;
 }
 
-// Launches one of the kernels: one CTA per (batch, head, 64-row block), the blocks of a head adjacent.
+// Launches one of the kernels: one CTA per (batch, head, 64-row block), the blocks of a head adjacent
+// (`split` CTAs per block, adjacent, when the kernel splits its loop).
 template <class Kernel>
-void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t stream) {
+void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t stream, int split = 1) {
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const auto grid = static_cast<unsigned>(attn_blocks(p.S) * p.B * p.H);
+  const auto grid = static_cast<unsigned>(attn_blocks(p.S) * p.B * p.H * split);
   kernel<<<grid, kThreads, smem, stream>>>(p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }

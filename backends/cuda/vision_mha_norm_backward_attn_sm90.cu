@@ -132,10 +132,60 @@ __device__ __forceinline__ void rs_products(float (&c0)[8][4], std::uint32_t (&a
   fence_acc(c0);
 }
 
+// Split blocks (kSplit = 2): the rows [begin, end) of the other sequence that half `half` of a block streams:
+// the first ⌈n/2⌉ blocks, or the rest.
+__device__ __forceinline__ void split_range(int64_t S, int kSplit, int half, int64_t& begin, int64_t& end) {
+  const int64_t mid = (attn_blocks(S) + 1) / 2 * kRows;
+  begin = kSplit == 1 || half == 0 ? 0 : mid;
+  end = kSplit == 1 || half == 1 ? S : (mid < S ? mid : S);
+}
+
+// The two halves of a split block meet: each publishes its partial sums (a, b: accumulators in the C layout,
+// e: row sums), the first to arrive leaves (false), the second adds the first's into its own (a + b is the
+// same in fp32 in either order, so the result does not depend on which arrives last) and returns true.
+// ws: the block's 2 · kSplitFloats · kThreads floats; count: its arrival counter (left zero); flag: a word
+// of shared memory no thread touches until this returns. Every thread of the CTA calls it.
+template <int NE>
+__device__ __forceinline__ bool combine_halves(float* ws, unsigned* count, unsigned* flag, int half,
+                                               float (&a)[8][4], float (&b)[8][4], float (&e)[NE]) {
+  static_assert(64 + NE <= kSplitFloats, "kSplitFloats per thread");
+  float* mine = ws + static_cast<std::size_t>(half) * kSplitFloats * kThreads + threadIdx.x;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      __stcg(mine + (4 * j + r) * kThreads, a[j][r]);
+      __stcg(mine + (32 + 4 * j + r) * kThreads, b[j][r]);
+    }
+#pragma unroll
+  for (int i = 0; i < NE; ++i) __stcg(mine + (64 + i) * kThreads, e[i]);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *flag = atomicAdd(count, 1u);
+  __syncthreads();
+  if (*flag == 0) return false;
+  __threadfence();
+  const float* other = ws + static_cast<std::size_t>(1 - half) * kSplitFloats * kThreads + threadIdx.x;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      a[j][r] += __ldcg(other + (4 * j + r) * kThreads);
+      b[j][r] += __ldcg(other + (32 + 4 * j + r) * kThreads);
+    }
+#pragma unroll
+  for (int i = 0; i < NE; ++i) e[i] += __ldcg(other + (64 + i) * kThreads);
+  if (threadIdx.x == 0) *count = 0;
+  return true;
+}
+
 // kMinBlocks: CTAs per SM the registers must allow (2; 3 with 2 stages: 168 registers, no spills).
-template <int kStages, int kCopy, int kMinBlocks>
+// kSplit: CTAs per block (2: each streams half of the keys, combine_halves).
+template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dq_wg(const AttnParams p) {
-  const Cta c = cta_of(p);
+  const int half = static_cast<int>(blockIdx.x % kSplit);
+  const int64_t block = blockIdx.x / kSplit;
+  const Cta c = cta_of(p, block);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
   extern __shared__ float4 smem4[];
   std::uint8_t* sdO = align_smem_1024(smem4);  // this block's dO
@@ -155,8 +205,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dq_wg(const AttnPar
   mma16::zero(x);
   mma16::zero(y);
   float dsum[2] = {0.0f, 0.0f};
+  int64_t k_begin, k_end;
+  split_range(S, kSplit, half, k_begin, k_end);
   mma16::stream_blocks_deep<kRows, kStages, true>(
-      0, S,
+      k_begin, k_end,
       [&](int64_t k1, int keys1, int to) {
         issue_p_tile<kCopy>(sP + to * kTileP, Pbh, p_begin, p_end, S, c.r0, c.rows, k1, keys1);
         issue_tile<kCopy>(sK + to * kTileBytes, K, kD, k1, keys1);
@@ -185,14 +237,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dq_wg(const AttnPar
         to_afrag(aw, dp);
         rs_products(y, ap, cK, x, aw, cK);
       });
+  if constexpr (kSplit == 2) {  // the P tiles are free (stream_blocks_deep ended with a barrier)
+    if (!combine_halves(p.split_ws + block * 2 * kSplitFloats * kThreads, p.split_count + block,
+                        reinterpret_cast<unsigned*>(sP + kTileP), half, x, y, dsum))
+      return;
+  }
   finish_dq(p, c, dsum, x, y);
   store_part(p, x, c, 0, sP);  // stream_blocks_deep ended with a barrier: the P tiles are free
 }
 
-template <int kStages, int kCopy, int kMinBlocks>
+template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dkv_wg(const AttnParams p) {
   constexpr bool kDeltaInSmem = kMinBlocks < 3;  // at 3 CTAs per SM the 512 bytes of δ tiles do not fit
-  const Cta c = cta_of(p);
+  const int half = static_cast<int>(blockIdx.x % kSplit);
+  const int64_t block = blockIdx.x / kSplit;
+  const Cta c = cta_of(p, block);
   const int64_t S = p.S, E = static_cast<int64_t>(p.H) * kD;
   extern __shared__ float4 smem4[];
   std::uint8_t* sV = align_smem_1024(smem4);  // this block's V
@@ -207,14 +266,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dkv_wg(const AttnPa
   const float* delta = p.delta + c.bh * S;
   const float* p_begin = p.P;
   const float* p_end = p.P + p.B * p.H * S * S;
-  int64_t q_at = 0;  // first query of the block the body is on
+  int64_t q_begin, q_end;
+  split_range(S, kSplit, half, q_begin, q_end);
+  int64_t q_at = q_begin;  // first query of the block the body is on
 
   issue_tile<kCopy>(sV, p.v + c.bh * S * kD, kD, c.r0, c.rows);  // with the first block
   float dk[8][4], dv[8][4];
   mma16::zero(dk);
   mma16::zero(dv);
   mma16::stream_blocks_deep<kRows, kStages, true>(
-      0, S,
+      q_begin, q_end,
       [&](int64_t q1, int qrows1, int to) {
         issue_p_tile<kCopy>(sP + to * kTileP, Pbh, p_begin, p_end, S, q1, qrows1, c.r0, c.rows);
         issue_tile<kCopy>(sQ + to * kTileBytes, Q, kD, q1, qrows1);
@@ -262,6 +323,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dkv_wg(const AttnPa
         to_afrag(as, dpt);
         rs_products(dv, ap, cdO, dk, as, cQ);
       });
+  if constexpr (kSplit == 2) {  // the P tiles are free (stream_blocks_deep ended with a barrier)
+    float none[1] = {0.0f};
+    const int64_t blocks = attn_blocks(S) * p.B * p.H;
+    if (!combine_halves(p.split_ws + block * 2 * kSplitFloats * kThreads, p.split_count + blocks + block,
+                        reinterpret_cast<unsigned*>(sP + kTileP), half, dk, dv, none))
+      return;
+  }
   mma16::scale_acc(dk, p.scale / kDsScale);
   store_part(p, dk, c, 1, sP);
   store_part(p, dv, c, 2, sP + 4 * kD);
@@ -269,9 +337,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dkv_wg(const AttnPa
 
 #else  // other passes of the fatbin: never launched there (the caller runs these on sm_90 devices only)
 
-template <int kStages, int kCopy, int kMinBlocks>
+template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void attn_dq_wg(const AttnParams) { __trap(); }
-template <int kStages, int kCopy, int kMinBlocks>
+template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 
 #endif
@@ -279,14 +347,21 @@ __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 }  // namespace
 
 namespace {
-template <int kStages, int kCopy, int kMinBlocks = 2>
+template <int kStages, int kCopy, int kMinBlocks = 2, int kSplit = 1>
 void launch_sm90(const AttnParams& p, cudaStream_t stream) {
-  launch(attn_dq_wg<kStages, kCopy, kMinBlocks>, smem_dq(kStages), p, stream);
-  launch(attn_dkv_wg<kStages, kCopy, kMinBlocks>, smem_dkv(kStages, kMinBlocks < 3), p, stream);
+  launch(attn_dq_wg<kStages, kCopy, kMinBlocks, kSplit>, smem_dq(kStages), p, stream, kSplit);
+  launch(attn_dkv_wg<kStages, kCopy, kMinBlocks, kSplit>, smem_dkv(kStages, kMinBlocks < 3), p, stream, kSplit);
 }
 }  // namespace
 
-void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, int copy, cudaStream_t stream) {
+void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, int copy, int split,
+                             cudaStream_t stream) {
+  if (split == 2) {
+    if (!p.split_ws || !p.split_count) fail("attention_backward_sm90", __FILE__, __LINE__, "split without workspace");
+    if (stages == 2 && min_blocks == 3 && copy == 0) return launch_sm90<2, 0, 3, 2>(p, stream);
+    if (stages == 3 && min_blocks == 2 && copy == 0) return launch_sm90<3, 0, 2, 2>(p, stream);
+    fail("attention_backward_sm90", __FILE__, __LINE__, "split 2 is built for occ3 and serial3 with copy 0");
+  }
   if (stages == 2 && min_blocks == 3) return launch_sm90<2, 0, 3>(p, stream);
   if (stages == 2) return launch_sm90<2, 0>(p, stream);  // the copy variants are built for 3 stages
   switch (copy) {

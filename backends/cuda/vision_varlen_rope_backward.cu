@@ -272,8 +272,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     Gemm g;  // dAO[S,C] = dY[S,C]·Wp[C,C]
     g.M = S, g.N = C, g.K = C, g.lda = C, g.ldb = C, g.ldc = C;
     if (use_fp16) {
-      convert_to_half(dY, dYh, S * C, side);
-      convert_to_half(Wp, Wph, C * C, side);
+      convert_to_half({{dY, dYh, S * C}, {Wp, Wph, C * C}}, side);
       stages.mark("to_half_dY_Wp");
     }
     if (half_attn) {
@@ -292,8 +291,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     g.trans_b = true;
     g.M = S, g.N = C3, g.K = C, g.lda = C, g.ldb = C, g.ldc = C3;
     if (use_fp16) {
-      convert_to_half(X, Xh, S * C, stream);
-      convert_to_half(Wqkv, Wqkvh, C3 * C, stream);
+      convert_to_half({{X, Xh, S * C}, {Wqkv, Wqkvh, C3 * C}}, stream);
       stages.mark("to_half_X_Wqkv");
     }
     gemm(ctx, 0, stream, compute, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);

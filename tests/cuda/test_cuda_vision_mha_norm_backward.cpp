@@ -141,8 +141,9 @@ TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
 // depth (S = 577: 10 blocks; S = 131, 256: odd and even block counts): the sm_90a wgmma kernels (the
 // default on an sm_90 device; elsewhere ATTNBWD_CUDA_MHA_ATTN=wgmma falls back to the mma.sync kernels),
 // streaming through 2 or 3 buffers, at 3 with each copy scheme (ATTNBWD_CUDA_MHA_COPY=prows|trows|rows), and
-// at 2 with 3 CTAs per SM (ATTNBWD_CUDA_MHA_WGMMA=occ3: 168 registers, δ from global memory; written
-// 2026-12-01 without a GPU run: its first run is its first check).
+// at 2 with 3 CTAs per SM (ATTNBWD_CUDA_MHA_WGMMA=occ3: 168 registers, δ from global memory), each of occ3
+// and serial3 also with split blocks (ATTNBWD_CUDA_MHA_SPLIT=2: two CTAs per block, each streaming half of
+// the other sequence, the second adding the first's sums; opt-in), and the others unsplit (=1, auto).
 TEST(CudaVisionMhaNorm, WgmmaAttentionVariantMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   const Shape shapes[] = {{2, 131, 3, 64}, {1, 256, 2, 64}, {1, 577, 2, 64}};
@@ -152,15 +153,38 @@ TEST(CudaVisionMhaNorm, WgmmaAttentionVariantMatchesTheOracle) {
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
     const ScopedEnv env("ATTNBWD_CUDA_MHA_ATTN", "wgmma");
     struct Loop {
-      const char *wgmma, *copy;
+      const char *wgmma, *copy, *split;
     };
-    for (const Loop& l : {Loop{"serial2", "auto"}, Loop{"serial3", "auto"}, Loop{"serial3", "prows"},
-                          Loop{"serial3", "trows"}, Loop{"serial3", "rows"}, Loop{"occ3", "auto"}}) {
-      SCOPED_TRACE(std::string("ATTNBWD_CUDA_MHA_WGMMA=") + l.wgmma + " ATTNBWD_CUDA_MHA_COPY=" + l.copy);
+    for (const Loop& l : {Loop{"serial2", "auto", "1"}, Loop{"serial3", "auto", "1"}, Loop{"serial3", "auto", "2"},
+                          Loop{"serial3", "prows", "1"}, Loop{"serial3", "trows", "1"}, Loop{"serial3", "rows", "1"},
+                          Loop{"occ3", "auto", "1"}, Loop{"occ3", "auto", "2"}}) {
+      SCOPED_TRACE(std::string("ATTNBWD_CUDA_MHA_WGMMA=") + l.wgmma + " ATTNBWD_CUDA_MHA_COPY=" + l.copy +
+                   " ATTNBWD_CUDA_MHA_SPLIT=" + l.split);
       const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", l.wgmma);
       const ScopedEnv copies("ATTNBWD_CUDA_MHA_COPY", l.copy);
+      const ScopedEnv split("ATTNBWD_CUDA_MHA_SPLIT", l.split);
       check(in, axes, smallest_atol(kOp));
     }
+  }
+}
+
+// Split blocks need occ3 or serial3 with the default copies: forcing them with serial2 is an Error naming
+// ATTNBWD_CUDA_MHA_SPLIT (on an sm_90 device, where the wgmma kernels run).
+TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess || prop.major != 9)
+    GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  const tools::Axes axes = axes_of(1, 131, 2, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(310));
+  const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "serial2");
+  const ScopedEnv split("ATTNBWD_CUDA_MHA_SPLIT", "2");
+  HostCase<Args> c(in, axes);
+  try {
+    run_cuda(c, Precision::Default);
+    ADD_FAILURE() << "expected attnbwd::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_MHA_SPLIT");
   }
 }
 
