@@ -247,9 +247,9 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   };
   if (fp16_attn) {
     // Main stream: dY, A, Wo to fp16, dA (fp16: the kernels' dO, read in place, head h at columns h·D),
-    // the attention kernels (dQKV in fp16 + column sums), the qkv bias, dXn, LayerNorm. Side stream, in
-    // the gaps: q, k, v to fp16 (joined before the attention), then grad_out_weight and x_norm, Wqkv to
-    // fp16 (joined before dXn) under the attention kernels, then grad_qkv_weight under dXn and LayerNorm.
+    // the attention kernels (dQKV in fp16 + column sums), dXn, LayerNorm. Side stream, in the gaps: q, k,
+    // v to fp16 (joined before the attention), then grad_out_weight and x_norm, Wqkv to fp16 (joined before
+    // dXn) under the attention kernels, then the qkv bias and grad_qkv_weight under dXn and LayerNorm.
     __half* dAh = f16(o_dAh);
     __half* qh = f16(o_qh);
     // Conversions of several tensors share a launch (small B pays per launch).
@@ -281,10 +281,11 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
       mha::attention_backward(p, stream);
     }
     stages.mark("attention");
-    mha::sum_partials(part_qkv, attn_chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, stream);
-    stages.mark("qkv_bias");
     stages.join(ctx);  // main: after x_norm and Wqkv are fp16 (and grad_out_weight)
-    stages.fork(ctx);  // side: after dQKV exists
+    stages.fork(ctx);  // side: after dQKV and the column-sum partials exist
+    // grad_qkv_bias on the side stream, off the main stream's chain (small B is launch-bound).
+    mha::sum_partials(part_qkv, attn_chunks, E3, E3, a.grad_qkv_bias.data, nullptr, nullptr, side);
+    stages.mark("qkv_bias");
     dW_qkv(side);
     dXn_gemm();
   } else {
