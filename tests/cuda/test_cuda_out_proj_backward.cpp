@@ -101,6 +101,18 @@ void expect_matches_oracle(Case& c, double atol, const std::string& what) {
   EXPECT_TRUE(close("grad_weight", c.dw.data(), c.dw_ref.data(), c.args.grad_weight.size(), tol));
 }
 
+// expect_matches_oracle, then again on the same buffers, poisoned: split-K arrival counters must have
+// been left at zero and nothing may depend on the previous call's outputs.
+void expect_matches_oracle_twice(Case& c, const std::string& what) {
+  expect_matches_oracle(c, 1e-5, what);
+  poison(c);
+  ASSERT_EQ(run_cuda(c.args), Backend::Cuda);
+  Tolerance tol{1e-5, 0.05, 0.99, 5e-3};
+  EXPECT_TRUE(close("grad_attn_output (rerun) " + what, c.dx.data(), c.dx_ref.data(), c.args.grad_attn_output.size(),
+                    tol));
+  EXPECT_TRUE(close("grad_weight (rerun) " + what, c.dw.data(), c.dw_ref.data(), c.args.grad_weight.size(), tol));
+}
+
 TEST(CudaOutProj, TinyAndOddShapesMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   struct Shape {
@@ -139,7 +151,7 @@ TEST(CudaOutProj, Sm90KernelMatchesTheOracleOnEveryPath) {
   // Store paths: TMA boxes (S and D multiples of 64), 16-byte stores (S = 131, 65, 200), bf16 pairs
   // (D = 2, 6); split-K over dX for small T (T = 7, 262, 256: 4 splits; T = 512: 2), each summed by
   // the tile's cluster (ATTNBWD_CUDA_OUT_PROJ_SPLITK=cluster, the default) and by the last CTA to
-  // arrive (=last); M, N and K tails.
+  // arrive (=last); M, N and K tails; each shape twice on the same buffers.
   const Shape shapes[] = {{1, 1, 2, 8, "pairs"},          {1, 9, 4, 2, "pairs"},
                           {2, 33, 4, 6, "pairs"},         {1, 7, 32, 64, "16-byte, split-K"},
                           {3, 65, 4, 64, "16-byte"},      {2, 131, 8, 64, "16-byte, split-K"},
@@ -148,20 +160,14 @@ TEST(CudaOutProj, Sm90KernelMatchesTheOracleOnEveryPath) {
                           {2, 256, 32, 64, "TMA, split-K"}};
   ForcePath force("sm90");
   int tag = 0;
-  for (const char* reduce : {"cluster", "last"})
-  for (const auto& s : shapes) {
+  for (const char* reduce : {"cluster", "last"}) {
     const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", reduce);
-    Case c = make_case(s.B, s.S, s.H, s.D, fresh_seed(300 + tag++));
-    const std::string what = std::string(s.path) + " (" + reduce + "): B=" + std::to_string(s.B) +
-                             " S=" + std::to_string(s.S) + " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D);
-    expect_matches_oracle(c, 1e-5, what);
-    // Again on the same buffers: split-K arrival counters must have been left at zero.
-    poison(c);
-    ASSERT_EQ(run_cuda(c.args), Backend::Cuda);
-    Tolerance tol{1e-5, 0.05, 0.99, 5e-3};
-    EXPECT_TRUE(close("grad_attn_output (rerun) " + what, c.dx.data(), c.dx_ref.data(),
-                      c.args.grad_attn_output.size(), tol));
-    EXPECT_TRUE(close("grad_weight (rerun) " + what, c.dw.data(), c.dw_ref.data(), c.args.grad_weight.size(), tol));
+    for (const auto& s : shapes) {
+      Case c = make_case(s.B, s.S, s.H, s.D, fresh_seed(300 + tag++));
+      expect_matches_oracle_twice(c, std::string(s.path) + " (" + reduce + "): B=" + std::to_string(s.B) +
+                                         " S=" + std::to_string(s.S) + " H=" + std::to_string(s.H) +
+                                         " D=" + std::to_string(s.D));
+    }
   }
 }
 
@@ -178,15 +184,8 @@ TEST(CudaOutProj, HybridPathMatchesTheOracle) {
   int tag = 0;
   for (const auto& s : shapes) {
     Case c = make_case(s.B, s.S, s.H, s.D, fresh_seed(600 + tag++));
-    const std::string what = "hybrid: B=" + std::to_string(s.B) + " S=" + std::to_string(s.S) +
-                             " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D);
-    expect_matches_oracle(c, 1e-5, what);
-    poison(c);
-    ASSERT_EQ(run_cuda(c.args), Backend::Cuda);
-    Tolerance tol{1e-5, 0.05, 0.99, 5e-3};
-    EXPECT_TRUE(close("grad_attn_output (rerun) " + what, c.dx.data(), c.dx_ref.data(),
-                      c.args.grad_attn_output.size(), tol));
-    EXPECT_TRUE(close("grad_weight (rerun) " + what, c.dw.data(), c.dw_ref.data(), c.args.grad_weight.size(), tol));
+    expect_matches_oracle_twice(c, "hybrid: B=" + std::to_string(s.B) + " S=" + std::to_string(s.S) +
+                                       " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D));
   }
 }
 
