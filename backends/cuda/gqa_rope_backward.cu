@@ -199,6 +199,19 @@ ProjPath proj_path() {
   return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt"}));
 }
 
+// ATTNBWD_CUDA_GQA_DO=auto|split|view: the attention GEMMs read dO from a head-split copy of dA (split,
+// auto), or, for B = 1 on the cuBLASLt path, straight from dA as a strided view (view: head h is dA's
+// columns h·D.. with row stride QP, heads D apart, so no copy kernel; B > 1 needs the copy, as one stride
+// cannot step over both heads and batch elements). Written 2026-12-01 without a GPU run: opt-in until timed.
+bool do_view() { return env_switch("ATTNBWD_CUDA_GQA_DO", {"auto", "split", "view"}) == 2; }
+
+// ATTNBWD_CUDA_GQA_ADD=auto|kernel|gemm: grad_hidden_states = (dXq + dXk) + dXv by the add3 kernel over three
+// bf16 GEMM results (kernel, auto: the reference's two rounded additions), or, on the cuBLASLt path, by the
+// dXk and dXv GEMMs accumulating into it (gemm: beta = 1, so each addition rounds once with its GEMM's
+// sum instead of after it — one rounding fewer per addition, within the spec's tolerance; no dXk/dXv
+// buffers, no add3 pass). Written 2026-12-01 without a GPU run: opt-in until timed.
+bool add_in_gemm() { return env_switch("ATTNBWD_CUDA_GQA_ADD", {"auto", "kernel", "gemm"}) == 2; }
+
 struct Sm90Proj {
   sm90::LinearBackward p;
   sm90::LinearBackwardPlan plan;
@@ -252,6 +265,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const ProjPath path = proj_path();
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
   // directly, or cuBLASLt (dWo on the side stream) + a head-split kernel.
+  // dO for the attention GEMMs: [B,H,S,D] (a copy, or the sm_90a kernel's output), or for B = 1 with
+  // ATTNBWD_CUDA_GQA_DO=view dA itself (head h at columns h·D, row stride QP).
+  const bf* dOp = dO;
+  int64_t ld_do = D, head_do = S * D;
   sm90::LinearBackward o;
   o.grad_output = a.grad_output.data, o.input = a.attn_output.data, o.weight = a.o_weight.data;
   o.grad_input = dO, o.grad_weight = a.grad_o_weight.data;
@@ -275,7 +292,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
       gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
     }
-    head_split(dA, dO, T, S, Hq, D, stream);  // D % 8 == 0, scratch pieces 16-byte aligned: 16-byte moves
+    if (B == 1 && do_view()) {
+      dOp = dA, ld_do = QP, head_do = D;
+    } else {
+      head_split(dA, dO, T, S, Hq, D, stream);  // D % 8 == 0, scratch pieces 16-byte aligned: 16-byte moves
+    }
   }
   stages.mark("o_proj");
   const bf* P = c(a.attn_weights.data);
@@ -300,18 +321,18 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   {
     Gemm g;
     g.trans_a = true;
-    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * S, g.stride_b = S * D,
-    g.stride_c = S * D;
-    gemm(ctx, attn_slot, attn_side, g, P, dO, dV32);
+    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = ld_do, g.ldc = D, g.count = count, g.stride_a = S * S,
+    g.stride_b = head_do, g.stride_c = S * D;
+    gemm(ctx, attn_slot, attn_side, g, P, dOp, dV32);
   }
   stages.mark("dV");
   // 3-4. dS.
-  if (!fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {
+  if (dOp != dO || !fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {  // fused: [B,H,S,D] dO
     Gemm g;  // dP = dO·Vᵀ
     g.trans_b = true;
-    g.M = S, g.N = S, g.K = D, g.lda = D, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = S * D, g.stride_b = S * D,
-    g.stride_c = S * ld;
-    gemm(ctx, 0, stream, g, dO, V, dS);
+    g.M = S, g.N = S, g.K = D, g.lda = ld_do, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = head_do,
+    g.stride_b = S * D, g.stride_c = S * ld;
+    gemm(ctx, 0, stream, g, dOp, V, dS);
     const int threads = 256, rows_per_block = threads / 32;
     const int64_t rows = BH * S;
     if (S % 8 == 0 && aligned16(P))
@@ -344,7 +365,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients:
   // three sm_90a launches, or cuBLASLt with the weight gradients on the side stream.
   Sm90Proj pj[3];
-  bool all_sm90 = true;
+  bool all_sm90 = true, added = false;  // added: the sums are already in grad_hidden_states
   {
     const void* wt[3] = {a.q_weight.data, a.k_weight.data, a.v_weight.data};
     void* gw[3] = {a.grad_q_weight.data, a.grad_k_weight.data, a.grad_v_weight.data};
@@ -382,13 +403,19 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.K = QP;
       gemm(ctx, 0, stream, g, dQKVp, a.q_weight.data, a.grad_hidden_states.data);
       g.K = KP;
-      gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, dXk);
-      gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, dXv);
+      if (add_in_gemm()) {  // grad_hidden_states += dXk, then += dXv, each in its GEMM's epilogue
+        gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, a.grad_hidden_states.data, 1.0f, 1.0f);
+        gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, a.grad_hidden_states.data, 1.0f, 1.0f);
+        added = true;
+      } else {
+        gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, dXk);
+        gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, dXv);
+      }
       stages.mark("dX_qkv");
     }
   }
   // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv).
-  {
+  if (!added) {
     bf* h = m(a.grad_hidden_states.data);
     const int threads = 256;
     const int64_t n = T * HS;  // HS % 8 == 0
@@ -410,7 +437,8 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
   ctx.claim(stream);
   const auto key = [&] {
     return graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED"),
-                                  env_word("ATTNBWD_CUDA_GQA_OVERLAP")});
+                                  env_word("ATTNBWD_CUDA_GQA_OVERLAP"),
+                                  env_word("ATTNBWD_CUDA_GQA_DO"), env_word("ATTNBWD_CUDA_GQA_ADD")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);

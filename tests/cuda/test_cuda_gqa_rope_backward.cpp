@@ -2,7 +2,10 @@
 // 131; B = 1..3; GQA ratios 1, 2, 4; head_dim 128 (fused dP/softmax kernel) and 64 (cuBLASLt + row
 // kernel)), both attention paths (default: cuBLASLt dP + row kernel; ATTNBWD_GQA_FUSED=1: the fused
 // mma.sync dP/softmax kernel where it applies), the attention GEMMs on two streams or one
-// (ATTNBWD_CUDA_GQA_OVERLAP=on|off) and their bit equality, run-to-run bit equality, and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
+// (ATTNBWD_CUDA_GQA_OVERLAP=on|off) and their bit equality, dO as a strided view of dA with the hidden-state
+// sums in the dX GEMMs (ATTNBWD_CUDA_GQA_DO=view ATTNBWD_CUDA_GQA_ADD=gemm, written 2026-12-01 without a GPU
+// run), run-to-run bit equality, and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at
+// their own atol.
 // Every element of all five outputs is compared; outputs are poisoned with NaN before each run.
 // Rule: spec §6 (rtol 0.05, matched ratio 0.99) plus a relative-L2 bound per output, the portable
 // test's (its comment gives the measured values they are ~10x above).
@@ -35,21 +38,26 @@ const std::string kOp = "gqa_rope_backward";
 constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 
 // A path of the fast path: ATTNBWD_GQA_FUSED (fused dP/softmax kernel), ATTNBWD_CUDA_GQA_PROJ
-// (projection pairs through the sm_90a kernel or cuBLASLt) and ATTNBWD_CUDA_GQA_OVERLAP (attention
-// GEMMs on two streams or one), "" = the default choice.
+// (projection pairs through the sm_90a kernel or cuBLASLt), ATTNBWD_CUDA_GQA_OVERLAP (attention
+// GEMMs on two streams or one), ATTNBWD_CUDA_GQA_DO (dO as a strided view of dA for B = 1) and
+// ATTNBWD_CUDA_GQA_ADD (grad_hidden_states' sums in the dX GEMMs), "" = the default choice.
 struct Mode {
   const char* fused;
   const char* proj;
   const char* overlap = "";
+  const char* dO = "";
+  const char* add = "";
   std::string name() const {
     std::string n = *fused ? "fused" : "default";
     if (*proj) n += std::string(" proj=") + proj;
     if (*overlap) n += std::string(" overlap=") + overlap;
+    if (*dO) n += std::string(" dO=") + dO;
+    if (*add) n += std::string(" add=") + add;
     return n;
   }
 };
 constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
-    kOverlap{"", "", "on"}, kSerial{"", "", "off"};
+    kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kDoViewAddGemm{"", "", "", "view", "gemm"};
 
 bool is_sm90() {
   int dev = 0;
@@ -64,11 +72,13 @@ struct UseMode {
     if (*m.fused) setenv("ATTNBWD_GQA_FUSED", m.fused, 1);
     if (*m.proj) setenv("ATTNBWD_CUDA_GQA_PROJ", m.proj, 1);
     if (*m.overlap) setenv("ATTNBWD_CUDA_GQA_OVERLAP", m.overlap, 1);
+    if (*m.dO) setenv("ATTNBWD_CUDA_GQA_DO", m.dO, 1);
+    if (*m.add) setenv("ATTNBWD_CUDA_GQA_ADD", m.add, 1);
   }
   ~UseMode() {
-    unsetenv("ATTNBWD_GQA_FUSED");
-    unsetenv("ATTNBWD_CUDA_GQA_PROJ");
-    unsetenv("ATTNBWD_CUDA_GQA_OVERLAP");
+    for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
+                          "ATTNBWD_CUDA_GQA_ADD"})
+      unsetenv(v);
   }
 };
 
@@ -120,7 +130,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
-          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial});
+          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kDoViewAddGemm});
   }
 }
 
@@ -130,7 +140,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
   for (const char* index : {"5", "11"}) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
-          {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial});
+          {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kDoViewAddGemm});
   }
 }
 
