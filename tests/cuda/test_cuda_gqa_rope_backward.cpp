@@ -29,6 +29,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "tests/common/cuda_case.hpp"  // is_sm90
+
 namespace attnbwd::test {
 namespace {
 
@@ -58,13 +60,6 @@ struct Mode {
 };
 constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
     kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kDoViewAddGemm{"", "", "", "view", "gemm"};
-
-bool is_sm90() {
-  int dev = 0;
-  cudaDeviceProp p{};
-  return cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess && p.major == 9 &&
-         p.minor == 0;
-}
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {

@@ -27,6 +27,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "tests/common/cuda_case.hpp"  // is_sm90
+
 namespace attnbwd::test {
 namespace {
 
@@ -79,13 +81,6 @@ class ForcePath {
   ForcePath(const ForcePath&) = delete;
   ForcePath& operator=(const ForcePath&) = delete;
 };
-
-bool is_sm90() {
-  int dev = 0;
-  cudaDeviceProp p{};
-  return cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess && p.major == 9 &&
-         p.minor == 0;
-}
 
 void poison(Case& c) {
   for (auto* v : {&c.dx, &c.dw}) std::fill(v->begin(), v->end(), bf16::from_bits(0x7fc0));

@@ -171,10 +171,7 @@ TEST(CudaVisionMhaNorm, WgmmaAttentionVariantMatchesTheOracle) {
 // Split blocks need occ3 or serial3 with the default copies: forcing them with serial2 is an Error naming
 // ATTNBWD_CUDA_MHA_SPLIT (on an sm_90 device, where the wgmma kernels run).
 TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
-  int dev = 0;
-  cudaDeviceProp prop{};
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess || prop.major != 9)
-    GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   const tools::Axes axes = axes_of(1, 131, 2, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(310));
   const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "serial2");
