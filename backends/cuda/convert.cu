@@ -24,10 +24,6 @@ __device__ __forceinline__ void to_half_part(const float* __restrict__ x, __half
   for (std::int64_t i = 4 * n4 + i0; i < n; i += stride) y[i] = __float2half_rn(x[i]);
 }
 
-__global__ void to_half(const float* __restrict__ x, __half* __restrict__ y, std::int64_t n, bool vec4) {
-  to_half_part(x, y, n, vec4, blockIdx.x, gridDim.x);
-}
-
 struct Copies {
   const float* x[kMaxHalfCopies];
   __half* y[kMaxHalfCopies];
@@ -51,13 +47,6 @@ std::int64_t blocks_for_copy(std::int64_t n, bool vec4) {
 
 }  // namespace
 
-void convert_to_half(const float* x, __half* y, std::int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
-  const bool vec4 = aligned16(x);
-  to_half<<<static_cast<unsigned>(blocks_for_copy(n, vec4)), kThreads, 0, stream>>>(x, y, n, vec4);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
-}
-
 void convert_to_half(std::initializer_list<HalfCopy> copies, cudaStream_t stream) {
   if (copies.size() > static_cast<std::size_t>(kMaxHalfCopies))
     throw Error("convert_to_half", "more than kMaxHalfCopies copies in one launch");
@@ -75,6 +64,10 @@ void convert_to_half(std::initializer_list<HalfCopy> copies, cudaStream_t stream
   c.first[c.count] = blocks;
   to_half_many<<<blocks, kThreads, 0, stream>>>(c);
   ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+void convert_to_half(const float* x, __half* y, std::int64_t n, cudaStream_t stream) {
+  convert_to_half({{x, y, n}}, stream);
 }
 
 void gemm(Context& ctx, int slot, cudaStream_t stream, cublasComputeType_t fp32_compute, Gemm g, Operand A,

@@ -493,6 +493,19 @@ double finish(int units, int kb, int splits, int ctas, bool cluster) {
   return rounds * (kb + fixed + (splits > 1 ? split_cost : 0.0));
 }
 
+// A launch configuration of the kernel in clusters of `size` CTAs along x; `attr` holds the cluster
+// attribute the configuration points to.
+cudaLaunchConfig_t cluster_config(int size, int grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
+  attr = cudaLaunchAttribute{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(size), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.stream = stream;
+  cfg.attrs = &attr, cfg.numAttrs = 1;
+  return cfg;
+}
+
 // How many CTAs of the kernel can be resident at once when launched in clusters of `size` (1: one per
 // SM), on the current device; cached per device and size.
 int resident_ctas(int size, int sms) {
@@ -504,12 +517,8 @@ int resident_ctas(int size, int sms) {
   const std::lock_guard<std::mutex> lock(mu);
   if (const auto hit = known.find({dev, size}); hit != known.end()) return hit->second;
   allow_max_smem(dev);
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(size), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-  cfg.gridDim = dim3(static_cast<unsigned>(size)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = kSmemBytes;
-  cfg.attrs = &attr, cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_config(size, size, nullptr, attr);
   int clusters = 0;
   ATTNBWD_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, linear_backward_kernel, &cfg));
   const int n = std::min(sms, clusters * size);
@@ -668,13 +677,8 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   if (plan.cluster > 1) {  // the CTAs of a split dX tile in one cluster (co-scheduled)
     if (plan.ctas_dx % plan.cluster || plan.grid % plan.cluster)
       fail("linear_backward_launch", __FILE__, __LINE__, "plan with CTAs not in whole clusters");
-    cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = static_cast<unsigned>(plan.cluster), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.gridDim = dim3(static_cast<unsigned>(plan.grid)), cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmemBytes, cfg.stream = stream;
-    cfg.attrs = &attr, cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = cluster_config(plan.cluster, plan.grid, stream, attr);
     ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_backward_kernel, a_dx, b_dx, a_dw, b_dw, out_dx, out_dw, prm));
   } else {
     linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx, a_dw, b_dw, out_dx, out_dw, prm);

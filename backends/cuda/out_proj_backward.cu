@@ -72,16 +72,20 @@ void dw_cublaslt(Context& ctx, int slot, cudaStream_t st, const OutProjShape& s,
   gemm(ctx, slot, st, dw, a.grad_output.data, a.reshaped.data, a.grad_weight.data);
 }
 
+// Whether the sm_90a kernel can take problem p on this device; where it cannot and a path that needs it
+// was forced (ATTNBWD_CUDA_OUT_PROJ=sm90|hybrid), an Error naming the variable.
+bool kernel_takes(const Context& ctx, const sm90::LinearBackward& p, bool forced) {
+  const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(p);
+  if (why.empty()) return true;
+  if (forced) throw Error("ATTNBWD_CUDA_OUT_PROJ", "sm90 kernel cannot take this call: " + why);
+  return false;
+}
+
 // Hybrid (small T): dW by cuBLASLt on the side stream and, concurrently, dX alone by the sm_90a kernel on
 // at most half the SMs (split-K summed by clusters), written in the head-split layout by its epilogue:
-// the pair without its layout copy. Returns false where the kernel cannot take the call.
-bool run_hybrid(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool forced) {
-  const sm90::LinearBackward p = kernel_problem(s, a);
-  const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(p);
-  if (!why.empty()) {
-    if (forced) throw Error("ATTNBWD_CUDA_OUT_PROJ", "sm90 kernel cannot take this call: " + why);
-    return false;
-  }
+// the pair without its layout copy. p: kernel_problem(s, a), which the kernel takes.
+void run_hybrid(Context& ctx, const OutProjShape& s, const OutProjArgs& a, const sm90::LinearBackward& p,
+                cudaStream_t stream) {
   const sm90::LinearBackwardPlan plan = sm90::linear_backward_plan_dx_only(p, ctx.sm_count(), ctx.sm_count() / 2);
   void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
   unsigned* counters = ctx.counters(plan.counters, stream);
@@ -89,25 +93,23 @@ bool run_hybrid(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaS
   dw_cublaslt(ctx, 1, ctx.side_stream(), s, a);
   sm90::linear_backward_launch(p, plan, ws, counters, stream);
   ctx.join(stream);
-  return true;
 }
 
 // The hand-tuned kernel for both GEMMs, when the device and the problem suit it. Returns false to fall back.
 bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool forced,
               sm90::SplitReduce reduce) {
   const sm90::LinearBackward p = kernel_problem(s, a);
-  std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(p);
-  if (!why.empty()) {
-    if (forced) throw Error("ATTNBWD_CUDA_OUT_PROJ", "sm90 kernel cannot take this call: " + why);
-    return false;
-  }
+  if (!kernel_takes(ctx, p, forced)) return false;
   const sm90::LinearBackwardPlan plan = sm90::linear_backward_plan(p, ctx.sm_count(), reduce);
   // Measured (perf/NOTES.md, H200): without split-K the kernel is at par with the cuBLASLt pair or
   // ahead; with it, only the cluster reduction over 2 splits wins (T=512: 20.4 vs 23.2 µs); where the
   // plan splits 4 ways (T=256: 20.2 vs 18.5 for the pair) the hybrid wins (17.7 µs); the last-arrival
   // reduction lost to the pair (22.7 vs 18.5 at T=256).
   if (!forced && plan.splits_dx > 1 && plan.cluster == 1) return false;
-  if (!forced && plan.splits_dx > 2) return run_hybrid(ctx, s, a, stream, false);
+  if (!forced && plan.splits_dx > 2) {
+    run_hybrid(ctx, s, a, p, stream);
+    return true;
+  }
   void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
   sm90::linear_backward_launch(p, plan, ws, ctx.counters(plan.counters, stream), stream);
   return true;
@@ -142,7 +144,9 @@ void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) {
     if (path == Path::Hybrid) {
-      if (!run_hybrid(ctx, s, a, st, true)) run_cublaslt(ctx, s, a, st);
+      const sm90::LinearBackward p = kernel_problem(s, a);
+      kernel_takes(ctx, p, true);  // forced: an Error where it cannot
+      run_hybrid(ctx, s, a, p, st);
       return;
     }
     if (path == Path::CublasLt || !run_sm90(ctx, s, a, st, path == Path::Sm90, reduce)) run_cublaslt(ctx, s, a, st);

@@ -121,7 +121,6 @@ WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count) {
 // SM), predicted 1.2x on #10; measured (H200, 2026-12-01, two runs each) 1.02x on #10 and 0.93x on #3 (B =
 // 3), so auto = 1 and 2 stays opt-in for A/B.
 int mha_split_switch() { return env_switch("ATTNBWD_CUDA_MHA_SPLIT", {"auto", "1", "2"}) == 2 ? 2 : 1; }
-bool mha_split_forced() { return env_switch("ATTNBWD_CUDA_MHA_SPLIT", {"auto", "1", "2"}) == 2; }
 
 // ATTNBWD_CUDA_MHA_COPY=auto|prows|trows|rows: the wgmma kernels' copies (3 stages): the measured ones
 // (auto), or with a fixed row per thread group — the P tiles (prows), the fp16 tiles (trows) or both
@@ -158,8 +157,8 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const MhaAttn attn = mha_attn_switch();
   const bool fp16_attn = fp16_attention(s, use_fp16, attn);
   const int64_t attn_chunks = B * mha::attn_blocks(S);  // partial rows of the fp16 attention kernels
-  // The sm_90a wgmma attention kernels: their scheme, copies and split (split blocks need occ3 or serial3
-  // with the default copies).
+  // The sm_90a wgmma attention kernels: their scheme, copies and split (split blocks, only ever asked for,
+  // need occ3 or serial3 with the default copies).
   const bool wgmma_attn = fp16_attn && attn != MhaAttn::Mma && ctx.cc() == 90;
   const int64_t attn_ctas = BH * mha::attn_blocks(S);
   int split = 1, copy = 0;
@@ -169,12 +168,9 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count());
     copy = mha_copy_switch();
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
-                                      (wgmma.stages == 3 && wgmma.min_blocks == 2)))) {
-      if (mha_split_forced())
-        throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
-                                              "ATTNBWD_CUDA_MHA_COPY auto only");
-      split = 1;
-    }
+                                      (wgmma.stages == 3 && wgmma.min_blocks == 2))))
+      throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
+                                            "ATTNBWD_CUDA_MHA_COPY auto only");
   }
 
   // Scratch (slot 0). GEMM attention: dA (later dXn) | dO | dQh | dKh | dVh | dS (later dQKV) | partials
@@ -199,7 +195,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const std::size_t o_Wqkvh = use_fp16 ? c.take(E3 * E, h2) : 0;
   const std::size_t o_dAh = fp16_attn ? c.take(N * E, h2) : 0;
   const std::size_t o_qh = fp16_attn ? c.take(3 * N * E, h2) : 0;  // q | k | v, each [B,H,S,D]
-  const std::size_t o_split = split == 2 ? c.take(attn_ctas * 2 * mha::kSplitFloats * 128, f4) : 0;
+  const std::size_t o_split = split == 2 ? c.take(attn_ctas * mha::kSplitBlockFloats, f4) : 0;
   char* base = static_cast<char*>(ctx.scratch(0, c.bytes, stream));
   const auto f32 = [&](std::size_t at) { return reinterpret_cast<float*>(base + at); };
   const auto f16 = [&](std::size_t at) { return reinterpret_cast<__half*>(base + at); };

@@ -31,10 +31,11 @@ struct AttnParams {
   float* partial = nullptr;       // [B·attn_blocks(S), 3E]: per-CTA column sums of the fp32 dQ, dK, dV
   // Split blocks (attention_backward_sm90 with split = 2): two CTAs per block, each streaming half of the
   // other sequence's blocks; the second to finish adds the first's partial sums and writes the block.
-  float* split_ws = nullptr;      // [B·H·attn_blocks(S)][2][kSplitFloats · 128] fp32
+  float* split_ws = nullptr;      // [B·H·attn_blocks(S)][kSplitBlockFloats] fp32
   unsigned* split_count = nullptr;  // [2 · B·H·attn_blocks(S)] zeros (left zero again)
 };
 constexpr int kSplitFloats = 66;  // per thread and half: two 64-float accumulators and two row sums
+constexpr int kSplitBlockFloats = 2 * kSplitFloats * 128;  // per block: two halves of 128 threads
 
 // dQ (and delta), then dK and dV; every element of p.dqkv's rows and of p.partial is written.
 void attention_backward(const AttnParams& p, cudaStream_t stream);

@@ -143,12 +143,12 @@ __device__ __forceinline__ void split_range(int64_t S, int kSplit, int half, int
 // The two halves of a split block meet: each publishes its partial sums (a, b: accumulators in the C layout,
 // e: row sums), the first to arrive leaves (false), the second adds the first's into its own (a + b is the
 // same in fp32 in either order, so the result does not depend on which arrives last) and returns true.
-// ws: the block's 2 · kSplitFloats · kThreads floats; count: its arrival counter (left zero); flag: a word
+// ws: the block's kSplitBlockFloats floats; count: its arrival counter (left zero); flag: a word
 // of shared memory no thread touches until this returns. Every thread of the CTA calls it.
 template <int NE>
 __device__ __forceinline__ bool combine_halves(float* ws, unsigned* count, unsigned* flag, int half,
                                                float (&a)[8][4], float (&b)[8][4], float (&e)[NE]) {
-  static_assert(64 + NE <= kSplitFloats, "kSplitFloats per thread");
+  static_assert(64 + NE <= kSplitFloats && kSplitBlockFloats == 2 * kSplitFloats * kThreads, "split workspace");
   float* mine = ws + static_cast<std::size_t>(half) * kSplitFloats * kThreads + threadIdx.x;
 #pragma unroll
   for (int j = 0; j < 8; ++j)
@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dq_wg(const AttnPar
         rs_products(y, ap, cK, x, aw, cK);
       });
   if constexpr (kSplit == 2) {  // the P tiles are free (stream_blocks_deep ended with a barrier)
-    if (!combine_halves(p.split_ws + block * 2 * kSplitFloats * kThreads, p.split_count + block,
+    if (!combine_halves(p.split_ws + block * kSplitBlockFloats, p.split_count + block,
                         reinterpret_cast<unsigned*>(sP + kTileP), half, x, y, dsum))
       return;
   }
@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dkv_wg(const AttnPa
   if constexpr (kSplit == 2) {  // the P tiles are free (stream_blocks_deep ended with a barrier)
     float none[1] = {0.0f};
     const int64_t blocks = attn_blocks(S) * p.B * p.H;
-    if (!combine_halves(p.split_ws + block * 2 * kSplitFloats * kThreads, p.split_count + blocks + block,
+    if (!combine_halves(p.split_ws + block * kSplitBlockFloats, p.split_count + blocks + block,
                         reinterpret_cast<unsigned*>(sP + kTileP), half, dk, dv, none))
       return;
   }

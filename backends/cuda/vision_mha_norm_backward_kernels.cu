@@ -358,10 +358,14 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
     const auto run = [&](auto v4) {
       constexpr int V4 = decltype(v4)::value;
       if (ln == 2 && sums != nullptr) {
-        // Cooperative launch: the grid (at most one block per SM) must be co-resident for the barrier.
-        int per_sm = 0;
-        ATTNBWD_CUDA_CHECK(
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, layer_norm_backward_warps<V4, true>, kThreads, 0));
+        // Cooperative launch: the grid (at most one block per SM) must be co-resident for the barrier. The
+        // kernel's blocks per SM are queried once (on the first device that runs it), not per call.
+        static const int per_sm = [] {
+          int n = 0;
+          ATTNBWD_CUDA_CHECK(
+              cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, layer_norm_backward_warps<V4, true>, kThreads, 0));
+          return n;
+        }();
         if (static_cast<int64_t>(per_sm) * sms >= blocks) {
           cudaLaunchConfig_t cfg{};
           cudaLaunchAttribute coop{};
