@@ -352,13 +352,11 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     dXn_gemm();
   }
   // 7. LayerNorm backward + residual, then the three token sums.
-  const mha::LnSums ln_sums{a.grad_ln_weight.data, a.grad_ln_bias.data, a.grad_out_bias.data};
   const int64_t ln_blocks =
       mha::layer_norm_backward(dXn, a.x.data, a.x_mean.data, a.x_var.data, a.ln_weight.data, dY, a.grad_x.data,
-                               part_ln, N, E, static_cast<float>(a.norm_eps), ctx.sm_count(), stream, &ln_sums);
-  if (ln_blocks > 0)  // 0: the LayerNorm kernel summed its partial rows itself (ATTNBWD_CUDA_MHA_LN=fused)
-    mha::sum_partials(part_ln, ln_blocks, E3, E, a.grad_ln_weight.data, a.grad_ln_bias.data, a.grad_out_bias.data,
-                      stream);
+                               part_ln, N, E, static_cast<float>(a.norm_eps), ctx.sm_count(), stream);
+  mha::sum_partials(part_ln, ln_blocks, E3, E, a.grad_ln_weight.data, a.grad_ln_bias.data, a.grad_out_bias.data,
+                    stream);
   stages.mark("layer_norm_sums");
   stages.join(ctx);
   stages.report("vision_mha_norm_backward B=" + std::to_string(B) + " S=" + std::to_string(S) +

@@ -1,7 +1,5 @@
 // Kernels of vision_mha_norm_backward's CUDA fast path: head split/merge, softmax backward rows,
 // LayerNorm backward + residual, and the fixed-order column sums (see the .cuh for the contracts).
-#include <cooperative_groups.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -186,41 +184,15 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_kernel(
   }
 }
 
-// The columns [32·group, 32·group + 32) of sum_partials, by the block's kThreads threads: 32 columns ×
-// kSumGroups row groups; group g adds rows g, g + kSumGroups, ... in double, then the groups' sums are
-// added in group order. Fixed order: the same bits on every run and in either kernel that calls it.
-constexpr int kSumGroups = kThreads / 32;
-__device__ __forceinline__ void sum_partials_group(const float* partial, int64_t chunks, int64_t width, int64_t seg,
-                                                   float* out0, float* out1, float* out2, int64_t group) {
-  __shared__ double part[kSumGroups][32];
-  const int cx = threadIdx.x % 32, grp = threadIdx.x / 32;
-  const int64_t c = group * 32 + cx;
-  double s = 0.0;
-  if (c < width)
-    for (int64_t j = grp; j < chunks; j += kSumGroups) s += partial[j * width + c];
-  part[grp][cx] = s;
-  __syncthreads();
-  if (grp == 0 && c < width) {
-    double total = part[0][cx];
-    for (int g = 1; g < kSumGroups; ++g) total += part[g][cx];
-    const int64_t which = c / seg;
-    float* out = which == 0 ? out0 : (which == 1 ? out1 : out2);
-    out[c - which * seg] = static_cast<float>(total);
-  }
-  __syncthreads();  // part is free for the next group
-}
-
 // The same contract with one warp per token (E = 128·V4): lane l owns the float4 columns (l + 32k)·4,
 // k < V4, so a token's two row sums are warp shuffles (no barrier per token) and the 8 warps of a block
 // work on 8 tokens at once (warp w: tokens t0 + w, t0 + w + 8, ...). The per-warp column sums are added
 // across warps in warp order at the end. Needs 16-byte aligned rows (the float4 path's condition).
-// Fused (cooperative launch only): after a grid-wide barrier the blocks also add the partial rows into
-// sums (sum_partials' columns and order: the same bits as the separate pass).
-template <int V4, bool Fused>
+template <int V4>
 __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
     const float* __restrict__ dxn, const float* __restrict__ x, const float* __restrict__ mean,
     const float* __restrict__ var, const float* __restrict__ gamma, const float* __restrict__ dy,
-    float* __restrict__ grad_x, float* __restrict__ partial, int64_t N, float eps, int64_t tpb, LnSums sums) {
+    float* __restrict__ grad_x, float* __restrict__ partial, int64_t N, float eps, int64_t tpb) {
   constexpr int E = 128 * V4, kWarps = kThreads / 32;
   __shared__ float4 red[kWarps][E / 4];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -286,17 +258,28 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
     }
     __syncthreads();
   }
-  if constexpr (Fused) {
-    cooperative_groups::this_grid().sync();  // every block's partial row is written and visible
-    for (int64_t group = blockIdx.x; group < (3 * E + 31) / 32; group += gridDim.x)
-      sum_partials_group(partial, gridDim.x, 3 * E, E, sums.out0, sums.out1, sums.out2, group);
-  }
 }
 
+// Block: 32 columns × kSumGroups row groups; group g adds rows g, g + kSumGroups, ... in double, then
+// the groups' sums are added in group order. Fixed order: the same bits on every run.
+constexpr int kSumGroups = kThreads / 32;
 __global__ void __launch_bounds__(kThreads) sum_partials_kernel(const float* __restrict__ partial, int64_t chunks,
                                                                 int64_t width, int64_t seg, float* out0,
                                                                 float* out1, float* out2) {
-  sum_partials_group(partial, chunks, width, seg, out0, out1, out2, blockIdx.x);
+  __shared__ double part[kSumGroups][32];
+  const int cx = threadIdx.x % 32, grp = threadIdx.x / 32;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + cx;
+  double s = 0.0;
+  if (c < width)
+    for (int64_t j = grp; j < chunks; j += kSumGroups) s += partial[j * width + c];
+  part[grp][cx] = s;
+  __syncthreads();
+  if (grp != 0 || c >= width) return;
+  double total = part[0][cx];
+  for (int g = 1; g < kSumGroups; ++g) total += part[g][cx];
+  const int64_t which = c / seg;
+  float* out = which == 0 ? out0 : (which == 1 ? out1 : out2);
+  out[c - which * seg] = static_cast<float>(total);
 }
 
 }  // namespace
@@ -342,45 +325,20 @@ int64_t layer_norm_max_blocks(int64_t N, int sm_count) {
 
 int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean, const float* var, const float* gamma,
                             const float* dy, float* grad_x, float* partial, int64_t N, int64_t E, float eps,
-                            int sm_count, cudaStream_t stream, const LnSums* sums) {
+                            int sm_count, cudaStream_t stream) {
   // float4 rows need 16-byte row starts: E % 4 == 0 and every base aligned (the scratch always is).
   const bool vec4 = E % 4 == 0 && aligned16(dxn) && aligned16(x) && aligned16(gamma) && aligned16(dy) &&
                     aligned16(grad_x) && aligned16(partial);
   // ATTNBWD_CUDA_MHA_LN=auto|block: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8), or the
   // block-per-token one (A/B timing).
-  const int ln = env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block", "fused"});
-  const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && ln != 1;
+  const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block"}) == 0;
   if (warps) {
     // One block per SM at most (239 registers × 256 threads at E = 1024), a multiple of 8 tokens each.
     const int64_t sms = std::max(sm_count, 1), per = (N + sms - 1) / sms;
     const int64_t tpb = std::max<int64_t>(8, (per + 7) / 8 * 8), blocks = (N + tpb - 1) / tpb;
-    bool fused = false;
     const auto run = [&](auto v4) {
-      constexpr int V4 = decltype(v4)::value;
-      if (ln == 2 && sums != nullptr) {
-        // Cooperative launch: the grid (at most one block per SM) must be co-resident for the barrier. The
-        // kernel's blocks per SM are queried once (on the first device that runs it), not per call.
-        static const int per_sm = [] {
-          int n = 0;
-          ATTNBWD_CUDA_CHECK(
-              cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, layer_norm_backward_warps<V4, true>, kThreads, 0));
-          return n;
-        }();
-        if (static_cast<int64_t>(per_sm) * sms >= blocks) {
-          cudaLaunchConfig_t cfg{};
-          cudaLaunchAttribute coop{};
-          coop.id = cudaLaunchAttributeCooperative;
-          coop.val.cooperative = 1;
-          cfg.gridDim = dim3(static_cast<unsigned>(blocks)), cfg.blockDim = dim3(kThreads), cfg.stream = stream;
-          cfg.attrs = &coop, cfg.numAttrs = 1;
-          ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, layer_norm_backward_warps<V4, true>, dxn, x, mean, var, gamma, dy,
-                                                grad_x, partial, N, eps, tpb, *sums));
-          fused = true;
-          return;
-        }
-      }
-      layer_norm_backward_warps<V4, false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-          dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb, LnSums{});
+      layer_norm_backward_warps<decltype(v4)::value><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
     };
     switch (E / 128) {
       case 1: run(std::integral_constant<int, 1>{}); break;
@@ -393,7 +351,7 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
       default: run(std::integral_constant<int, 8>{}); break;
     }
     ATTNBWD_CUDA_CHECK_LAUNCH();
-    return fused ? 0 : blocks;
+    return blocks;
   }
   const int64_t tpb = tokens_per_block(N, sm_count), blocks = (N + tpb - 1) / tpb;
   const unsigned grid = static_cast<unsigned>(blocks);

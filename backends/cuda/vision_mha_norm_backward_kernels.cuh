@@ -34,19 +34,9 @@ void merge_heads(const float* dq, const float* dk, const float* dv, float* dqkv,
 // E ≤ 4096; the float4 paths are taken when every row pointer allows it: one warp per token when
 // E = 128·V4 with V4 ≤ 8 (at most one block per SM, tokens in multiples of 8 per block;
 // ATTNBWD_CUDA_MHA_LN=block: one block per token, for A/B), else one block per token.
-// With `sums` and ATTNBWD_CUDA_MHA_LN=fused, the one-warp-per-token kernel is launched cooperatively and
-// also adds the partial rows into sums' three outputs after a grid-wide barrier (sum_partials' order: the
-// same bits), saving the separate pass's launch; it then returns 0 (nothing left to sum). Written
-// 2026-12-01 without a GPU run: opt-in until timed.
-struct LnSums {
-  float* out0 = nullptr;  // Σ dXn⊙(xc/σ)
-  float* out1 = nullptr;  // Σ dXn
-  float* out2 = nullptr;  // Σ dY
-};
 std::int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean, const float* var,
                                  const float* gamma, const float* dy, float* grad_x, float* partial, std::int64_t N,
-                                 std::int64_t E, float eps, int sm_count, cudaStream_t stream,
-                                 const LnSums* sums = nullptr);
+                                 std::int64_t E, float eps, int sm_count, cudaStream_t stream);
 std::int64_t layer_norm_max_blocks(std::int64_t N, int sm_count);
 
 // out_s[c] = Σ_{j < chunks} partial[j·width + col] (col = s·seg + c, s < width/seg ≤ 3), summed in
