@@ -91,6 +91,38 @@ __global__ void softmax_backward_rows(const bf* __restrict__ P, bf* __restrict__
   }
 }
 
+// The same on the padded buffers of the S % 8 != 0 path: one warp per row of [BH, S8]. Rows s < S do
+// softmax_backward_rows' math (P rows of stride S, dS rows of stride S8) and copy their P row into
+// p_pad with zeros in columns S..S8; rows S ≤ s < S8 write a zero row of p_pad. dS's own pad rows and
+// columns are the dP GEMM's zeros (products with the zero rows of dO and V in their padded copies).
+__global__ void softmax_backward_rows_pad(const bf* __restrict__ P, bf* __restrict__ ds, bf* __restrict__ p_pad,
+                                          int64_t BH, int64_t S, int64_t S8, float scaling) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= BH * S8) return;
+  const int64_t bh = row / S8, s = row % S8;
+  bf* pp = p_pad + row * S8;
+  if (s >= S) {
+    for (int64_t j = lane; j < S8; j += 32) pp[j] = rn(0.0f);
+    return;
+  }
+  const bf* p = P + (bh * S + s) * S;
+  bf* d = ds + row * S8;
+  float r = 0.0f;
+  for (int64_t j = lane; j < S; j += 32) r += f32(p[j]) * f32(d[j]);
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) r += __shfl_xor_sync(0xffffffffu, r, o);
+  for (int64_t j = lane; j < S8; j += 32) {
+    if (j < S) {
+      const bf pj = p[j];
+      d[j] = rn(r16(f32(pj) * (f32(d[j]) - r)) * scaling);
+      pp[j] = pj;
+    } else {
+      pp[j] = rn(0.0f);
+    }
+  }
+}
+
 // RoPE backward of one pair (g0 at d, g1 at d + D/2): u = g⊙c, w = g⊙s (each rounded), then
 // out0 = u0 + w1, out1 = u1 − w0 (each rounded).
 __device__ __forceinline__ void rope_pair(float g0, float g1, float c0, float c1, float s0, float s1, bf& o0,
@@ -101,10 +133,11 @@ __device__ __forceinline__ void rope_pair(float g0, float g1, float c0, float c1
 }
 
 // Steps 6-8 for one token per block: dQp (RoPE of every query head), dKp (RoPE of the group sum),
-// dVp (group sum) into out [T, ldo] at columns [0, Hq·D), [Hq·D, +Hkv·D), [Hq·D + Hkv·D, +Hkv·D).
+// dVp (group sum) from dq, dk, dv [B, Hq, Sp, D] (Sp ≥ S rows per head: padded or not) into out [T, ldo]
+// at columns [0, Hq·D), [Hq·D, +Hkv·D), [Hq·D + Hkv·D, +Hkv·D).
 __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
                                const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out,
-                               int64_t S, int Hq, int Hkv, int D, int64_t ldo) {
+                               int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo) {
   const int64_t t = blockIdx.x;
   const int64_t b = t / S, s = t % S;
   const int half = D / 2, G = Hq / Hkv;
@@ -115,7 +148,7 @@ __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__
   for (int idx = threadIdx.x; idx < n; idx += blockDim.x) {
     const int slot = idx / half, d = idx % half;
     if (slot < Hq) {
-      const bf* g = dq + ((b * Hq + slot) * S + s) * D;
+      const bf* g = dq + ((b * Hq + slot) * Sp + s) * D;
       rope_pair(f32(g[d]), f32(g[d + half]), f32(c[d]), f32(c[d + half]), f32(sn[d]), f32(sn[d + half]),
                 o[slot * D + d], o[slot * D + d + half]);
     } else {
@@ -124,7 +157,7 @@ __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__
       const bf* src = is_k ? dk : dv;
       float a0 = 0.0f, a1 = 0.0f;
       for (int gi = 0; gi < G; ++gi) {
-        const bf* g = src + ((b * Hq + j * G + gi) * S + s) * D;
+        const bf* g = src + ((b * Hq + j * G + gi) * Sp + s) * D;
         a0 += f32(g[d]);
         a1 += f32(g[d + half]);
       }
@@ -199,11 +232,21 @@ ProjPath proj_path() {
   return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt"}));
 }
 
-// ATTNBWD_CUDA_GQA_DO=auto|split|view: the attention GEMMs read dO from a head-split copy of dA (split,
-// auto), or, for B = 1 on the cuBLASLt path, straight from dA as a strided view (view: head h is dA's
-// columns h·D.. with row stride QP, heads D apart, so no copy kernel; B > 1 needs the copy, as one stride
-// cannot step over both heads and batch elements). Written 2026-12-01 without a GPU run: opt-in until timed.
-bool do_view() { return env_switch("ATTNBWD_CUDA_GQA_DO", {"auto", "split", "view"}) == 2; }
+// ATTNBWD_CUDA_GQA_DO=auto|split|view: the attention GEMMs read dO from a head-split copy of dA (split), or,
+// for B = 1 on the cuBLASLt path without padding, straight from dA as a strided view (view, auto: head h is
+// dA's columns h·D.. with row stride QP, heads D apart, so no copy kernel; B > 1 needs the copy, as one
+// stride cannot step over both heads and batch elements).
+// Measured on an H200 (2026-12-01, seventh session, all 16 workloads, two runs each): view 1.012-1.073x on
+// the eight B = 1 workloads, so auto = view where it applies (B = 1 and no padding, below).
+bool do_split() { return env_switch("ATTNBWD_CUDA_GQA_DO", {"auto", "split", "view"}) == 1; }
+
+// ATTNBWD_CUDA_GQA_PAD=auto|off: where S % 8 != 0, the attention GEMMs on copies padded to S8 = S rounded up
+// to 8 rows per head (auto), or on the unpadded tensors (off). cuBLASLt offers only its older kernels for
+// batched GEMMs with a size that is not a multiple of 8: probed on an H200 (2026-12-01) at S = 293 every
+// candidate was one of them and each of the four GEMMs ran ~2x slower than at S = 296 (perf/NOTES.md).
+// Padding costs one copy of Q, K, V (in the head-split launch) and a padded copy of P written by the
+// softmax-backward kernel; the pad rows and columns are zeros, so the results are the unpadded ones.
+bool pad_switch_off() { return env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off"}) == 1; }
 
 // ATTNBWD_CUDA_GQA_ADD=auto|kernel|gemm: grad_hidden_states = (dXq + dXk) + dXv by the add3 kernel over three
 // bf16 GEMM results (kernel, auto: the reference's two rounded additions), or, on the cuBLASLt path, by the
@@ -242,27 +285,44 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int64_t B = s.batch, S = s.seq_len, T = s.tokens(), HS = s.hidden_size, Hq = s.num_heads,
                 Hkv = s.num_kv_heads, D = s.head_dim, QP = s.q_proj_size(), KP = s.kv_proj_size();
   const int64_t QKV = QP + 2 * KP, BH = B * Hq, ld = round_up(S, 8);
+
+  const ProjPath path = proj_path();
+  const bool fused_asked = env_switch("ATTNBWD_GQA_FUSED", {"0", "1"}) == 1;
+  // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs): the attention buffers have
+  // Sp = S8 rows per head and P gets a padded copy; otherwise Sp = S.
+  const int64_t S8 = round_up(S, 8);
   const auto c = [](const bf16* p) { return reinterpret_cast<const bf*>(p); };
   const auto m = [](bf16* p) { return reinterpret_cast<bf*>(p); };
+  const bf* P = c(a.attn_weights.data);
+  const bf* Q = c(a.query_states.data);
+  const bf* K = c(a.key_states.data);
+  const bf* V = c(a.value_states.data);
+  const bool pad = S8 != S && !pad_switch_off() && path != ProjPath::Sm90 && !fused_asked && aligned16(Q) &&
+                   aligned16(K) && aligned16(V) && D % 8 == 0;
+  const int64_t Sp = pad ? S8 : S;
 
-  // Scratch (slot 0), every piece a multiple of 8 elements: dA | dO | dS | dQ32 | dK32 | dV32 | dQKVp | dXk | dXv.
-  const int64_t n_head = round_up(T * QP, 8), n_ds = round_up(BH * S * ld, 8), n_qkv = round_up(T * QKV, 8),
-                n_x = round_up(T * HS, 8);
-  const int64_t total = 5 * n_head + n_ds + n_qkv + 2 * n_x;
+  // Scratch (slot 0), every piece a multiple of 8 elements: dA | dO | dS | dQ32 | dK32 | dV32 | dQKVp | dXk | dXv,
+  // and with padding Pp | Qp | Kp | Vp.
+  const int64_t n_head = round_up(T * QP, 8), n_hp = round_up(BH * Sp * D, 8), n_ds = round_up(BH * Sp * ld, 8),
+                n_qkv = round_up(T * QKV, 8), n_x = round_up(T * HS, 8), n_pp = pad ? round_up(BH * S8 * S8, 8) : 0;
+  const int64_t total = n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0);
   bf* base = static_cast<bf*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(bf), stream));
   bf* dA = base;
   bf* dO = dA + n_head;
-  bf* dS = dO + n_head;
+  bf* dS = dO + n_hp;
   bf* dQ32 = dS + n_ds;
-  bf* dK32 = dQ32 + n_head;
-  bf* dV32 = dK32 + n_head;
-  bf* dQKVp = dV32 + n_head;
+  bf* dK32 = dQ32 + n_hp;
+  bf* dV32 = dK32 + n_hp;
+  bf* dQKVp = dV32 + n_hp;
   bf* dXk = dQKVp + n_qkv;
   bf* dXv = dXk + n_x;
+  bf* Pp = dXv + n_x;
+  bf* Qp = Pp + n_pp;
+  bf* Kp = Qp + n_hp;
+  bf* Vp = Kp + n_hp;
 
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
-  const ProjPath path = proj_path();
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
   // directly, or cuBLASLt (dWo on the side stream) + a head-split kernel.
   // dO for the attention GEMMs: [B,H,S,D] (a copy, or the sm_90a kernel's output), or for B = 1 with
@@ -292,62 +352,74 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
       gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
     }
-    if (B == 1 && do_view()) {
+    if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
+      const PadHeads copies[4] = {{dA, dO, Hq, S * QP, QP, D},
+                                  {Q, Qp, Hq, Hq * S * D, D, S * D},
+                                  {K, Kp, Hq, Hq * S * D, D, S * D},
+                                  {V, Vp, Hq, Hq * S * D, D, S * D}};
+      pad_heads(copies, 4, B, S, S8, D, stream);
+      Q = Qp, K = Kp, V = Vp;
+      head_do = S8 * D;
+    } else if (B == 1 && !do_split()) {
       dOp = dA, ld_do = QP, head_do = D;
     } else {
       head_split(dA, dO, T, S, Hq, D, stream);  // D % 8 == 0, scratch pieces 16-byte aligned: 16-byte moves
     }
   }
   stages.mark("o_proj");
-  const bf* P = c(a.attn_weights.data);
-  const bf* Q = c(a.query_states.data);
-  const bf* K = c(a.key_states.data);
-  const bf* V = c(a.value_states.data);
   const float scaling = static_cast<float>(a.scaling);
   const int count = static_cast<int>(BH);
 
   // 3-5 run on two streams unless ATTNBWD_CUDA_GQA_OVERLAP=off: dV32 = Pᵀ·dO (side, after dO exists)
   // under dP and the softmax backward (main), then dK32 = dSᵀ·Q (side, after dS exists) under dQ = dS·K
   // (main). The same GEMMs and kernels either way (the same bits); the overlap fills the GPU on small S,
-  // where each batched GEMM is a few CTAs per head and launch-bound (perf/NOTES.md).
+  // where each batched GEMM is a few CTAs per head and launch-bound (perf/NOTES.md). With padding every
+  // GEMM has Sp = S8 rows (and keys) per head, and dV32 reads P's padded copy, which the softmax kernel
+  // writes: dV32 then goes to the side stream with dK32, after dS.
   const bool overlap = gqa_overlap();
   const cudaStream_t attn_side = overlap ? side : stream;
   const int attn_slot = attn_side == stream ? 0 : 1;
+  const auto dv_gemm = [&] {  // 5a. dV32 = Pᵀ·dO
+    Gemm g;
+    g.trans_a = true;
+    g.M = Sp, g.N = D, g.K = Sp, g.lda = Sp, g.ldb = ld_do, g.ldc = D, g.count = count, g.stride_a = Sp * Sp,
+    g.stride_b = head_do, g.stride_c = Sp * D;
+    gemm(ctx, attn_slot, attn_side, g, pad ? Pp : P, dOp, dV32);
+    stages.mark("dV");
+  };
   if (overlap) {
     stages.fork(ctx);  // side: after dO exists (and after grad_o_weight, queued there before)
     forked = true;
   }
-  // 5a. dV32 = Pᵀ·dO.
-  {
-    Gemm g;
-    g.trans_a = true;
-    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = ld_do, g.ldc = D, g.count = count, g.stride_a = S * S,
-    g.stride_b = head_do, g.stride_c = S * D;
-    gemm(ctx, attn_slot, attn_side, g, P, dOp, dV32);
-  }
-  stages.mark("dV");
+  if (!pad) dv_gemm();
   // 3-4. dS.
-  if (dOp != dO || !fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {  // fused: [B,H,S,D] dO
+  if (dOp != dO || pad || !fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {  // fused: [B,H,S,D] dO
     Gemm g;  // dP = dO·Vᵀ
     g.trans_b = true;
-    g.M = S, g.N = S, g.K = D, g.lda = ld_do, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = head_do,
-    g.stride_b = S * D, g.stride_c = S * ld;
+    g.M = Sp, g.N = Sp, g.K = D, g.lda = ld_do, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = head_do,
+    g.stride_b = Sp * D, g.stride_c = Sp * ld;
     gemm(ctx, 0, stream, g, dOp, V, dS);
     const int threads = 256, rows_per_block = threads / 32;
-    const int64_t rows = BH * S;
-    if (S % 8 == 0 && aligned16(P))
-      softmax_backward_rows<8><<<blocks_for(rows, rows_per_block), threads, 0, stream>>>(P, dS, rows, S, ld, scaling);
-    else
-      softmax_backward_rows<1><<<blocks_for(rows, rows_per_block), threads, 0, stream>>>(P, dS, rows, S, ld, scaling);
+    if (pad) {  // ld = S8 = Sp
+      softmax_backward_rows_pad<<<blocks_for(BH * S8, rows_per_block), threads, 0, stream>>>(P, dS, Pp, BH, S, S8,
+                                                                                             scaling);
+    } else {
+      const int64_t rows = BH * S;
+      if (S % 8 == 0 && aligned16(P))
+        softmax_backward_rows<8><<<blocks_for(rows, rows_per_block), threads, 0, stream>>>(P, dS, rows, S, ld, scaling);
+      else
+        softmax_backward_rows<1><<<blocks_for(rows, rows_per_block), threads, 0, stream>>>(P, dS, rows, S, ld, scaling);
+    }
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
   stages.mark("dS");
-  if (overlap) stages.fork(ctx);  // side: after dS exists
+  if (overlap) stages.fork(ctx);  // side: after dS (and P's padded copy) exist
+  if (pad) dv_gemm();
   // 5b. dK32 = dSᵀ·Q (side), dQ = dS·K (main).
   {
     Gemm g;
-    g.M = S, g.N = D, g.K = S, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * ld, g.stride_b = S * D,
-    g.stride_c = S * D;
+    g.M = Sp, g.N = D, g.K = Sp, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = Sp * ld,
+    g.stride_b = Sp * D, g.stride_c = Sp * D;
     g.trans_a = true;
     gemm(ctx, attn_slot, attn_side, g, dS, Q, dK32);
     g.trans_a = false;
@@ -357,7 +429,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   if (overlap) stages.join(ctx);  // main: after dV32 and dK32 exist
   // 6-8. GQA sums, RoPE, merge.
   gqa_rope_merge<<<static_cast<unsigned>(T), 256, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp,
-                                                              S, static_cast<int>(Hq), static_cast<int>(Hkv),
+                                                              S, Sp, static_cast<int>(Hq), static_cast<int>(Hkv),
                                                               static_cast<int>(D), QKV);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   stages.mark("gqa_rope_merge");
@@ -438,7 +510,8 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
   const auto key = [&] {
     return graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED"),
                                   env_word("ATTNBWD_CUDA_GQA_OVERLAP"),
-                                  env_word("ATTNBWD_CUDA_GQA_DO"), env_word("ATTNBWD_CUDA_GQA_ADD")});
+                                  env_word("ATTNBWD_CUDA_GQA_DO"), env_word("ATTNBWD_CUDA_GQA_ADD"),
+                                  env_word("ATTNBWD_CUDA_GQA_PAD")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);

@@ -14,4 +14,20 @@ namespace attnbwd::cuda {
 void head_split(const __nv_bfloat16* g, __nv_bfloat16* out, std::int64_t T, std::int64_t S, std::int64_t H,
                 std::int64_t D, cudaStream_t stream);
 
+// One tensor of pad_heads: element (b, h, s, d) of the source is src[b·sb + s·ss + h·sh + d]
+// (strides in elements), the destination dst is [B, H, S8, D].
+struct PadHeads {
+  const __nv_bfloat16* src;
+  __nv_bfloat16* dst;
+  std::int64_t H, sb, ss, sh;
+};
+constexpr int kMaxPadHeads = 4;
+
+// Copies up to kMaxPadHeads tensors in one launch into a head layout [B, H, S8, D] whose rows
+// S ≤ s < S8 of every head are zero (the operands of attention GEMMs padded to S8 rows, where cuBLASLt
+// has fast kernels only for sizes that are multiples of 8). 16 bytes per thread: D % 8 == 0, the
+// pointers 16-byte aligned and the strides multiples of 8 (the caller's checks).
+void pad_heads(const PadHeads* copies, int n, std::int64_t B, std::int64_t S, std::int64_t S8, std::int64_t D,
+               cudaStream_t stream);
+
 }  // namespace attnbwd::cuda

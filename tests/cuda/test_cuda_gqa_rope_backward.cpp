@@ -41,25 +41,29 @@ constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 
 // A path of the fast path: ATTNBWD_GQA_FUSED (fused dP/softmax kernel), ATTNBWD_CUDA_GQA_PROJ
 // (projection pairs through the sm_90a kernel or cuBLASLt), ATTNBWD_CUDA_GQA_OVERLAP (attention
-// GEMMs on two streams or one), ATTNBWD_CUDA_GQA_DO (dO as a strided view of dA for B = 1) and
-// ATTNBWD_CUDA_GQA_ADD (grad_hidden_states' sums in the dX GEMMs), "" = the default choice.
+// GEMMs on two streams or one), ATTNBWD_CUDA_GQA_DO (dO as a strided view of dA for B = 1),
+// ATTNBWD_CUDA_GQA_ADD (grad_hidden_states' sums in the dX GEMMs) and ATTNBWD_CUDA_GQA_PAD (attention
+// GEMMs on copies padded to a multiple of 8 rows where S is not one), "" = the default choice.
 struct Mode {
   const char* fused;
   const char* proj;
   const char* overlap = "";
   const char* dO = "";
   const char* add = "";
+  const char* pad = "";
   std::string name() const {
     std::string n = *fused ? "fused" : "default";
     if (*proj) n += std::string(" proj=") + proj;
     if (*overlap) n += std::string(" overlap=") + overlap;
     if (*dO) n += std::string(" dO=") + dO;
     if (*add) n += std::string(" add=") + add;
+    if (*pad) n += std::string(" pad=") + pad;
     return n;
   }
 };
 constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
-    kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kDoViewAddGemm{"", "", "", "view", "gemm"};
+    kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "", "off"},
+    kDoViewAddGemm{"", "", "", "view", "gemm", "off"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -69,10 +73,11 @@ struct UseMode {
     if (*m.overlap) setenv("ATTNBWD_CUDA_GQA_OVERLAP", m.overlap, 1);
     if (*m.dO) setenv("ATTNBWD_CUDA_GQA_DO", m.dO, 1);
     if (*m.add) setenv("ATTNBWD_CUDA_GQA_ADD", m.add, 1);
+    if (*m.pad) setenv("ATTNBWD_CUDA_GQA_PAD", m.pad, 1);
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
-                          "ATTNBWD_CUDA_GQA_ADD"})
+                          "ATTNBWD_CUDA_GQA_ADD", "ATTNBWD_CUDA_GQA_PAD"})
       unsetenv(v);
   }
 };
@@ -125,7 +130,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
-          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kDoViewAddGemm});
+          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoViewAddGemm});
   }
 }
 
@@ -135,7 +140,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
   for (const char* index : {"5", "11"}) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
-          {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kDoViewAddGemm});
+          {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoViewAddGemm});
   }
 }
 
