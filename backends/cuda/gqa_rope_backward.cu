@@ -173,6 +173,77 @@ __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__
   }
 }
 
+// gqa_rope_merge with 16-byte moves: each thread takes 8 consecutive pairs (d0..d0+7 and the same + D/2)
+// of one head slot, loading them, their cos and sin as uint4. The same math in the same order per
+// element (the same bits). Needs D % 16 == 0, every pointer 16-byte aligned and ldo % 8 == 0.
+__device__ __forceinline__ void load8(const bf* p, float (&x)[8]) {
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const bf* e = reinterpret_cast<const bf*>(&v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] = f32(e[i]);
+}
+__device__ __forceinline__ void store8(bf* p, const bf (&x)[8]) { *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(x); }
+
+__global__ void gqa_rope_merge_vec(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
+                                   const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out,
+                                   int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo) {
+  const int64_t t = blockIdx.x;
+  const int64_t b = t / S, s = t % S;
+  const int half = D / 2, G = Hq / Hkv, groups = half / 8;
+  const int n = (Hq + 2 * Hkv) * groups;
+  const bf* c = cos + t * D;
+  const bf* sn = sin + t * D;
+  bf* o = out + t * ldo;
+  for (int idx = threadIdx.x; idx < n; idx += blockDim.x) {
+    const int slot = idx / groups, d0 = (idx % groups) * 8;
+    float g0[8], g1[8];
+    bf* dst;
+    bool rope = true;
+    if (slot < Hq) {
+      const bf* g = dq + ((b * Hq + slot) * Sp + s) * D + d0;
+      load8(g, g0);
+      load8(g + half, g1);
+      dst = o + slot * D + d0;
+    } else {
+      const bool is_k = slot < Hq + Hkv;
+      const int j = is_k ? slot - Hq : slot - Hq - Hkv;
+      const bf* src = is_k ? dk : dv;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) g0[i] = g1[i] = 0.0f;
+      for (int gi = 0; gi < G; ++gi) {
+        const bf* g = src + ((b * Hq + j * G + gi) * Sp + s) * D + d0;
+        float x0[8], x1[8];
+        load8(g, x0);
+        load8(g + half, x1);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) g0[i] += x0[i], g1[i] += x1[i];
+      }
+      dst = o + static_cast<int64_t>(Hq) * D + (is_k ? 0 : static_cast<int64_t>(Hkv) * D) + j * D + d0;
+      if (is_k) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) g0[i] = r16(g0[i]), g1[i] = r16(g1[i]);
+      } else {
+        rope = false;
+      }
+    }
+    bf o0[8], o1[8];
+    if (rope) {
+      float c0[8], c1[8], s0[8], s1[8];
+      load8(c + d0, c0);
+      load8(c + d0 + half, c1);
+      load8(sn + d0, s0);
+      load8(sn + d0 + half, s1);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) rope_pair(g0[i], g1[i], c0[i], c1[i], s0[i], s1[i], o0[i], o1[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o0[i] = rn(g0[i]), o1[i] = rn(g1[i]);
+    }
+    store8(dst, o0);
+    store8(dst + half, o1);
+  }
+}
+
 // Step 10: h = bf16(bf16(h + xk) + xv), in place on h (which holds dXq).
 template <int Vec>
 __global__ void add3(bf* __restrict__ h, const bf* __restrict__ xk, const bf* __restrict__ xv, int64_t n_vec) {
@@ -246,6 +317,11 @@ bool do_split() { return env_switch("ATTNBWD_CUDA_GQA_DO", {"auto", "split", "vi
 // candidate was one of them and each of the four GEMMs ran ~2x slower than at S = 296 (perf/NOTES.md).
 // Padding costs one copy of Q, K, V (in the head-split launch) and a padded copy of P written by the
 // softmax-backward kernel; the pad rows and columns are zeros, so the results are the unpadded ones.
+// ATTNBWD_CUDA_GQA_MERGE=auto|scalar: the GQA-sum/RoPE/merge pass with 16-byte moves where D % 16 == 0 and
+// the pointers are aligned (auto), or one element pair per thread (scalar; also the fallback). The same
+// math and order: the same bits.
+bool merge_scalar() { return env_switch("ATTNBWD_CUDA_GQA_MERGE", {"auto", "scalar"}) == 1; }
+
 bool pad_switch_off() { return env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off"}) == 1; }
 
 // ATTNBWD_CUDA_GQA_ADD=auto|kernel|gemm: grad_hidden_states = (dXq + dXk) + dXv by the add3 kernel over three
@@ -428,9 +504,14 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   stages.mark("dQ_dK");
   if (overlap) stages.join(ctx);  // main: after dV32 and dK32 exist
   // 6-8. GQA sums, RoPE, merge.
-  gqa_rope_merge<<<static_cast<unsigned>(T), 256, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp,
-                                                              S, Sp, static_cast<int>(Hq), static_cast<int>(Hkv),
-                                                              static_cast<int>(D), QKV);
+  if (D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar())
+    gqa_rope_merge_vec<<<static_cast<unsigned>(T), 128, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data),
+                                                                     dQKVp, S, Sp, static_cast<int>(Hq),
+                                                                     static_cast<int>(Hkv), static_cast<int>(D), QKV);
+  else
+    gqa_rope_merge<<<static_cast<unsigned>(T), 256, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp,
+                                                                S, Sp, static_cast<int>(Hq), static_cast<int>(Hkv),
+                                                                static_cast<int>(D), QKV);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   stages.mark("gqa_rope_merge");
 
@@ -511,7 +592,7 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
     return graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED"),
                                   env_word("ATTNBWD_CUDA_GQA_OVERLAP"),
                                   env_word("ATTNBWD_CUDA_GQA_DO"), env_word("ATTNBWD_CUDA_GQA_ADD"),
-                                  env_word("ATTNBWD_CUDA_GQA_PAD")});
+                                  env_word("ATTNBWD_CUDA_GQA_PAD"), env_word("ATTNBWD_CUDA_GQA_MERGE")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);

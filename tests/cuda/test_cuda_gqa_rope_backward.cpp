@@ -43,7 +43,8 @@ constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 // (projection pairs through the sm_90a kernel or cuBLASLt), ATTNBWD_CUDA_GQA_OVERLAP (attention
 // GEMMs on two streams or one), ATTNBWD_CUDA_GQA_DO (dO as a strided view of dA for B = 1),
 // ATTNBWD_CUDA_GQA_ADD (grad_hidden_states' sums in the dX GEMMs) and ATTNBWD_CUDA_GQA_PAD (attention
-// GEMMs on copies padded to a multiple of 8 rows where S is not one), "" = the default choice.
+// GEMMs on copies padded to a multiple of 8 rows where S is not one) and ATTNBWD_CUDA_GQA_MERGE (the
+// merge pass with 16-byte moves or one pair per thread), "" = the default choice.
 struct Mode {
   const char* fused;
   const char* proj;
@@ -51,6 +52,7 @@ struct Mode {
   const char* dO = "";
   const char* add = "";
   const char* pad = "";
+  const char* merge = "";
   std::string name() const {
     std::string n = *fused ? "fused" : "default";
     if (*proj) n += std::string(" proj=") + proj;
@@ -58,12 +60,13 @@ struct Mode {
     if (*dO) n += std::string(" dO=") + dO;
     if (*add) n += std::string(" add=") + add;
     if (*pad) n += std::string(" pad=") + pad;
+    if (*merge) n += std::string(" merge=") + merge;
     return n;
   }
 };
 constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
     kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "", "off"},
-    kDoViewAddGemm{"", "", "", "view", "gemm", "off"};
+    kDoViewAddGemm{"", "", "", "view", "gemm", "off"}, kMergeScalar{"", "", "", "", "", "", "scalar"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -74,10 +77,12 @@ struct UseMode {
     if (*m.dO) setenv("ATTNBWD_CUDA_GQA_DO", m.dO, 1);
     if (*m.add) setenv("ATTNBWD_CUDA_GQA_ADD", m.add, 1);
     if (*m.pad) setenv("ATTNBWD_CUDA_GQA_PAD", m.pad, 1);
+    if (*m.merge) setenv("ATTNBWD_CUDA_GQA_MERGE", m.merge, 1);
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
-                          "ATTNBWD_CUDA_GQA_ADD", "ATTNBWD_CUDA_GQA_PAD"})
+                          "ATTNBWD_CUDA_GQA_ADD", "ATTNBWD_CUDA_GQA_PAD",
+                          "ATTNBWD_CUDA_GQA_MERGE"})
       unsetenv(v);
   }
 };
@@ -130,7 +135,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
-          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoViewAddGemm});
+          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoViewAddGemm, kMergeScalar});
   }
 }
 
@@ -178,6 +183,22 @@ TEST(CudaGqaRope, OverlapGivesTheSerialBits) {
   }
   ASSERT_EQ(two.outputs.size(), one.outputs.size());
   for (std::size_t i = 0; i < two.outputs.size(); ++i) EXPECT_TRUE(two.outputs[i] == one.outputs[i]) << "output " << i;
+}
+
+// The merge pass with 16-byte moves (default) and with one element pair per thread (scalar) do the same
+// math in the same order: the same bits.
+TEST(CudaGqaRope, MergeVariantsGiveTheSameBits) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes axes = axes_of(2, 131, 8, 2, 128, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(320), tools::default_scalars(kOp));
+  HostCase<Args> vec(in, axes), scalar(in, axes);
+  run_cuda(vec);
+  {
+    UseMode mode(kMergeScalar);
+    run_cuda(scalar);
+  }
+  ASSERT_EQ(vec.outputs.size(), scalar.outputs.size());
+  for (std::size_t i = 0; i < vec.outputs.size(); ++i) EXPECT_TRUE(vec.outputs[i] == scalar.outputs[i]) << "output " << i;
 }
 
 }  // namespace
