@@ -242,17 +242,16 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     stages.mark("dXn");
   };
   if (fp16_attn) {
-    // Main stream: dY, Wo to fp16, dA (fp16: the kernels' dO, read in place, head h at columns h·D), the
-    // attention kernels (dQKV in fp16 + column sums), dXn, LayerNorm. Side stream, in the gaps: q, k, v to
-    // fp16 (joined before the attention), then A, x_norm, Wqkv to fp16 and grad_out_weight (joined before
+    // Main stream: dY, A, Wo to fp16, dA (fp16: the kernels' dO, read in place, head h at columns h·D),
+    // the attention kernels (dQKV in fp16 + column sums), dXn, LayerNorm. Side stream, in the gaps: q, k,
+    // v to fp16 (joined before the attention), then grad_out_weight and x_norm, Wqkv to fp16 (joined before
     // dXn) under the attention kernels, then the qkv bias and grad_qkv_weight under dXn and LayerNorm.
     __half* dAh = f16(o_dAh);
     __half* qh = f16(o_qh);
-    // Conversions of several tensors share a launch (small B pays per launch). A's conversion (read only by
-    // grad_out_weight, on the side stream) runs on the side stream after q, k, v's, off the main chain.
-    convert_to_half({{dY, dYh, N * E}, {a.out_weight.data, Woh, E * E}}, stream);
-    stages.mark("to_half_dY_Wo");
-    stages.fork(ctx);  // side: after dYh exists
+    // Conversions of several tensors share a launch (small B pays per launch).
+    convert_to_half({{dY, dYh, N * E}, {a.attn_output.data, Ah, N * E}, {a.out_weight.data, Woh, E * E}}, stream);
+    stages.mark("to_half_dY_A_Wo");
+    stages.fork(ctx);  // side: after dYh and Ah exist
     convert_to_half({{a.q.data, qh, N * E}, {a.k.data, qh + N * E, N * E}, {a.v.data, qh + 2 * N * E, N * E}}, side);
     stages.mark("to_half_qkv");
     {
@@ -264,9 +263,9 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
       stages.mark("dA");
     }
     stages.join(ctx);  // main: after q, k, v are fp16
-    convert_to_half({{a.attn_output.data, Ah, N * E}, {a.x_norm.data, Xnh, N * E}, {a.qkv_weight.data, Wqkvh, E3 * E}},
-                    side);
     dW_out(side);
+    convert_to_half({{a.x_norm.data, Xnh, N * E}, {a.qkv_weight.data, Wqkvh, E3 * E}}, side);
+    stages.mark("to_half_Xn_Wqkv");
     mha::AttnParams p;
     p.B = B, p.S = S, p.H = static_cast<int>(H), p.scale = scale;
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
