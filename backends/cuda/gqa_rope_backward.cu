@@ -91,10 +91,12 @@ __global__ void softmax_backward_rows(const bf* __restrict__ P, bf* __restrict__
   }
 }
 
-// The same on the padded buffers of the S % 8 != 0 path: one warp per row of [BH, S8]. Rows s < S do
-// softmax_backward_rows' math (P rows of stride S, dS rows of stride S8) and copy their P row into
-// p_pad with zeros in columns S..S8; rows S ≤ s < S8 write a zero row of p_pad. dS's own pad rows and
-// columns are the dP GEMM's zeros (products with the zero rows of dO and V in their padded copies).
+// The same on the padded buffers of the S % 8 != 0 path: one warp per row of [BH, S8], each lane 8
+// consecutive columns per step (dS and p_pad rows are S8 long: 16-byte moves; P's rows, S long, start at
+// any even byte: 8 scalar loads). Rows s < S do softmax_backward_rows' math (the same per element, r summed
+// lane by lane then across the warp) and copy their P row into p_pad with zeros in columns S..S8; rows
+// S ≤ s < S8 write a zero row of p_pad. dS's own pad rows and columns are the dP GEMM's zeros (products
+// with the zero rows of dO and V in their padded copies) and stay as they are.
 __global__ void softmax_backward_rows_pad(const bf* __restrict__ P, bf* __restrict__ ds, bf* __restrict__ p_pad,
                                           int64_t BH, int64_t S, int64_t S8, float scaling) {
   const int lane = threadIdx.x % 32;
@@ -103,23 +105,39 @@ __global__ void softmax_backward_rows_pad(const bf* __restrict__ P, bf* __restri
   const int64_t bh = row / S8, s = row % S8;
   bf* pp = p_pad + row * S8;
   if (s >= S) {
-    for (int64_t j = lane; j < S8; j += 32) pp[j] = rn(0.0f);
+    for (int64_t j = lane * 8; j < S8; j += 256) *reinterpret_cast<uint4*>(pp + j) = make_uint4(0, 0, 0, 0);
     return;
   }
   const bf* p = P + (bh * S + s) * S;
   bf* d = ds + row * S8;
+  const auto load_p = [&](int64_t j, float (&x)[8]) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = j + e < S ? f32(p[j + e]) : 0.0f;
+  };
   float r = 0.0f;
-  for (int64_t j = lane; j < S; j += 32) r += f32(p[j]) * f32(d[j]);
+  for (int64_t j = lane * 8; j < S8; j += 256) {
+    float pv[8];
+    load_p(j, pv);
+    const uint4 dv = *reinterpret_cast<const uint4*>(d + j);
+    const bf* de = reinterpret_cast<const bf*>(&dv);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) r += pv[e] * f32(de[e]);  // pad columns: 0 · 0
+  }
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) r += __shfl_xor_sync(0xffffffffu, r, o);
-  for (int64_t j = lane; j < S8; j += 32) {
-    if (j < S) {
-      const bf pj = p[j];
-      d[j] = rn(r16(f32(pj) * (f32(d[j]) - r)) * scaling);
-      pp[j] = pj;
-    } else {
-      pp[j] = rn(0.0f);
+  for (int64_t j = lane * 8; j < S8; j += 256) {
+    float pv[8];
+    load_p(j, pv);
+    uint4 dv = *reinterpret_cast<const uint4*>(d + j);
+    bf* de = reinterpret_cast<bf*>(&dv);
+    bf po[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      po[e] = rn(pv[e]);  // P's own value (exact: a bf16 upcast and back), 0 in the pad columns
+      if (j + e < S) de[e] = rn(r16(pv[e] * (f32(de[e]) - r)) * scaling);
     }
+    *reinterpret_cast<uint4*>(d + j) = dv;
+    *reinterpret_cast<uint4*>(pp + j) = *reinterpret_cast<const uint4*>(po);
   }
 }
 
