@@ -25,6 +25,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "check.hpp"
 #include "context.hpp"
@@ -48,97 +49,127 @@ __device__ __forceinline__ bf rn(float x) { return __float2bfloat16_rn(x); }
 __device__ __forceinline__ float r16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 // ---------------------------------------------------------------------------------------------
 // Small kernels.
 
-// Softmax backward, one warp per row of one (b, h): ds holds bf16 dP on entry (row stride ld), the
-// scaled dS on exit. r = Σ P·dP in fp32 (products of two bf16 are exact), fixed order.
-template <int Vec>
-__global__ void softmax_backward_rows(const bf* __restrict__ P, bf* __restrict__ ds, int64_t rows, int64_t S,
-                                     int64_t ld, float scaling) {
+// Softmax backward, one warp per row of one (b, h): ds holds bf16 dP on entry, the scaled dS on exit.
+// r = Σ P·dP in fp32 (products of two bf16 are exact), summed by each lane over its columns in order, then
+// across the warp in a fixed order. One element per lane and step: the fallback for P rows that are not
+// 16-byte aligned on the unpadded path (rows of stride S, dS rows of stride ld).
+__global__ void softmax_backward_rows_scalar(const bf* __restrict__ P, bf* __restrict__ ds, int64_t rows, int64_t S,
+                                             int64_t ld, float scaling) {
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
   const bf* p = P + row * S;
   bf* d = ds + row * ld;
   float r = 0.0f;
-  if constexpr (Vec == 8) {
-    for (int64_t j = lane * 8; j < S; j += 256) {
-      const uint4 pv = *reinterpret_cast<const uint4*>(p + j), dv = *reinterpret_cast<const uint4*>(d + j);
-      const bf* pe = reinterpret_cast<const bf*>(&pv);
-      const bf* de = reinterpret_cast<const bf*>(&dv);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) r += f32(pe[e]) * f32(de[e]);
-    }
-  } else {
-    for (int64_t j = lane; j < S; j += 32) r += f32(p[j]) * f32(d[j]);
-  }
+  for (int64_t j = lane; j < S; j += 32) r += f32(p[j]) * f32(d[j]);
 #pragma unroll
   for (int o = 16; o > 0; o /= 2) r += __shfl_xor_sync(0xffffffffu, r, o);
-  if constexpr (Vec == 8) {
-    for (int64_t j = lane * 8; j < S; j += 256) {
-      const uint4 pv = *reinterpret_cast<const uint4*>(p + j);
-      uint4 dv = *reinterpret_cast<const uint4*>(d + j);
-      const bf* pe = reinterpret_cast<const bf*>(&pv);
-      bf* de = reinterpret_cast<bf*>(&dv);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) de[e] = rn(r16(f32(pe[e]) * (f32(de[e]) - r)) * scaling);
-      *reinterpret_cast<uint4*>(d + j) = dv;
-    }
-  } else {
-    for (int64_t j = lane; j < S; j += 32) d[j] = rn(r16(f32(p[j]) * (f32(d[j]) - r)) * scaling);
-  }
+  for (int64_t j = lane; j < S; j += 32) d[j] = rn(r16(f32(p[j]) * (f32(d[j]) - r)) * scaling);
 }
 
-// The same on the padded buffers of the S % 8 != 0 path: one warp per row of [BH, S8], each lane 8
-// consecutive columns per step (dS and p_pad rows are S8 long: 16-byte moves; P's rows, S long, start at
-// any even byte: 8 scalar loads). Rows s < S do softmax_backward_rows' math (the same per element, r summed
-// lane by lane then across the warp) and copy their P row into p_pad with zeros in columns S..S8; rows
-// S ≤ s < S8 write a zero row of p_pad. dS's own pad rows and columns are the dP GEMM's zeros (products
-// with the zero rows of dO and V in their padded copies) and stay as they are.
-__global__ void softmax_backward_rows_pad(const bf* __restrict__ P, bf* __restrict__ ds, bf* __restrict__ p_pad,
-                                          int64_t BH, int64_t S, int64_t S8, float scaling) {
+// The same math with 16-byte moves: each lane takes 8 consecutive columns of every 256-column chunk of the
+// row, in chunk order (so r sums in the same order for every NC). NC > 0: the row's NC chunks (S8 ≤ 256·NC)
+// are loaded once and kept in registers — one read and one write of each element, all of a lane's loads in
+// flight together; NC = 0: two passes over the row (any length; the second re-reads).
+// Pad = false: S % 8 == 0 and P 16-byte aligned; rows of [BH, S], S8 = S, p_pad unused.
+// Pad = true (the S % 8 != 0 path): rows of [BH, S8]; P's rows are S long and start at any even byte (8
+// element loads per chunk); rows s < S also copy their P row into p_pad with zeros in columns S..S8, rows
+// S ≤ s < S8 write a zero row of p_pad. dS's own pad rows and columns are the dP GEMM's zeros (products with
+// the zero rows of dO and V in their padded copies) and are left as they are.
+template <int NC, bool Pad>
+__global__ void softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict__ ds, bf* __restrict__ p_pad,
+                                        int64_t BH, int64_t S, int64_t S8, float scaling) {
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= BH * S8) return;
   const int64_t bh = row / S8, s = row % S8;
-  bf* pp = p_pad + row * S8;
-  if (s >= S) {
-    for (int64_t j = lane * 8; j < S8; j += 256) *reinterpret_cast<uint4*>(pp + j) = make_uint4(0, 0, 0, 0);
-    return;
+  if constexpr (Pad) {
+    if (s >= S) {
+      bf* pp = p_pad + row * S8;
+      for (int64_t j = lane * 8; j < S8; j += 256) *reinterpret_cast<uint4*>(pp + j) = make_uint4(0, 0, 0, 0);
+      return;
+    }
   }
   const bf* p = P + (bh * S + s) * S;
   bf* d = ds + row * S8;
-  const auto load_p = [&](int64_t j, float (&x)[8]) {
+  const auto load_p = [&](int64_t j) {
+    if constexpr (Pad) {
+      bf e[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) x[e] = j + e < S ? f32(p[j + e]) : 0.0f;
+      for (int i = 0; i < 8; ++i) e[i] = j + i < S ? p[j + i] : rn(0.0f);
+      return *reinterpret_cast<const uint4*>(e);
+    } else {
+      return *reinterpret_cast<const uint4*>(p + j);
+    }
   };
-  float r = 0.0f;
-  for (int64_t j = lane * 8; j < S8; j += 256) {
-    float pv[8];
-    load_p(j, pv);
-    const uint4 dv = *reinterpret_cast<const uint4*>(d + j);
+  const auto add_products = [](float& r, const uint4& pv, const uint4& dv) {
+    const bf* pe = reinterpret_cast<const bf*>(&pv);
     const bf* de = reinterpret_cast<const bf*>(&dv);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) r += pv[e] * f32(de[e]);  // pad columns: 0 · 0
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) r += __shfl_xor_sync(0xffffffffu, r, o);
-  for (int64_t j = lane * 8; j < S8; j += 256) {
-    float pv[8];
-    load_p(j, pv);
-    uint4 dv = *reinterpret_cast<const uint4*>(d + j);
+    for (int e = 0; e < 8; ++e) r += f32(pe[e]) * f32(de[e]);  // pad columns: 0 · 0
+  };
+  const auto finish = [&](int64_t j, const uint4& pv, uint4 dv, float r) {
+    const bf* pe = reinterpret_cast<const bf*>(&pv);
     bf* de = reinterpret_cast<bf*>(&dv);
-    bf po[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      po[e] = rn(pv[e]);  // P's own value (exact: a bf16 upcast and back), 0 in the pad columns
-      if (j + e < S) de[e] = rn(r16(pv[e] * (f32(de[e]) - r)) * scaling);
-    }
+    for (int e = 0; e < 8; ++e)
+      if (!Pad || j + e < S) de[e] = rn(r16(f32(pe[e]) * (f32(de[e]) - r)) * scaling);
     *reinterpret_cast<uint4*>(d + j) = dv;
-    *reinterpret_cast<uint4*>(pp + j) = *reinterpret_cast<const uint4*>(po);
+    if constexpr (Pad) *reinterpret_cast<uint4*>(p_pad + row * S8 + j) = pv;  // P's values, 0 in the pad columns
+  };
+  float r = 0.0f;
+  if constexpr (NC > 0) {
+    uint4 pv[NC], dv[NC];
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      const int64_t j = c * 256 + lane * 8;
+      if (j < S8) pv[c] = load_p(j), dv[c] = *reinterpret_cast<const uint4*>(d + j);
+    }
+#pragma unroll
+    for (int c = 0; c < NC; ++c)
+      if (c * 256 + lane * 8 < S8) add_products(r, pv[c], dv[c]);
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) r += __shfl_xor_sync(0xffffffffu, r, o);
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      const int64_t j = c * 256 + lane * 8;
+      if (j < S8) finish(j, pv[c], dv[c], r);
+    }
+  } else {
+    for (int64_t j = lane * 8; j < S8; j += 256) add_products(r, load_p(j), *reinterpret_cast<const uint4*>(d + j));
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) r += __shfl_xor_sync(0xffffffffu, r, o);
+    for (int64_t j = lane * 8; j < S8; j += 256) finish(j, load_p(j), *reinterpret_cast<const uint4*>(d + j), r);
   }
+}
+
+// Launches softmax_backward_rows16 with the row held in registers where S8 ≤ 2048 (NC = S8 / 256 rounded
+// up), else the two-pass form.
+template <bool Pad>
+void softmax_rows16(const bf* P, bf* ds, bf* p_pad, int64_t BH, int64_t S, int64_t S8, float scaling,
+                    cudaStream_t stream) {
+  const int threads = 256, rows_per_block = threads / 32;
+  const unsigned grid = blocks_for(BH * S8, rows_per_block);
+  const auto go = [&](auto nc) {
+    softmax_backward_rows16<decltype(nc)::value, Pad><<<grid, threads, 0, stream>>>(P, ds, p_pad, BH, S, S8, scaling);
+  };
+  switch ((S8 + 255) / 256) {
+    case 1: go(std::integral_constant<int, 1>{}); break;
+    case 2: go(std::integral_constant<int, 2>{}); break;
+    case 3: go(std::integral_constant<int, 3>{}); break;
+    case 4: go(std::integral_constant<int, 4>{}); break;
+    case 5: go(std::integral_constant<int, 5>{}); break;
+    case 6: go(std::integral_constant<int, 6>{}); break;
+    case 7: go(std::integral_constant<int, 7>{}); break;
+    case 8: go(std::integral_constant<int, 8>{}); break;
+    default: go(std::integral_constant<int, 0>{}); break;
+  }
+  ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
 // RoPE backward of one pair (g0 at d, g1 at d + D/2): u = g⊙c, w = g⊙s (each rounded), then
@@ -281,8 +312,6 @@ __global__ void add3(bf* __restrict__ h, const bf* __restrict__ xk, const bf* __
   }
 }
 
-unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -342,12 +371,6 @@ bool merge_scalar() { return env_switch("ATTNBWD_CUDA_GQA_MERGE", {"auto", "scal
 
 bool pad_switch_off() { return env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off"}) == 1; }
 
-// ATTNBWD_CUDA_GQA_ADD=auto|kernel|gemm: grad_hidden_states = (dXq + dXk) + dXv by the add3 kernel over three
-// bf16 GEMM results (kernel, auto: the reference's two rounded additions), or, on the cuBLASLt path, by the
-// dXk and dXv GEMMs accumulating into it (gemm: beta = 1, so each addition rounds once with its GEMM's
-// sum instead of after it — one rounding fewer per addition, within the spec's tolerance; no dXk/dXv
-// buffers, no add3 pass). Written 2026-12-01 without a GPU run: opt-in until timed.
-bool add_in_gemm() { return env_switch("ATTNBWD_CUDA_GQA_ADD", {"auto", "kernel", "gemm"}) == 2; }
 
 struct Sm90Proj {
   sm90::LinearBackward p;
@@ -493,18 +516,16 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     g.M = Sp, g.N = Sp, g.K = D, g.lda = ld_do, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = head_do,
     g.stride_b = Sp * D, g.stride_c = Sp * ld;
     gemm(ctx, 0, stream, g, dOp, V, dS);
-    const int threads = 256, rows_per_block = threads / 32;
     if (pad) {  // ld = S8 = Sp
-      softmax_backward_rows_pad<<<blocks_for(BH * S8, rows_per_block), threads, 0, stream>>>(P, dS, Pp, BH, S, S8,
-                                                                                             scaling);
+      softmax_rows16<true>(P, dS, Pp, BH, S, S8, scaling, stream);
+    } else if (S % 8 == 0 && aligned16(P)) {  // ld = S
+      softmax_rows16<false>(P, dS, nullptr, BH, S, S, scaling, stream);
     } else {
-      const int64_t rows = BH * S;
-      if (S % 8 == 0 && aligned16(P))
-        softmax_backward_rows<8><<<blocks_for(rows, rows_per_block), threads, 0, stream>>>(P, dS, rows, S, ld, scaling);
-      else
-        softmax_backward_rows<1><<<blocks_for(rows, rows_per_block), threads, 0, stream>>>(P, dS, rows, S, ld, scaling);
+      const int threads = 256, rows_per_block = threads / 32;
+      softmax_backward_rows_scalar<<<blocks_for(BH * S, rows_per_block), threads, 0, stream>>>(P, dS, BH * S, S, ld,
+                                                                                              scaling);
+      ATTNBWD_CUDA_CHECK_LAUNCH();
     }
-    ATTNBWD_CUDA_CHECK_LAUNCH();
   }
   stages.mark("dS");
   if (overlap) stages.fork(ctx);  // side: after dS (and P's padded copy) exist
@@ -536,7 +557,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients:
   // three sm_90a launches, or cuBLASLt with the weight gradients on the side stream.
   Sm90Proj pj[3];
-  bool all_sm90 = true, added = false;  // added: the sums are already in grad_hidden_states
+  bool all_sm90 = true;
   {
     const void* wt[3] = {a.q_weight.data, a.k_weight.data, a.v_weight.data};
     void* gw[3] = {a.grad_q_weight.data, a.grad_k_weight.data, a.grad_v_weight.data};
@@ -574,19 +595,13 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.K = QP;
       gemm(ctx, 0, stream, g, dQKVp, a.q_weight.data, a.grad_hidden_states.data);
       g.K = KP;
-      if (add_in_gemm()) {  // grad_hidden_states += dXk, then += dXv, each in its GEMM's epilogue
-        gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, a.grad_hidden_states.data, 1.0f, 1.0f);
-        gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, a.grad_hidden_states.data, 1.0f, 1.0f);
-        added = true;
-      } else {
-        gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, dXk);
-        gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, dXv);
-      }
+      gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, dXk);
+      gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, dXv);
       stages.mark("dX_qkv");
     }
   }
   // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv).
-  if (!added) {
+  {
     bf* h = m(a.grad_hidden_states.data);
     const int threads = 256;
     const int64_t n = T * HS;  // HS % 8 == 0
@@ -609,7 +624,7 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
   const auto key = [&] {
     return graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED"),
                                   env_word("ATTNBWD_CUDA_GQA_OVERLAP"),
-                                  env_word("ATTNBWD_CUDA_GQA_DO"), env_word("ATTNBWD_CUDA_GQA_ADD"),
+                                  env_word("ATTNBWD_CUDA_GQA_DO"),
                                   env_word("ATTNBWD_CUDA_GQA_PAD"), env_word("ATTNBWD_CUDA_GQA_MERGE")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });

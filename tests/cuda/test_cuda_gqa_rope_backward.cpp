@@ -1,11 +1,11 @@
 // The CUDA fast path for gqa_rope_backward against the serial oracle: small and odd shapes (S = 1, 7,
-// 131; B = 1..3; GQA ratios 1, 2, 4; head_dim 128 (fused dP/softmax kernel) and 64 (cuBLASLt + row
-// kernel)), both attention paths (default: cuBLASLt dP + row kernel; ATTNBWD_GQA_FUSED=1: the fused
-// mma.sync dP/softmax kernel where it applies), the attention GEMMs on two streams or one
-// (ATTNBWD_CUDA_GQA_OVERLAP=on|off) and their bit equality, dO as a strided view of dA with the hidden-state
-// sums in the dX GEMMs (ATTNBWD_CUDA_GQA_DO=view ATTNBWD_CUDA_GQA_ADD=gemm, written 2026-12-01 without a GPU
-// run), run-to-run bit equality, and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at
-// their own atol.
+// 33, 65, 131, 300, 520; B = 1..3; GQA ratios 1, 2, 4; head_dim 128 (fused dP/softmax kernel) and 64
+// (cuBLASLt + row kernel)), both attention paths (default: cuBLASLt dP + row kernel; ATTNBWD_GQA_FUSED=1:
+// the fused mma.sync dP/softmax kernel where it applies), the attention GEMMs on two streams or one
+// (ATTNBWD_CUDA_GQA_OVERLAP=on|off) and their bit equality, the attention GEMMs padded to a multiple of 8
+// rows (default at odd S) or not (ATTNBWD_CUDA_GQA_PAD=off), dO as a strided view of dA on the unpadded
+// path (ATTNBWD_CUDA_GQA_DO=view), the merge pass's two forms and their bit equality, run-to-run bit
+// equality, and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
 // Every element of all five outputs is compared; outputs are poisoned with NaN before each run.
 // Rule: spec §6 (rtol 0.05, matched ratio 0.99) plus a relative-L2 bound per output, the portable
 // test's (its comment gives the measured values they are ~10x above).
@@ -42,7 +42,7 @@ constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 // A path of the fast path: ATTNBWD_GQA_FUSED (fused dP/softmax kernel), ATTNBWD_CUDA_GQA_PROJ
 // (projection pairs through the sm_90a kernel or cuBLASLt), ATTNBWD_CUDA_GQA_OVERLAP (attention
 // GEMMs on two streams or one), ATTNBWD_CUDA_GQA_DO (dO as a strided view of dA for B = 1),
-// ATTNBWD_CUDA_GQA_ADD (grad_hidden_states' sums in the dX GEMMs) and ATTNBWD_CUDA_GQA_PAD (attention
+// ATTNBWD_CUDA_GQA_PAD (attention
 // GEMMs on copies padded to a multiple of 8 rows where S is not one) and ATTNBWD_CUDA_GQA_MERGE (the
 // merge pass with 16-byte moves or one pair per thread), "" = the default choice.
 struct Mode {
@@ -50,7 +50,6 @@ struct Mode {
   const char* proj;
   const char* overlap = "";
   const char* dO = "";
-  const char* add = "";
   const char* pad = "";
   const char* merge = "";
   std::string name() const {
@@ -58,15 +57,14 @@ struct Mode {
     if (*proj) n += std::string(" proj=") + proj;
     if (*overlap) n += std::string(" overlap=") + overlap;
     if (*dO) n += std::string(" dO=") + dO;
-    if (*add) n += std::string(" add=") + add;
     if (*pad) n += std::string(" pad=") + pad;
     if (*merge) n += std::string(" merge=") + merge;
     return n;
   }
 };
 constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
-    kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "", "off"},
-    kDoViewAddGemm{"", "", "", "view", "gemm", "off"}, kMergeScalar{"", "", "", "", "", "", "scalar"};
+    kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "off"},
+    kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -75,13 +73,12 @@ struct UseMode {
     if (*m.proj) setenv("ATTNBWD_CUDA_GQA_PROJ", m.proj, 1);
     if (*m.overlap) setenv("ATTNBWD_CUDA_GQA_OVERLAP", m.overlap, 1);
     if (*m.dO) setenv("ATTNBWD_CUDA_GQA_DO", m.dO, 1);
-    if (*m.add) setenv("ATTNBWD_CUDA_GQA_ADD", m.add, 1);
     if (*m.pad) setenv("ATTNBWD_CUDA_GQA_PAD", m.pad, 1);
     if (*m.merge) setenv("ATTNBWD_CUDA_GQA_MERGE", m.merge, 1);
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
-                          "ATTNBWD_CUDA_GQA_ADD", "ATTNBWD_CUDA_GQA_PAD",
+                          "ATTNBWD_CUDA_GQA_PAD",
                           "ATTNBWD_CUDA_GQA_MERGE"})
       unsetenv(v);
   }
@@ -129,13 +126,16 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   struct Case {
     int64_t B, S, Hq, Hkv, D, hidden;
   };
+  // S = 300 (padded to 304: two 256-column chunks per row) and S = 520 (unpadded, three) reach the softmax
+  // kernel's register forms above one chunk.
   const Case cases[] = {{1, 1, 4, 1, 128, 64},  {2, 7, 8, 2, 128, 96},  {1, 131, 8, 2, 128, 64},
-                        {3, 65, 4, 4, 128, 32}, {2, 33, 4, 1, 64, 128}, {1, 131, 8, 2, 64, 64}};
+                        {3, 65, 4, 4, 128, 32}, {2, 33, 4, 1, 64, 128}, {1, 131, 8, 2, 64, 64},
+                        {1, 300, 4, 1, 128, 64}, {1, 520, 4, 2, 128, 64}};
   std::uint64_t tag = 0;
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
-          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoViewAddGemm, kMergeScalar});
+          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar});
   }
 }
 
@@ -145,7 +145,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
   for (const char* index : {"5", "11"}) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
-          {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoViewAddGemm});
+          {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView});
   }
 }
 
