@@ -260,80 +260,6 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
   }
 }
 
-// The one-warp-per-token kernel with each warp's three column sums in shared memory (3·E floats per warp,
-// 96 KB per block at E = 1024) instead of registers, so two blocks (16 warps) fit an SM at <= 128 registers:
-// twice the global loads in flight. ncu of the register form on the H200 (#8, B = 23): 239 registers, one
-// block (8 warps) per SM, no eligible warp in 82.7 % of cycles, 60.9 % of stalls on global loads, 1.81 TB/s
-// (115 µs for 218 MB). Each lane touches only its own columns' sums, so no barrier until the end. Same
-// per-warp token order and cross-warp order as the register form.
-template <int V4>
-__global__ void __launch_bounds__(kThreads, 2) layer_norm_backward_warps_smem(
-    const float* __restrict__ dxn, const float* __restrict__ x, const float* __restrict__ mean,
-    const float* __restrict__ var, const float* __restrict__ gamma, const float* __restrict__ dy,
-    float* __restrict__ grad_x, float* __restrict__ partial, int64_t N, float eps, int64_t tpb) {
-  constexpr int E = 128 * V4, E4 = E / 4, kWarps = kThreads / 32;
-  extern __shared__ float4 acc_s[];  // [kWarps][3][E4]: Σ dXn⊙x̂, Σ dXn, Σ dY over the warp's tokens
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float4* mine = acc_s + warp * 3 * E4;
-  for (int i = lane; i < 3 * E4; i += 32) mine[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  const float inv_e = 1.0f / static_cast<float>(E);
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tpb, t1 = t0 + tpb < N ? t0 + tpb : N;
-  for (int64_t t = t0 + warp; t < t1; t += kWarps) {
-    const float sigma = sqrtf(var[t] + eps), m = mean[t];
-    float gs[V4][4], xc[V4][4];
-    float s_gs = 0.0f, s_gxc = 0.0f;
-#pragma unroll
-    for (int k = 0; k < V4; ++k) {
-      const int c4 = lane + 32 * k, col = c4 * 4;
-      float g[4], xv[4], gam[4];
-      load<4>(dxn + t * E + col, g);
-      load<4>(x + t * E + col, xv);
-      load<4>(gamma + col, gam);
-      float4 a0 = mine[c4], a1 = mine[E4 + c4];
-      float* a0e = reinterpret_cast<float*>(&a0);
-      float* a1e = reinterpret_cast<float*>(&a1);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        xc[k][i] = xv[i] - m;
-        a0e[i] += g[i] * (xc[k][i] / sigma);
-        a1e[i] += g[i];
-        const float ge = g[i] * gam[i];
-        gs[k][i] = ge / sigma;
-        s_gs += gs[k][i];
-        s_gxc += ge * xc[k][i];
-      }
-      mine[c4] = a0, mine[E4 + c4] = a1;
-    }
-    const float mean_gs = warp_sum(s_gs) * inv_e;
-    const float quirk = (warp_sum(s_gxc) * inv_e) / (sigma * sigma);  // σ², as the reference (not σ³)
-#pragma unroll
-    for (int k = 0; k < V4; ++k) {
-      const int c4 = lane + 32 * k, col = c4 * 4;
-      float d[4], out[4];
-      load<4>(dy + t * E + col, d);
-      float4 a2 = mine[2 * E4 + c4];
-      float* a2e = reinterpret_cast<float*>(&a2);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        out[i] = d[i] + (gs[k][i] - mean_gs - xc[k][i] * quirk);
-        a2e[i] += d[i];
-      }
-      mine[2 * E4 + c4] = a2;
-      store<4>(grad_x + t * E + col, out);
-    }
-  }
-  __syncthreads();
-  float* pw = partial + static_cast<int64_t>(blockIdx.x) * 3 * E;
-  for (int i = threadIdx.x; i < 3 * E4; i += kThreads) {  // i = s·E4 + c4
-    float4 sum = acc_s[i];
-    for (int w = 1; w < kWarps; ++w) {
-      const float4 v = acc_s[w * 3 * E4 + i];
-      sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-    }
-    *reinterpret_cast<float4*>(pw + 4 * i) = sum;
-  }
-}
-
 // Block: 32 columns × kSumGroups row groups; group g adds rows g, g + kSumGroups, ... in double, then
 // the groups' sums are added in group order. Fixed order: the same bits on every run.
 constexpr int kSumGroups = kThreads / 32;
@@ -403,33 +329,16 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
   // float4 rows need 16-byte row starts: E % 4 == 0 and every base aligned (the scratch always is).
   const bool vec4 = E % 4 == 0 && aligned16(dxn) && aligned16(x) && aligned16(gamma) && aligned16(dy) &&
                     aligned16(grad_x) && aligned16(partial);
-  // ATTNBWD_CUDA_MHA_LN=auto|block|regs|smem: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8) with its
-  // column sums in registers (auto, regs) or in shared memory (smem), or the block-per-token one (block),
-  // for A/B timing.
-  const int ln = env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block", "regs", "smem"});
-  const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && ln != 1;
+  // ATTNBWD_CUDA_MHA_LN=auto|block: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8), or the
+  // block-per-token one (A/B timing).
+  const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block"}) == 0;
   if (warps) {
-    // Register form: one block per SM at most (239 registers × 256 threads at E = 1024); shared-memory form:
-    // two. A multiple of 8 tokens per block. (layer_norm_max_blocks bounds both grids.)
-    const bool smem = ln == 3;
-    const int64_t sms = std::max(sm_count, 1) * (smem ? 2 : 1), per = (N + sms - 1) / sms;
+    // One block per SM at most (239 registers × 256 threads at E = 1024), a multiple of 8 tokens each.
+    const int64_t sms = std::max(sm_count, 1), per = (N + sms - 1) / sms;
     const int64_t tpb = std::max<int64_t>(8, (per + 7) / 8 * 8), blocks = (N + tpb - 1) / tpb;
     const auto run = [&](auto v4) {
-      constexpr int V4 = decltype(v4)::value;
-      if (smem) {
-        const int bytes = (kThreads / 32) * 3 * 128 * V4 * static_cast<int>(sizeof(float));
-        static const bool attr_set = [bytes] {
-          ATTNBWD_CUDA_CHECK(
-              cudaFuncSetAttribute(layer_norm_backward_warps_smem<V4>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-          return true;
-        }();
-        (void)attr_set;
-        layer_norm_backward_warps_smem<V4><<<static_cast<unsigned>(blocks), kThreads, bytes, stream>>>(
-            dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
-      } else {
-        layer_norm_backward_warps<V4><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-            dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
-      }
+      layer_norm_backward_warps<decltype(v4)::value><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
     };
     switch (E / 128) {
       case 1: run(std::integral_constant<int, 1>{}); break;

@@ -123,12 +123,6 @@ const Variant kVariants[] = {
      "attention through the mma.sync kernels (the default off sm_90) instead of the wgmma kernels"},
     {"ATTNBWD_CUDA_MHA_LN", "block", {1, 65, 4, 64},
      "LayerNorm with one block per token on a shape the one-warp-per-token kernel would take (E = 256)"},
-    {"ATTNBWD_CUDA_MHA_LN", "smem", {1, 65, 4, 64},
-     "LayerNorm one warp per token with the column sums in shared memory (E = 256)"},
-    {"ATTNBWD_CUDA_MHA_LN", "smem", {4, 550, 4, 64},
-     "LayerNorm one warp per token, sums in shared memory, several tokens per warp (E = 256, 2200 tokens)"},
-    {"ATTNBWD_CUDA_MHA_LN", "smem", {1, 577, 16, 64},
-     "LayerNorm one warp per token with the column sums in shared memory (E = 1024)"},
 };
 
 TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
