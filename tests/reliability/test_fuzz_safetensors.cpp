@@ -51,10 +51,6 @@ T pick_of(Rng& r, const std::vector<T>& v) {
   return v[static_cast<std::size_t>(pick(r, 0, static_cast<int64_t>(v.size()) - 1))];
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 void spit(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
