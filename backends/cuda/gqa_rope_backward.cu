@@ -77,36 +77,10 @@ __global__ void softmax_backward_rows_scalar(const bf* __restrict__ P, bf* __res
 // are loaded once and kept in registers — one read and one write of each element, all of a lane's loads in
 // flight together; NC = 0: two passes over the row (any length; the second re-reads).
 // Pad = false: S % 8 == 0 and P 16-byte aligned; rows of [BH, S], S8 = S, p_pad unused.
-// Pad = true (the S % 8 != 0 path): rows of [BH, S8]; P's rows are S long and start at any even byte (two
-// aligned 16-byte loads and funnel shifts per chunk, element loads near the row's end); rows s < S also copy their P row into p_pad with zeros in columns S..S8, rows
+// Pad = true (the S % 8 != 0 path): rows of [BH, S8]; P's rows are S long and start at any even byte (8
+// element loads per chunk); rows s < S also copy their P row into p_pad with zeros in columns S..S8, rows
 // S ≤ s < S8 write a zero row of p_pad. dS's own pad rows and columns are the dP GEMM's zeros (products with
 // the zero rows of dO and V in their padded copies) and are left as they are.
-// 8 bf16 at an address that is only 2-byte aligned, as one uint4: the two aligned 16-byte words around
-// them, then 32-bit funnel shifts. The caller guarantees both words lie inside the tensor (the second may
-// reach 7 elements past the 8 wanted).
-__device__ __forceinline__ uint4 load8_unaligned(const bf* src) {
-  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(src);
-  const uint4* q = reinterpret_cast<const uint4*>(a & ~std::uintptr_t{15});
-  const unsigned sh = static_cast<unsigned>(a & 15);  // even, 0..14
-  if (sh == 0) return q[0];
-  const uint4 lo = q[0], hi = q[1];
-  const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  const bool half = (sh & 2) != 0;  // the first element is the upper half of a word
-  const auto pick = [&](auto k) {
-    constexpr int K = decltype(k)::value;
-    unsigned o[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) o[i] = half ? __funnelshift_r(w[K + i], w[K + i + 1], 16) : w[K + i];
-    return make_uint4(o[0], o[1], o[2], o[3]);
-  };
-  switch (sh / 4) {
-    case 0: return pick(std::integral_constant<int, 0>{});
-    case 1: return pick(std::integral_constant<int, 1>{});
-    case 2: return pick(std::integral_constant<int, 2>{});
-    default: return pick(std::integral_constant<int, 3>{});
-  }
-}
-
 template <int NC, bool Pad>
 __global__ void softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict__ ds, bf* __restrict__ p_pad,
                                         int64_t BH, int64_t S, int64_t S8, float scaling) {
@@ -125,7 +99,6 @@ __global__ void softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict
   bf* d = ds + row * S8;
   const auto load_p = [&](int64_t j) {
     if constexpr (Pad) {
-      if (j + 16 <= S) return load8_unaligned(p + j);  // its two aligned loads stay inside the row
       bf e[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) e[i] = j + i < S ? p[j + i] : rn(0.0f);
