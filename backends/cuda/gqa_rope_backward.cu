@@ -81,19 +81,9 @@ __global__ void softmax_backward_rows_scalar(const bf* __restrict__ P, bf* __res
 // element loads per chunk); rows s < S also copy their P row into p_pad with zeros in columns S..S8, rows
 // S ≤ s < S8 write a zero row of p_pad. dS's own pad rows and columns are the dP GEMM's zeros (products with
 // the zero rows of dO and V in their padded copies) and are left as they are.
-// Cs: P's and dP's 16-byte loads and the stores with the streaming cache hint (ld/st.global.cs: each
-// element is read once and written once).
-template <int NC, bool Pad, bool Cs>
+template <int NC, bool Pad>
 __global__ void softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict__ ds, bf* __restrict__ p_pad,
                                         int64_t BH, int64_t S, int64_t S8, float scaling) {
-  const auto ld16 = [](const bf* a) {
-    if constexpr (Cs) return __ldcs(reinterpret_cast<const uint4*>(a));
-    else return *reinterpret_cast<const uint4*>(a);
-  };
-  const auto st16 = [](bf* a, const uint4& v) {
-    if constexpr (Cs) __stcs(reinterpret_cast<uint4*>(a), v);
-    else *reinterpret_cast<uint4*>(a) = v;
-  };
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= BH * S8) return;
@@ -114,7 +104,7 @@ __global__ void softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict
       for (int i = 0; i < 8; ++i) e[i] = j + i < S ? p[j + i] : rn(0.0f);
       return *reinterpret_cast<const uint4*>(e);
     } else {
-      return ld16(p + j);
+      return *reinterpret_cast<const uint4*>(p + j);
     }
   };
   const auto add_products = [](float& r, const uint4& pv, const uint4& dv) {
@@ -129,8 +119,8 @@ __global__ void softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict
 #pragma unroll
     for (int e = 0; e < 8; ++e)
       if (!Pad || j + e < S) de[e] = rn(r16(f32(pe[e]) * (f32(de[e]) - r)) * scaling);
-    st16(d + j, dv);
-    if constexpr (Pad) st16(p_pad + row * S8 + j, pv);  // P's values, 0 in the pad columns
+    *reinterpret_cast<uint4*>(d + j) = dv;
+    if constexpr (Pad) *reinterpret_cast<uint4*>(p_pad + row * S8 + j) = pv;  // P's values, 0 in the pad columns
   };
   float r = 0.0f;
   if constexpr (NC > 0) {
@@ -138,7 +128,7 @@ __global__ void softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       const int64_t j = c * 256 + lane * 8;
-      if (j < S8) pv[c] = load_p(j), dv[c] = ld16(d + j);
+      if (j < S8) pv[c] = load_p(j), dv[c] = *reinterpret_cast<const uint4*>(d + j);
     }
 #pragma unroll
     for (int c = 0; c < NC; ++c)
@@ -151,34 +141,22 @@ __global__ void softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict
       if (j < S8) finish(j, pv[c], dv[c], r);
     }
   } else {
-    for (int64_t j = lane * 8; j < S8; j += 256) add_products(r, load_p(j), ld16(d + j));
+    for (int64_t j = lane * 8; j < S8; j += 256) add_products(r, load_p(j), *reinterpret_cast<const uint4*>(d + j));
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) r += __shfl_xor_sync(0xffffffffu, r, o);
-    for (int64_t j = lane * 8; j < S8; j += 256) finish(j, load_p(j), ld16(d + j), r);
+    for (int64_t j = lane * 8; j < S8; j += 256) finish(j, load_p(j), *reinterpret_cast<const uint4*>(d + j), r);
   }
 }
-
-// ATTNBWD_CUDA_GQA_SOFTMAX=auto|cs|b128|cs128: the softmax kernel's blocks of 256 threads with plain loads
-// and stores (auto), with streaming cache hints (cs), in blocks of 128 threads (b128: a block's slot frees
-// when its 4 rows are done, not 8), or both (cs128). Written for an A/B: ncu had the kernel at 2.77 TB/s
-// on #6 (S = 2048, 805 MB).
-int softmax_scheme() { return env_switch("ATTNBWD_CUDA_GQA_SOFTMAX", {"auto", "cs", "b128", "cs128"}); }
 
 // Launches softmax_backward_rows16 with the row held in registers where S8 ≤ 2048 (NC = S8 / 256 rounded
 // up), else the two-pass form.
 template <bool Pad>
 void softmax_rows16(const bf* P, bf* ds, bf* p_pad, int64_t BH, int64_t S, int64_t S8, float scaling,
                     cudaStream_t stream) {
-  const int scheme = softmax_scheme();
-  const bool cs = scheme == 1 || scheme == 3;
-  const int threads = scheme >= 2 ? 128 : 256, rows_per_block = threads / 32;
+  const int threads = 256, rows_per_block = threads / 32;
   const unsigned grid = blocks_for(BH * S8, rows_per_block);
   const auto go = [&](auto nc) {
-    constexpr int NC = decltype(nc)::value;
-    if (cs)
-      softmax_backward_rows16<NC, Pad, true><<<grid, threads, 0, stream>>>(P, ds, p_pad, BH, S, S8, scaling);
-    else
-      softmax_backward_rows16<NC, Pad, false><<<grid, threads, 0, stream>>>(P, ds, p_pad, BH, S, S8, scaling);
+    softmax_backward_rows16<decltype(nc)::value, Pad><<<grid, threads, 0, stream>>>(P, ds, p_pad, BH, S, S8, scaling);
   };
   switch ((S8 + 255) / 256) {
     case 1: go(std::integral_constant<int, 1>{}); break;
@@ -647,8 +625,7 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
     return graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED"),
                                   env_word("ATTNBWD_CUDA_GQA_OVERLAP"),
                                   env_word("ATTNBWD_CUDA_GQA_DO"),
-                                  env_word("ATTNBWD_CUDA_GQA_PAD"), env_word("ATTNBWD_CUDA_GQA_MERGE"),
-                                  env_word("ATTNBWD_CUDA_GQA_SOFTMAX")});
+                                  env_word("ATTNBWD_CUDA_GQA_PAD"), env_word("ATTNBWD_CUDA_GQA_MERGE")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);

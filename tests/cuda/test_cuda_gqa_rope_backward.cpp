@@ -52,7 +52,6 @@ struct Mode {
   const char* dO = "";
   const char* pad = "";
   const char* merge = "";
-  const char* softmax = "";
   std::string name() const {
     std::string n = *fused ? "fused" : "default";
     if (*proj) n += std::string(" proj=") + proj;
@@ -60,14 +59,12 @@ struct Mode {
     if (*dO) n += std::string(" dO=") + dO;
     if (*pad) n += std::string(" pad=") + pad;
     if (*merge) n += std::string(" merge=") + merge;
-    if (*softmax) n += std::string(" softmax=") + softmax;
     return n;
   }
 };
 constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
     kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "off"},
-    kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"},
-    kSoftmaxCs128{"", "", "", "", "", "", "cs128"};
+    kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -78,12 +75,11 @@ struct UseMode {
     if (*m.dO) setenv("ATTNBWD_CUDA_GQA_DO", m.dO, 1);
     if (*m.pad) setenv("ATTNBWD_CUDA_GQA_PAD", m.pad, 1);
     if (*m.merge) setenv("ATTNBWD_CUDA_GQA_MERGE", m.merge, 1);
-    if (*m.softmax) setenv("ATTNBWD_CUDA_GQA_SOFTMAX", m.softmax, 1);
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
                           "ATTNBWD_CUDA_GQA_PAD",
-                          "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_SOFTMAX"})
+                          "ATTNBWD_CUDA_GQA_MERGE"})
       unsetenv(v);
   }
 };
@@ -139,8 +135,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
-          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar,
-                                               kSoftmaxCs128});
+          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar});
   }
 }
 
