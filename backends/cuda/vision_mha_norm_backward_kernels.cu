@@ -188,7 +188,11 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_kernel(
 // k < V4, so a token's two row sums are warp shuffles (no barrier per token) and the 8 warps of a block
 // work on 8 tokens at once (warp w: tokens t0 + w, t0 + w + 8, ...). The per-warp column sums are added
 // across warps in warp order at the end. Needs 16-byte aligned rows (the float4 path's condition).
-template <int V4>
+// Rcp: x̂ and dXn⊙γ/σ as products with one reciprocal of σ per token instead of two IEEE divisions per
+// element (64 per lane and token at E = 1024; a division is a ~10-instruction sequence): within 1-2 ulp
+// of the quotients. ncu of the division form (#8): 11.6 cycles per issued instruction, ~1,300 instructions
+// per token and warp.
+template <int V4, bool Rcp>
 __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
     const float* __restrict__ dxn, const float* __restrict__ x, const float* __restrict__ mean,
     const float* __restrict__ var, const float* __restrict__ gamma, const float* __restrict__ dy,
@@ -207,6 +211,7 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tpb, t1 = t0 + tpb < N ? t0 + tpb : N;
   for (int64_t t = t0 + warp; t < t1; t += kWarps) {
     const float sigma = sqrtf(var[t] + eps), m = mean[t];
+    const float inv_sigma = 1.0f / sigma;  // Rcp only
     float gs[V4][4], xc[V4][4];
     float s_gs = 0.0f, s_gxc = 0.0f;
 #pragma unroll
@@ -219,10 +224,10 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         xc[k][i] = xv[i] - m;
-        acc[0][k][i] += g[i] * (xc[k][i] / sigma);
+        acc[0][k][i] += g[i] * (Rcp ? xc[k][i] * inv_sigma : xc[k][i] / sigma);
         acc[1][k][i] += g[i];
         const float ge = g[i] * gam[i];
-        gs[k][i] = ge / sigma;
+        gs[k][i] = Rcp ? ge * inv_sigma : ge / sigma;
         s_gs += gs[k][i];
         s_gxc += ge * xc[k][i];
       }
@@ -329,16 +334,23 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
   // float4 rows need 16-byte row starts: E % 4 == 0 and every base aligned (the scratch always is).
   const bool vec4 = E % 4 == 0 && aligned16(dxn) && aligned16(x) && aligned16(gamma) && aligned16(dy) &&
                     aligned16(grad_x) && aligned16(partial);
-  // ATTNBWD_CUDA_MHA_LN=auto|block: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8), or the
-  // block-per-token one (A/B timing).
-  const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block"}) == 0;
+  // ATTNBWD_CUDA_MHA_LN=auto|block|rcp: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8), or the
+  // block-per-token one (block), or the warp-per-token kernel with one reciprocal of σ per token (rcp;
+  // written 2026-12-01 without a GPU run: opt-in until timed). A/B timing.
+  const int ln = env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block", "rcp"});
+  const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && ln != 1;
   if (warps) {
     // One block per SM at most (239 registers × 256 threads at E = 1024), a multiple of 8 tokens each.
     const int64_t sms = std::max(sm_count, 1), per = (N + sms - 1) / sms;
     const int64_t tpb = std::max<int64_t>(8, (per + 7) / 8 * 8), blocks = (N + tpb - 1) / tpb;
     const auto run = [&](auto v4) {
-      layer_norm_backward_warps<decltype(v4)::value><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-          dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
+      constexpr int V4 = decltype(v4)::value;
+      if (ln == 2)
+        layer_norm_backward_warps<V4, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+            dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
+      else
+        layer_norm_backward_warps<V4, false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+            dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
     };
     switch (E / 128) {
       case 1: run(std::integral_constant<int, 1>{}); break;
