@@ -22,18 +22,22 @@
 #      REGEX in one call of OP on that benchmark workload (cuda backend), with the source counters (the
 #      library is built with -lineinfo), into ncu-OP-WORKLOAD.txt (sections as text), ncu-OP-WORKLOAD-sass.csv.gz
 #      (the SASS with per-instruction counters) and ncu-OP-WORKLOAD.ncu-rep (for the GUI).
+#   7. with --kernel-times OP:WORKLOAD (repeatable): every launch of one call of OP on that workload with
+#      its GPU duration (ncu, launches serialised), into kernels-OP-WORKLOAD.csv and, summed per stream by
+#      perf/scripts/kernel_times.py, kernels-OP-WORKLOAD.txt — the quickest way to see which kernel (ours
+#      or cuBLASLt's, and which cuBLASLt kernel) a workload spends its time in.
 #
 #   bash cmake/device-check.sh [--bin DIR] [--out DIR] [--tests FILTER] [--sanitize FILTER]
 #                              [--check-ops LIST] [--perf-args "ARGS"] [--perf-ab] [--perf-graphs]
 #                              [--perf-strict] [--check-strict OPS] [--sanitize-workloads OPS]
 #                              [--perf-variant OP:VAR=VALUE ...] [--ncu OP:WORKLOAD:REGEX ...]
-#                              [--stages OPS] [--skip STEP,...]
+#                              [--kernel-times OP:WORKLOAD ...] [--stages OPS] [--skip STEP,...]
 #
 # DIR holds attnbwd_tests, attnbwd_perf and attnbwd (and may hold lib/ with shared libraries they
 # need, e.g. Google Benchmark). Exit status: the number of failed steps (0 = all passed). Steps:
 # build, tests, initcheck-probe, memcheck, racecheck, initcheck, synccheck, sanitize-workloads, torch, perf, perf-ab,
 # perf-graphs, perf-strict, torch-strict, stages (--stages OPS: per-stage times of those ops'
-# workloads with ATTNBWD_CUDA_STAGES=1 into stages.txt), ncu.
+# workloads with ATTNBWD_CUDA_STAGES=1 into stages.txt), ncu, kernel-times.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,6 +52,7 @@ perf_ab=0
 perf_graphs=0
 perf_variants=()
 ncu_specs=()
+kernel_specs=()
 sanitize_workloads=""
 stages_ops=""
 perf_strict=0
@@ -65,6 +70,7 @@ while [ $# -gt 0 ]; do
     --perf-graphs) perf_graphs=1; shift ;;
     --perf-variant) perf_variants+=("$2"); shift 2 ;;
     --ncu) ncu_specs+=("$2"); shift 2 ;;
+    --kernel-times) kernel_specs+=("$2"); shift 2 ;;
     --sanitize-workloads) sanitize_workloads=$2; shift 2 ;;
     --perf-strict) perf_strict=1; shift ;;
     --stages) stages_ops=$2; shift 2 ;;
@@ -291,6 +297,24 @@ ncu_one() {  # ncu_one OP WORKLOAD REGEX: inputs drawn by `attnbwd gen`, one pro
 for spec in "${ncu_specs[@]}"; do
   IFS=: read -r n_op n_w n_re <<<"$spec"
   step "ncu-$n_op-$n_w" ncu_one "$n_op" "$n_w" "$n_re"
+done
+
+kernel_times() {  # kernel_times OP WORKLOAD: one call of `attnbwd run`, every launch's duration
+  local op=$1 w=$2 tmp rc
+  tmp=$(mktemp -d)
+  "$bin/attnbwd" gen "$op" --workload "$w" -o "$tmp/in.safetensors" >/dev/null || { rm -rf "$tmp"; return 1; }
+  ncu --metrics gpu__time_duration.sum --csv "$bin/attnbwd" run "$op" -i "$tmp/in.safetensors" \
+    -o "$tmp/out.safetensors" >"$out/kernels-$op-$w.csv" 2>&1
+  rc=$?
+  rm -rf "$tmp"
+  [ $rc -eq 0 ] || return $rc
+  if command -v python3 >/dev/null; then
+    python3 "$root/perf/scripts/kernel_times.py" "$out/kernels-$op-$w.csv" >"$out/kernels-$op-$w.txt"
+  fi
+}
+for spec in "${kernel_specs[@]}"; do
+  IFS=: read -r k_op k_w <<<"$spec"
+  step "kernel-times-$k_op-$k_w" kernel_times "$k_op" "$k_w"
 done
 
 log "summary"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cmake/device-check.sh against stub tools (no GPU needed; run by .ci/run): the step accounting, the
 # racecheck rule (hazards with both ends in cuBLASLt's nvjet kernels are listed and pass; one end in a
-# kernel of ours fails), --perf-variant's output files and its spec check, and --ncu's three outputs
-# (sections as text, SASS counters gzipped, the report). Exits non-zero on the first broken expectation.
+# kernel of ours fails), --perf-variant's output files and its spec check, --ncu's three outputs
+# (sections as text, SASS counters gzipped, the report) and --kernel-times' two. Exits non-zero on the first broken expectation.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 tmp=$(mktemp -d)
@@ -77,10 +77,10 @@ has() { grep -q -- "$2" "$1" || fail "expected '$2' in $1: $(cat "$1")"; }
 
 # 1. Everything passes; vendor-only racecheck hazards do not fail; variant and ncu outputs exist.
 rc=$(STUB_RACE=vendor run "$tmp/a" --perf-args '--backend=cuda --workloads=1' \
-  --perf-variant 'out_proj_backward:STUB_VAR=x' --ncu 'gqa_rope_backward:5:attn')
+  --perf-variant 'out_proj_backward:STUB_VAR=x' --ncu 'gqa_rope_backward:5:attn' --kernel-times 'gqa_rope_backward:7')
 [ "$rc" = 0 ] || fail "all-pass run exited $rc: $(cat "$tmp/a.log")"
 for s in tests plain-gemm racecheck memcheck initcheck synccheck perf perf-variant-out_proj_backward-STUB_VAR \
-  ncu-gqa_rope_backward-5; do has "$tmp/a/steps.txt" "^$s rc=0 "; done
+  ncu-gqa_rope_backward-5 kernel-times-gqa_rope_backward-7; do has "$tmp/a/steps.txt" "^$s rc=0 "; done
 has "$tmp/a/steps.txt" "^initcheck-probe skipped"
 has "$tmp/a.log" "racecheck: 0 hazard ends in our kernels, 2 in cuBLASLt nvjet kernels, exit 0"
 has "$tmp/a/perf-out_proj_backward-STUB_VAR-x.json" '"env": "x"'
@@ -88,6 +88,8 @@ has "$tmp/a/perf-out_proj_backward-STUB_VAR-x.json" '"env": "x"'
 has "$tmp/a/ncu-gqa_rope_backward-5.txt" "Section: Stub"
 [ -e "$tmp/a/ncu-gqa_rope_backward-5.ncu-rep" ] || fail "no .ncu-rep"
 zcat "$tmp/a/ncu-gqa_rope_backward-5-sass.csv.gz" | grep -q '"Address"' || fail "no SASS counters"
+has "$tmp/a/kernels-gqa_rope_backward-7.csv" "==PROF== stub"
+has "$tmp/a/kernels-gqa_rope_backward-7.txt" "no kernel rows"
 
 # 2. A hazard with an end in a kernel of ours fails racecheck (and only it).
 rc=$(STUB_RACE=ours run "$tmp/b" --skip initcheck-probe,perf)
