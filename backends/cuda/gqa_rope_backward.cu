@@ -19,6 +19,7 @@
 // Every GEMM is fp32-accumulated with one rounding of its bf16 result, as the reference's.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -32,6 +33,7 @@
 #include "head_split.hpp"
 #include "graph_key.hpp"
 #include "cuda_backend.hpp"
+#include "dispatch.hpp"
 #include "linear_backward_sm90.hpp"
 #include "lt_gemm.hpp"
 #include "stages.hpp"
@@ -158,17 +160,7 @@ void softmax_rows16(const bf* P, bf* ds, bf* p_pad, int64_t BH, int64_t S, int64
   const auto go = [&](auto nc) {
     softmax_backward_rows16<decltype(nc)::value, Pad><<<grid, threads, 0, stream>>>(P, ds, p_pad, BH, S, S8, scaling);
   };
-  switch ((S8 + 255) / 256) {
-    case 1: go(std::integral_constant<int, 1>{}); break;
-    case 2: go(std::integral_constant<int, 2>{}); break;
-    case 3: go(std::integral_constant<int, 3>{}); break;
-    case 4: go(std::integral_constant<int, 4>{}); break;
-    case 5: go(std::integral_constant<int, 5>{}); break;
-    case 6: go(std::integral_constant<int, 6>{}); break;
-    case 7: go(std::integral_constant<int, 7>{}); break;
-    case 8: go(std::integral_constant<int, 8>{}); break;
-    default: go(std::integral_constant<int, 0>{}); break;
-  }
+  dispatch_int<8, 0>(static_cast<int>(std::min<int64_t>((S8 + 255) / 256, 9)), go);  // 0: the two-pass form
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "check.hpp"
+#include "dispatch.hpp"
 #include "switches.hpp"
 #include "vision_mha_norm_backward_kernels.cuh"
 
@@ -352,16 +353,7 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
         layer_norm_backward_warps<V4, false><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
             dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
     };
-    switch (E / 128) {
-      case 1: run(std::integral_constant<int, 1>{}); break;
-      case 2: run(std::integral_constant<int, 2>{}); break;
-      case 3: run(std::integral_constant<int, 3>{}); break;
-      case 4: run(std::integral_constant<int, 4>{}); break;
-      case 5: run(std::integral_constant<int, 5>{}); break;
-      case 6: run(std::integral_constant<int, 6>{}); break;
-      case 7: run(std::integral_constant<int, 7>{}); break;
-      default: run(std::integral_constant<int, 8>{}); break;
-    }
+    dispatch_int<8, 8>(static_cast<int>(E / 128), run);  // E / 128 is 1..8 here
     ATTNBWD_CUDA_CHECK_LAUNCH();
     return blocks;
   }
