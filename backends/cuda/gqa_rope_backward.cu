@@ -2,16 +2,20 @@
 //
 // Stages, all on the caller's stream unless noted (every one deterministic: no atomics anywhere):
 //  1. dA = bf16(dY·Wo) (cuBLASLt); grad_o_weight = bf16(dYᵀ·A) on the side stream, concurrently.
-//  2. head split dA [T, Hq·D] -> dO [B, Hq, S, D].
+//  2. head split dA [T, Hq·D] -> dO [B, Hq, S, D]; for B = 1 (S % 8 == 0) the attention GEMMs read dA as a
+//     strided view instead (ATTNBWD_CUDA_GQA_DO). Where S % 8 != 0 the attention buffers have S8 = S rounded
+//     up to 8 rows per head (ATTNBWD_CUDA_GQA_PAD): dO, Q, K, V copied with zero pad rows in one launch.
 //     With ATTNBWD_CUDA_GQA_PROJ=sm90 (sm_90 only) both steps are one launch of linear_backward_sm90.cu
 //     writing dO directly, and so are the three projection pairs of step 7 (slower today: they lose
 //     the side-stream overlap; perf/NOTES.md).
 //  3. dP = bf16(dO·Vᵀ) per (b, h) into the dS buffer: a strided-batched cuBLASLt GEMM + a row kernel
 //     for step 4 (default), or a fused tensor-core kernel (mma.sync, gqa_rope_backward_attn.cu) doing
 //     both, opt-in with ATTNBWD_GQA_FUSED=1 while it is slower (perf/NOTES.md).
-//  4. softmax backward, fp32 on upcast P and dP: r = Σ P·dP; dS = bf16(bf16(P⊙(dP − r))·scaling).
+//  4. softmax backward, fp32 on upcast P and dP: r = Σ P·dP; dS = bf16(bf16(P⊙(dP − r))·scaling); one warp
+//     per row held in registers (S8 ≤ 2048); with padding it also writes P's padded copy for dV₃₂.
 //  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt; dV₃₂ (under
-//     steps 3-4) and dK₃₂ (under dQ) on the side stream unless ATTNBWD_CUDA_GQA_OVERLAP=off.
+//     steps 3-4, or after them with padding) and dK₃₂ (under dQ) on the side stream unless
+//     ATTNBWD_CUDA_GQA_OVERLAP=off.
 //  6. GQA sums (fp32 over the group's bf16 dK₃₂/dV₃₂, one rounding), RoPE backward (each product
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp.
 //  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
@@ -356,13 +360,13 @@ bool do_split() { return env_switch("ATTNBWD_CUDA_GQA_DO", {"auto", "split", "vi
 // candidate was one of them and each of the four GEMMs ran ~2x slower than at S = 296 (perf/NOTES.md).
 // Padding costs one copy of Q, K, V (in the head-split launch) and a padded copy of P written by the
 // softmax-backward kernel; the pad rows and columns are zeros, so the results are the unpadded ones.
+// Measured (H200, seventh session): 1.09-1.32x on the four odd-S workloads.
+bool pad_switch_off() { return env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off"}) == 1; }
+
 // ATTNBWD_CUDA_GQA_MERGE=auto|scalar: the GQA-sum/RoPE/merge pass with 16-byte moves where D % 16 == 0 and
 // the pointers are aligned (auto), or one element pair per thread (scalar; also the fallback). The same
 // math and order: the same bits.
 bool merge_scalar() { return env_switch("ATTNBWD_CUDA_GQA_MERGE", {"auto", "scalar"}) == 1; }
-
-bool pad_switch_off() { return env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off"}) == 1; }
-
 
 struct Sm90Proj {
   sm90::LinearBackward p;
@@ -434,8 +438,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
   // directly, or cuBLASLt (dWo on the side stream) + a head-split kernel.
-  // dO for the attention GEMMs: [B,H,S,D] (a copy, or the sm_90a kernel's output), or for B = 1 with
-  // ATTNBWD_CUDA_GQA_DO=view dA itself (head h at columns h·D, row stride QP).
+  // dO for the attention GEMMs: [B,H,S,D] (a copy, or the sm_90a kernel's output), [B,H,S8,D] with padding,
+  // or for B = 1 otherwise dA itself (head h at columns h·D, row stride QP; ATTNBWD_CUDA_GQA_DO).
   const bf* dOp = dO;
   int64_t ld_do = D, head_do = S * D;
   sm90::LinearBackward o;
