@@ -331,11 +331,15 @@ Support supports(const GqaRopeShape& s, const Options&) {
 namespace {
 
 // Projection pairs (dX = dY·W, dW = dYᵀ·X) through the sm_90a kernel of linear_backward_sm90.cu, on
-// request only: ATTNBWD_CUDA_GQA_PROJ=sm90|cublaslt|auto (environment, per call); auto = cuBLASLt.
+// request only: ATTNBWD_CUDA_GQA_PROJ=auto|sm90|cublaslt|hybrid (environment, per call); auto = cuBLASLt.
 // Measured on the H200 (perf/NOTES.md): the kernel's launches serialise what the cuBLASLt path
 // overlaps (grad_o_weight runs on the side stream under the whole attention stage), and the forced
-// kernel path is 9-34% slower on every workload.
-enum class ProjPath { Auto, Sm90, CublasLt };
+// kernel path is 9-34% slower on every workload (0.80x geomean, seventh session). hybrid keeps the
+// cuBLASLt path's overlap and moves only the dX GEMMs to the kernel (a dX-only plan on half the SMs, as
+// out_proj's hybrid path), the weight gradients staying on the side stream in cuBLASLt; the o projection
+// writes dO in the head-split layout directly (not where the attention buffers are padded: there the
+// cuBLASLt dA + pad copy run). Written 2026-12-01 without a GPU run: opt-in until timed.
+enum class ProjPath { Auto, Sm90, CublasLt, Hybrid };
 
 // ATTNBWD_CUDA_GQA_OVERLAP=auto|on|off: steps 3-5 on two streams (auto, on) or all on the caller's (off).
 // Measured on an H200 (2026-12-01, all 16 workloads, same call): geomean E 0.425 -> 0.434, 1.00-1.09x
@@ -343,7 +347,7 @@ enum class ProjPath { Auto, Sm90, CublasLt };
 bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on", "off"}) != 2; }
 
 ProjPath proj_path() {
-  return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt"}));
+  return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt", "hybrid"}));
 }
 
 // ATTNBWD_CUDA_GQA_DO=auto|split|view: the attention GEMMs read dO from a head-split copy of dA (split), or,
@@ -373,17 +377,20 @@ struct Sm90Proj {
   sm90::LinearBackwardPlan plan;
 };
 
-// The problem and its plan when the kernel is asked for (and can take it); `false` otherwise.
-bool sm90_proj(const Context& ctx, ProjPath path, const sm90::LinearBackward& p, Sm90Proj& out) {
-  if (path != ProjPath::Sm90) return false;
+// The problem and its plan when the kernel is asked for by `path` (sm90: both GEMMs; hybrid: dX alone on
+// half the SMs) and can take it; `false` for the other paths; an Error when it was asked for and cannot.
+bool sm90_proj(const Context& ctx, ProjPath path, ProjPath want, const sm90::LinearBackward& p, Sm90Proj& out) {
+  if (path != want) return false;
   const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(p);
   if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_PROJ", "sm90 kernel cannot take this call: " + why);
   out.p = p;
-  out.plan = sm90::linear_backward_plan(p, ctx.sm_count());
+  out.plan = want == ProjPath::Hybrid ? sm90::linear_backward_plan_dx_only(p, ctx.sm_count(), ctx.sm_count() / 2)
+                                      : sm90::linear_backward_plan(p, ctx.sm_count());
   return true;
 }
 
-// Split-K partials live in slot 1 (nothing runs on the side stream on this path).
+// Split-K partials live in scratch slot 1: nothing else uses it (the side stream's cuBLASLt GEMMs have
+// their own workspace, Context::lt_workspace).
 void sm90_launch(Context& ctx, const Sm90Proj& j, cudaStream_t stream) {
   void* ws = j.plan.workspace_bytes ? ctx.scratch(1, j.plan.workspace_bytes, stream) : nullptr;
   sm90::linear_backward_launch(j.p, j.plan, ws, ctx.counters(j.plan.counters, stream), stream);
@@ -449,7 +456,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   o.batch = B, o.seq_len = S, o.heads = Hq, o.head_dim = D;
   Sm90Proj oj;
   bool forked = false;  // work on the side stream, joined at the end
-  if (sm90_proj(ctx, path, o, oj)) {
+  if (sm90_proj(ctx, path, ProjPath::Sm90, o, oj)) {
     sm90_launch(ctx, oj, stream);
   } else {
     stages.fork(ctx);
@@ -460,23 +467,25 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
       gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
     }
-    {
+    if (!pad && sm90_proj(ctx, path, ProjPath::Hybrid, o, oj)) {  // dO [B,H,S,D] straight from the kernel
+      sm90_launch(ctx, oj, stream);
+    } else {
       Gemm g;
       g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
       gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
-    }
-    if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
-      const PadHeads copies[4] = {{dA, dO, Hq, S * QP, QP, D},
-                                  {Q, Qp, Hq, Hq * S * D, D, S * D},
-                                  {K, Kp, Hq, Hq * S * D, D, S * D},
-                                  {V, Vp, Hq, Hq * S * D, D, S * D}};
-      pad_heads(copies, 4, B, S, S8, D, stream);
-      Q = Qp, K = Kp, V = Vp;
-      head_do = S8 * D;
-    } else if (B == 1 && !do_split()) {
-      dOp = dA, ld_do = QP, head_do = D;
-    } else {
-      head_split(dA, dO, T, S, Hq, D, stream);  // D % 8 == 0, scratch pieces 16-byte aligned: 16-byte moves
+      if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
+        const PadHeads copies[4] = {{dA, dO, Hq, S * QP, QP, D},
+                                    {Q, Qp, Hq, Hq * S * D, D, S * D},
+                                    {K, Kp, Hq, Hq * S * D, D, S * D},
+                                    {V, Vp, Hq, Hq * S * D, D, S * D}};
+        pad_heads(copies, 4, B, S, S8, D, stream);
+        Q = Qp, K = Kp, V = Vp;
+        head_do = S8 * D;
+      } else if (B == 1 && !do_split()) {
+        dOp = dA, ld_do = QP, head_do = D;
+      } else {
+        head_split(dA, dO, T, S, Hq, D, stream);  // D % 8 == 0, scratch pieces 16-byte aligned: 16-byte moves
+      }
     }
   }
   stages.mark("o_proj");
@@ -551,23 +560,27 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   stages.mark("gqa_rope_merge");
 
   // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients:
-  // three sm_90a launches, or cuBLASLt with the weight gradients on the side stream.
-  Sm90Proj pj[3];
-  bool all_sm90 = true;
+  // three sm_90a launches, or cuBLASLt with the weight gradients on the side stream (and with
+  // ATTNBWD_CUDA_GQA_PROJ=hybrid the dX GEMMs through the kernel's dX-only plans).
+  sm90::LinearBackward qs[3];
   {
     const void* wt[3] = {a.q_weight.data, a.k_weight.data, a.v_weight.data};
     void* gw[3] = {a.grad_q_weight.data, a.grad_k_weight.data, a.grad_v_weight.data};
     void* gx[3] = {a.grad_hidden_states.data, dXk, dXv};
     const int64_t off[3] = {0, QP, QP + KP}, outf[3] = {QP, KP, KP};
-    for (int i = 0; i < 3 && all_sm90; ++i) {
-      sm90::LinearBackward q;
+    for (int i = 0; i < 3; ++i) {
+      sm90::LinearBackward& q = qs[i];
       q.grad_output = dQKVp + off[i], q.input = a.hidden_states.data, q.weight = wt[i];
       q.grad_input = gx[i], q.grad_weight = gw[i];
       q.out_features = outf[i], q.in_features = HS, q.ld_grad_output = QKV;
       q.batch = B, q.seq_len = S, q.heads = 1, q.head_dim = HS;  // dX plain [T, HS]
-      all_sm90 = sm90_proj(ctx, path, q, pj[i]);
     }
   }
+  Sm90Proj pj[3];  // sm90: both GEMMs of each pair; hybrid: dX alone
+  bool all_sm90 = true, hybrid = true;
+  for (int i = 0; i < 3 && all_sm90; ++i) all_sm90 = sm90_proj(ctx, path, ProjPath::Sm90, qs[i], pj[i]);
+  for (int i = 0; i < 3 && hybrid && !all_sm90; ++i) hybrid = sm90_proj(ctx, path, ProjPath::Hybrid, qs[i], pj[i]);
+  hybrid = hybrid && !all_sm90;
   if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);
     stages.mark("qkv_proj");
@@ -585,7 +598,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       gemm(ctx, 1, side, g, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
       stages.mark("dW_qkv");
     }
-    {
+    if (hybrid) {
+      for (const auto& j : pj) sm90_launch(ctx, j, stream);
+      stages.mark("dX_qkv");
+    } else {
       Gemm g;
       g.M = T, g.N = HS, g.lda = QKV, g.ldb = HS, g.ldc = HS;
       g.K = QP;

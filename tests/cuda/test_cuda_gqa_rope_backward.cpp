@@ -1,7 +1,8 @@
 // The CUDA fast path for gqa_rope_backward against the serial oracle: small and odd shapes (S = 1, 7,
 // 33, 65, 131, 300, 520; B = 1..3; GQA ratios 1, 2, 4; head_dim 128 (fused dP/softmax kernel) and 64
 // (cuBLASLt + row kernel)), both attention paths (default: cuBLASLt dP + row kernel; ATTNBWD_GQA_FUSED=1:
-// the fused mma.sync dP/softmax kernel where it applies), the attention GEMMs on two streams or one
+// the fused mma.sync dP/softmax kernel where it applies), the projections through cuBLASLt, the sm_90a
+// kernel or both (ATTNBWD_CUDA_GQA_PROJ=cublaslt|sm90|hybrid), the attention GEMMs on two streams or one
 // (ATTNBWD_CUDA_GQA_OVERLAP=on|off) and their bit equality, the attention GEMMs padded to a multiple of 8
 // rows (default at odd S) or not (ATTNBWD_CUDA_GQA_PAD=off), dO as a strided view of dA on the unpadded
 // path (ATTNBWD_CUDA_GQA_DO=view), the merge pass's two forms and their bit equality, run-to-run bit
@@ -63,6 +64,7 @@ struct Mode {
   }
 };
 constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
+    kHybridProj{"", "hybrid"},
     kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "off"},
     kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"};
 
@@ -97,7 +99,7 @@ void run_cuda(HostCase<Args>& got) {
 void check(const tools::TensorSet& in, const tools::Axes& given, double atol, std::initializer_list<Mode> modes) {
   const Oracle<Args> want(in, given);
   for (const Mode& mode : modes) {
-    if (*mode.proj && std::string(mode.proj) == "sm90" && !is_sm90()) continue;
+    if (*mode.proj && (std::string(mode.proj) == "sm90" || std::string(mode.proj) == "hybrid") && !is_sm90()) continue;
     HostCase<Args> got(in, given);
     const std::string context = tools::axes_to_string(got.axes) + " " + mode.name();
     SCOPED_TRACE(context);
@@ -135,7 +137,8 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
-          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar});
+          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kHybridProj, kOverlap, kSerial, kPadOff, kDoView,
+                                               kMergeScalar});
   }
 }
 
@@ -145,7 +148,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
   for (const char* index : {"5", "11"}) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
-          {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView});
+          {kDefault, kFused, kSm90Proj, kCublasProj, kHybridProj, kOverlap, kSerial, kPadOff, kDoView});
   }
 }
 
