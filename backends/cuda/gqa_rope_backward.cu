@@ -456,7 +456,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   o.batch = B, o.seq_len = S, o.heads = Hq, o.head_dim = D;
   Sm90Proj oj;
   bool forked = false;  // work on the side stream, joined at the end
-  if (sm90_proj(ctx, path, ProjPath::Sm90, o, oj)) {
+  // Checked before anything is enqueued (a forced path that cannot take the call is an Error).
+  const bool sm90_o = sm90_proj(ctx, path, ProjPath::Sm90, o, oj);
+  const bool hybrid_o = !sm90_o && !pad && sm90_proj(ctx, path, ProjPath::Hybrid, o, oj);
+  if (sm90_o) {
     sm90_launch(ctx, oj, stream);
   } else {
     stages.fork(ctx);
@@ -467,7 +470,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
       gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
     }
-    if (!pad && sm90_proj(ctx, path, ProjPath::Hybrid, o, oj)) {  // dO [B,H,S,D] straight from the kernel
+    if (hybrid_o) {  // dO [B,H,S,D] straight from the kernel
       sm90_launch(ctx, oj, stream);
     } else {
       Gemm g;
