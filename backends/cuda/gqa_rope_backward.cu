@@ -441,6 +441,29 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bf* Kp = Qp + n_hp;
   bf* Vp = Kp + n_hp;
 
+  // Step 9's projection pairs (dX{q,k,v} = dXp·W, grad_{q,k,v}_weight = dXpᵀ·Xh): three sm_90a launches,
+  // or cuBLASLt with the weight gradients on the side stream (with ATTNBWD_CUDA_GQA_PROJ=hybrid the dX GEMMs
+  // through the kernel's dX-only plans). Decided here, before anything is enqueued: a forced path that
+  // cannot take the call is an Error.
+  sm90::LinearBackward qs[3];
+  {
+    const void* wt[3] = {a.q_weight.data, a.k_weight.data, a.v_weight.data};
+    void* gw[3] = {a.grad_q_weight.data, a.grad_k_weight.data, a.grad_v_weight.data};
+    void* gx[3] = {a.grad_hidden_states.data, dXk, dXv};
+    const int64_t off[3] = {0, QP, QP + KP}, outf[3] = {QP, KP, KP};
+    for (int i = 0; i < 3; ++i) {
+      sm90::LinearBackward& q = qs[i];
+      q.grad_output = dQKVp + off[i], q.input = a.hidden_states.data, q.weight = wt[i];
+      q.grad_input = gx[i], q.grad_weight = gw[i];
+      q.out_features = outf[i], q.in_features = HS, q.ld_grad_output = QKV;
+      q.batch = B, q.seq_len = S, q.heads = 1, q.head_dim = HS;  // dX plain [T, HS]
+    }
+  }
+  Sm90Proj pj[3];  // sm90: both GEMMs of each pair; hybrid: dX alone
+  bool all_sm90 = true, hybrid = true;
+  for (int i = 0; i < 3 && all_sm90; ++i) all_sm90 = sm90_proj(ctx, path, ProjPath::Sm90, qs[i], pj[i]);
+  for (int i = 0; i < 3 && hybrid && !all_sm90; ++i) hybrid = sm90_proj(ctx, path, ProjPath::Hybrid, qs[i], pj[i]);
+  hybrid = hybrid && !all_sm90;
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
@@ -562,28 +585,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   ATTNBWD_CUDA_CHECK_LAUNCH();
   stages.mark("gqa_rope_merge");
 
-  // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients:
-  // three sm_90a launches, or cuBLASLt with the weight gradients on the side stream (and with
-  // ATTNBWD_CUDA_GQA_PROJ=hybrid the dX GEMMs through the kernel's dX-only plans).
-  sm90::LinearBackward qs[3];
-  {
-    const void* wt[3] = {a.q_weight.data, a.k_weight.data, a.v_weight.data};
-    void* gw[3] = {a.grad_q_weight.data, a.grad_k_weight.data, a.grad_v_weight.data};
-    void* gx[3] = {a.grad_hidden_states.data, dXk, dXv};
-    const int64_t off[3] = {0, QP, QP + KP}, outf[3] = {QP, KP, KP};
-    for (int i = 0; i < 3; ++i) {
-      sm90::LinearBackward& q = qs[i];
-      q.grad_output = dQKVp + off[i], q.input = a.hidden_states.data, q.weight = wt[i];
-      q.grad_input = gx[i], q.grad_weight = gw[i];
-      q.out_features = outf[i], q.in_features = HS, q.ld_grad_output = QKV;
-      q.batch = B, q.seq_len = S, q.heads = 1, q.head_dim = HS;  // dX plain [T, HS]
-    }
-  }
-  Sm90Proj pj[3];  // sm90: both GEMMs of each pair; hybrid: dX alone
-  bool all_sm90 = true, hybrid = true;
-  for (int i = 0; i < 3 && all_sm90; ++i) all_sm90 = sm90_proj(ctx, path, ProjPath::Sm90, qs[i], pj[i]);
-  for (int i = 0; i < 3 && hybrid && !all_sm90; ++i) hybrid = sm90_proj(ctx, path, ProjPath::Hybrid, qs[i], pj[i]);
-  hybrid = hybrid && !all_sm90;
+  // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients: the
+  // paths chosen at the start (pj, all_sm90, hybrid).
   if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);
     stages.mark("qkv_proj");
