@@ -467,7 +467,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
-  // directly, or cuBLASLt (dWo on the side stream) + a head-split kernel.
+  // directly, or cuBLASLt dWo on the side stream and dA by cuBLASLt + a head-split (or pad) kernel or, with
+  // the hybrid path, by the sm_90a kernel writing dO directly.
   // dO for the attention GEMMs: [B,H,S,D] (a copy, or the sm_90a kernel's output), [B,H,S8,D] with padding,
   // or for B = 1 otherwise dA itself (head h at columns h·D, row stride QP; ATTNBWD_CUDA_GQA_DO).
   const bf* dOp = dO;
