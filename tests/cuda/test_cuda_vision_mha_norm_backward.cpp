@@ -124,6 +124,7 @@ const Variant kVariants[] = {
     {"ATTNBWD_CUDA_MHA_LN", "block", {1, 65, 4, 64},
      "LayerNorm with one block per token on a shape the one-warp-per-token kernel would take (E = 256)"},
     {"ATTNBWD_CUDA_MHA_LN", "rcp", {2, 65, 4, 64}, "LayerNorm one warp per token with a reciprocal of sigma (E = 256)"},
+    {"ATTNBWD_CUDA_MHA_QKV", "early", {2, 131, 3, 64}, "q, k, v converted on the side stream from the op's start"},
     {"ATTNBWD_CUDA_MHA_LN", "rcp", {1, 577, 16, 64},
      "LayerNorm one warp per token with a reciprocal of sigma (E = 1024, the model's width)"},
 };
