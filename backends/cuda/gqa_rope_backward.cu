@@ -179,113 +179,90 @@ __device__ __forceinline__ void rope_pair(float g0, float g1, float c0, float c1
 
 // Steps 6-8 for one token per block: dQp (RoPE of every query head), dKp (RoPE of the group sum),
 // dVp (group sum) from dq, dk, dv [B, Hq, Sp, D] (Sp ≥ S rows per head: padded or not) into out [T, ldo]
-// at columns [0, Hq·D), [Hq·D, +Hkv·D), [Hq·D + Hkv·D, +Hkv·D).
+// at columns [0, Hq·D), [Hq·D, +Hkv·D), [Hq·D + Hkv·D, +Hkv·D). Each thread takes W consecutive pairs
+// (d0..d0+W-1 and the same + D/2) of one head slot: W = 8 moves them, their cos and sin as uint4 (needs
+// D % 16 == 0, every pointer 16-byte aligned and ldo % 8 == 0); W = 1 one element at a time. The same math
+// in the same order per element either way (the same bits).
+template <int W>
+__device__ __forceinline__ void load_w(const bf* p, float (&x)[W]) {
+  if constexpr (W == 8) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    const bf* e = reinterpret_cast<const bf*>(&v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = f32(e[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; ++i) x[i] = f32(p[i]);
+  }
+}
+template <int W>
+__device__ __forceinline__ void store_w(bf* p, const bf (&x)[W]) {
+  if constexpr (W == 8) {
+    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(x);
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; ++i) p[i] = x[i];
+  }
+}
+
+template <int W>
 __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
                                const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out,
                                int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo) {
   const int64_t t = blockIdx.x;
   const int64_t b = t / S, s = t % S;
-  const int half = D / 2, G = Hq / Hkv;
-  const int n = (Hq + 2 * Hkv) * half;
-  const bf* c = cos + t * D;
-  const bf* sn = sin + t * D;
-  bf* o = out + t * ldo;
-  for (int idx = threadIdx.x; idx < n; idx += blockDim.x) {
-    const int slot = idx / half, d = idx % half;
-    if (slot < Hq) {
-      const bf* g = dq + ((b * Hq + slot) * Sp + s) * D;
-      rope_pair(f32(g[d]), f32(g[d + half]), f32(c[d]), f32(c[d + half]), f32(sn[d]), f32(sn[d + half]),
-                o[slot * D + d], o[slot * D + d + half]);
-    } else {
-      const bool is_k = slot < Hq + Hkv;
-      const int j = is_k ? slot - Hq : slot - Hq - Hkv;
-      const bf* src = is_k ? dk : dv;
-      float a0 = 0.0f, a1 = 0.0f;
-      for (int gi = 0; gi < G; ++gi) {
-        const bf* g = src + ((b * Hq + j * G + gi) * Sp + s) * D;
-        a0 += f32(g[d]);
-        a1 += f32(g[d + half]);
-      }
-      bf* dst = o + static_cast<int64_t>(Hq) * D + (is_k ? 0 : static_cast<int64_t>(Hkv) * D) + j * D;
-      if (is_k) {
-        rope_pair(r16(a0), r16(a1), f32(c[d]), f32(c[d + half]), f32(sn[d]), f32(sn[d + half]), dst[d],
-                  dst[d + half]);
-      } else {
-        dst[d] = rn(a0);
-        dst[d + half] = rn(a1);
-      }
-    }
-  }
-}
-
-// gqa_rope_merge with 16-byte moves: each thread takes 8 consecutive pairs (d0..d0+7 and the same + D/2)
-// of one head slot, loading them, their cos and sin as uint4. The same math in the same order per
-// element (the same bits). Needs D % 16 == 0, every pointer 16-byte aligned and ldo % 8 == 0.
-__device__ __forceinline__ void load8(const bf* p, float (&x)[8]) {
-  const uint4 v = *reinterpret_cast<const uint4*>(p);
-  const bf* e = reinterpret_cast<const bf*>(&v);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) x[i] = f32(e[i]);
-}
-__device__ __forceinline__ void store8(bf* p, const bf (&x)[8]) { *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(x); }
-
-__global__ void gqa_rope_merge_vec(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
-                                   const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out,
-                                   int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo) {
-  const int64_t t = blockIdx.x;
-  const int64_t b = t / S, s = t % S;
-  const int half = D / 2, G = Hq / Hkv, groups = half / 8;
+  const int half = D / 2, G = Hq / Hkv, groups = half / W;
   const int n = (Hq + 2 * Hkv) * groups;
   const bf* c = cos + t * D;
   const bf* sn = sin + t * D;
   bf* o = out + t * ldo;
   for (int idx = threadIdx.x; idx < n; idx += blockDim.x) {
-    const int slot = idx / groups, d0 = (idx % groups) * 8;
-    float g0[8], g1[8];
+    const int slot = idx / groups, d0 = (idx % groups) * W;
+    float g0[W], g1[W];
     bf* dst;
     bool rope = true;
     if (slot < Hq) {
       const bf* g = dq + ((b * Hq + slot) * Sp + s) * D + d0;
-      load8(g, g0);
-      load8(g + half, g1);
+      load_w(g, g0);
+      load_w(g + half, g1);
       dst = o + slot * D + d0;
     } else {
       const bool is_k = slot < Hq + Hkv;
       const int j = is_k ? slot - Hq : slot - Hq - Hkv;
       const bf* src = is_k ? dk : dv;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) g0[i] = g1[i] = 0.0f;
+      for (int i = 0; i < W; ++i) g0[i] = g1[i] = 0.0f;
       for (int gi = 0; gi < G; ++gi) {
         const bf* g = src + ((b * Hq + j * G + gi) * Sp + s) * D + d0;
-        float x0[8], x1[8];
-        load8(g, x0);
-        load8(g + half, x1);
+        float x0[W], x1[W];
+        load_w(g, x0);
+        load_w(g + half, x1);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) g0[i] += x0[i], g1[i] += x1[i];
+        for (int i = 0; i < W; ++i) g0[i] += x0[i], g1[i] += x1[i];
       }
       dst = o + static_cast<int64_t>(Hq) * D + (is_k ? 0 : static_cast<int64_t>(Hkv) * D) + j * D + d0;
       if (is_k) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) g0[i] = r16(g0[i]), g1[i] = r16(g1[i]);
+        for (int i = 0; i < W; ++i) g0[i] = r16(g0[i]), g1[i] = r16(g1[i]);
       } else {
         rope = false;
       }
     }
-    bf o0[8], o1[8];
+    bf o0[W], o1[W];
     if (rope) {
-      float c0[8], c1[8], s0[8], s1[8];
-      load8(c + d0, c0);
-      load8(c + d0 + half, c1);
-      load8(sn + d0, s0);
-      load8(sn + d0 + half, s1);
+      float c0[W], c1[W], s0[W], s1[W];
+      load_w(c + d0, c0);
+      load_w(c + d0 + half, c1);
+      load_w(sn + d0, s0);
+      load_w(sn + d0 + half, s1);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) rope_pair(g0[i], g1[i], c0[i], c1[i], s0[i], s1[i], o0[i], o1[i]);
+      for (int i = 0; i < W; ++i) rope_pair(g0[i], g1[i], c0[i], c1[i], s0[i], s1[i], o0[i], o1[i]);
     } else {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) o0[i] = rn(g0[i]), o1[i] = rn(g1[i]);
+      for (int i = 0; i < W; ++i) o0[i] = rn(g0[i]), o1[i] = rn(g1[i]);
     }
-    store8(dst, o0);
-    store8(dst + half, o1);
+    store_w(dst, o0);
+    store_w(dst + half, o1);
   }
 }
 
@@ -377,16 +354,13 @@ struct Sm90Proj {
   sm90::LinearBackwardPlan plan;
 };
 
-// The problem and its plan when the kernel is asked for by `path` (sm90: both GEMMs; hybrid: dX alone on
-// half the SMs) and can take it; `false` for the other paths; an Error when it was asked for and cannot.
-bool sm90_proj(const Context& ctx, ProjPath path, ProjPath want, const sm90::LinearBackward& p, Sm90Proj& out) {
-  if (path != want) return false;
+// The problem and its plan for the kernel path `path` asked for (sm90: both GEMMs; hybrid: dX alone on half
+// the SMs); an Error where the kernel cannot take the call.
+Sm90Proj sm90_proj(const Context& ctx, ProjPath path, const sm90::LinearBackward& p) {
   const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(p);
   if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_PROJ", "sm90 kernel cannot take this call: " + why);
-  out.p = p;
-  out.plan = want == ProjPath::Hybrid ? sm90::linear_backward_plan_dx_only(p, ctx.sm_count(), ctx.sm_count() / 2)
-                                      : sm90::linear_backward_plan(p, ctx.sm_count());
-  return true;
+  return {p, path == ProjPath::Hybrid ? sm90::linear_backward_plan_dx_only(p, ctx.sm_count(), ctx.sm_count() / 2)
+                                      : sm90::linear_backward_plan(p, ctx.sm_count())};
 }
 
 // Split-K partials live in scratch slot 1: nothing else uses it (the side stream's cuBLASLt GEMMs have
@@ -407,6 +381,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int64_t QKV = QP + 2 * KP, BH = B * Hq, ld = round_up(S, 8);
 
   const ProjPath path = proj_path();
+  // ATTNBWD_GQA_FUSED=1: the fused dP/softmax kernel where it applies (opt-in: measured slower than the
+  // cuBLASLt dP + row kernel on the H200).
   const bool fused_asked = env_switch("ATTNBWD_GQA_FUSED", {"0", "1"}) == 1;
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs): the attention buffers have
   // Sp = S8 rows per head and P gets a padded copy; otherwise Sp = S.
@@ -459,11 +435,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       q.batch = B, q.seq_len = S, q.heads = 1, q.head_dim = HS;  // dX plain [T, HS]
     }
   }
+  const bool all_sm90 = path == ProjPath::Sm90, hybrid = path == ProjPath::Hybrid;
   Sm90Proj pj[3];  // sm90: both GEMMs of each pair; hybrid: dX alone
-  bool all_sm90 = true, hybrid = true;
-  for (int i = 0; i < 3 && all_sm90; ++i) all_sm90 = sm90_proj(ctx, path, ProjPath::Sm90, qs[i], pj[i]);
-  for (int i = 0; i < 3 && hybrid && !all_sm90; ++i) hybrid = sm90_proj(ctx, path, ProjPath::Hybrid, qs[i], pj[i]);
-  hybrid = hybrid && !all_sm90;
+  if (all_sm90 || hybrid)
+    for (int i = 0; i < 3; ++i) pj[i] = sm90_proj(ctx, path, qs[i]);
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
@@ -478,12 +453,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   o.grad_input = dO, o.grad_weight = a.grad_o_weight.data;
   o.out_features = HS, o.in_features = QP;
   o.batch = B, o.seq_len = S, o.heads = Hq, o.head_dim = D;
-  Sm90Proj oj;
   bool forked = false;  // work on the side stream, joined at the end
-  // Checked before anything is enqueued (a forced path that cannot take the call is an Error).
-  const bool sm90_o = sm90_proj(ctx, path, ProjPath::Sm90, o, oj);
-  const bool hybrid_o = !sm90_o && !pad && sm90_proj(ctx, path, ProjPath::Hybrid, o, oj);
-  if (sm90_o) {
+  // Planned before anything is enqueued (a forced path that cannot take the call is an Error).
+  const bool hybrid_o = hybrid && !pad;
+  Sm90Proj oj;
+  if (all_sm90 || hybrid_o) oj = sm90_proj(ctx, path, o);
+  if (all_sm90) {
     sm90_launch(ctx, oj, stream);
   } else {
     stages.fork(ctx);
@@ -542,7 +517,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   }
   if (!pad) dv_gemm();
   // 3-4. dS.
-  if (dOp != dO || pad || !fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {  // fused: [B,H,S,D] dO
+  // The fused kernel reads dO as [B,H,S,D] (not the strided view); asked for, there is no padding.
+  if (!fused_asked || dOp != dO || !fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {
     Gemm g;  // dP = dO·Vᵀ
     g.trans_b = true;
     g.M = Sp, g.N = Sp, g.K = D, g.lda = ld_do, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = head_do,
@@ -575,15 +551,14 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   stages.mark("dQ_dK");
   if (overlap) stages.join(ctx);  // main: after dV32 and dK32 exist
   // 6-8. GQA sums, RoPE, merge.
-  if (D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar())
-    gqa_rope_merge_vec<<<static_cast<unsigned>(T), 128, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data),
+  {
+    const bool vec = D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar();
+    const auto merge = vec ? gqa_rope_merge<8> : gqa_rope_merge<1>;
+    merge<<<static_cast<unsigned>(T), vec ? 128 : 256, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data),
                                                                      dQKVp, S, Sp, static_cast<int>(Hq),
                                                                      static_cast<int>(Hkv), static_cast<int>(D), QKV);
-  else
-    gqa_rope_merge<<<static_cast<unsigned>(T), 256, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp,
-                                                                S, Sp, static_cast<int>(Hq), static_cast<int>(Hkv),
-                                                                static_cast<int>(D), QKV);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+  }
   stages.mark("gqa_rope_merge");
 
   // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients: the

@@ -13,7 +13,6 @@
 #include <cstring>
 
 #include "check.hpp"
-#include "switches.hpp"
 
 namespace attnbwd::cuda {
 namespace {
@@ -177,12 +176,10 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
 
 }  // namespace
 
-// Called by gqa_rope_backward.cu. dO, V: [BH, S, 128]; P: [BH, S, S]; dS: [BH, S, ld], ld even.
-// Returns false (nothing enqueued) where this kernel does not apply. Opt-in (ATTNBWD_GQA_FUSED=1) for
-// now: measured slower than cuBLASLt dP + the row kernel on the H200 (perf/notes-gqa-draft.md).
+// Called by gqa_rope_backward.cu where ATTNBWD_GQA_FUSED=1 asks for it. dO, V: [BH, S, 128]; P: [BH, S, S];
+// dS: [BH, S, ld], ld even. Returns false (nothing enqueued) where this kernel does not apply.
 bool fused_dp_softmax(const bf* dO, const bf* V, const bf* P, bf* dS, int64_t BH, int64_t S, int64_t D, int64_t ld,
                       float scaling, cudaStream_t stream) {
-  if (env_switch("ATTNBWD_GQA_FUSED", {"0", "1"}) == 0) return false;
   if (D != kD || ld % 2 != 0 || BH > 65535 || (S + kRows - 1) / kRows > 2147483647) return false;
   if (reinterpret_cast<std::uintptr_t>(V) % 16 != 0 || reinterpret_cast<std::uintptr_t>(dO) % 4 != 0 ||
       reinterpret_cast<std::uintptr_t>(dS) % 4 != 0)

@@ -41,11 +41,11 @@ const std::string kOp = "gqa_rope_backward";
 constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 
 // A path of the fast path: ATTNBWD_GQA_FUSED (fused dP/softmax kernel), ATTNBWD_CUDA_GQA_PROJ
-// (projection pairs through the sm_90a kernel or cuBLASLt), ATTNBWD_CUDA_GQA_OVERLAP (attention
+// (projection pairs through the sm_90a kernel, cuBLASLt or both), ATTNBWD_CUDA_GQA_OVERLAP (attention
 // GEMMs on two streams or one), ATTNBWD_CUDA_GQA_DO (dO as a strided view of dA for B = 1),
-// ATTNBWD_CUDA_GQA_PAD (attention
-// GEMMs on copies padded to a multiple of 8 rows where S is not one) and ATTNBWD_CUDA_GQA_MERGE (the
-// merge pass with 16-byte moves or one pair per thread), "" = the default choice.
+// ATTNBWD_CUDA_GQA_PAD (attention GEMMs on copies padded to a multiple of 8 rows where S is not one) and
+// ATTNBWD_CUDA_GQA_MERGE (the merge pass with 16-byte moves or one pair per thread), "" = the default
+// choice.
 struct Mode {
   const char* fused;
   const char* proj;
@@ -80,8 +80,7 @@ struct UseMode {
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
-                          "ATTNBWD_CUDA_GQA_PAD",
-                          "ATTNBWD_CUDA_GQA_MERGE"})
+                          "ATTNBWD_CUDA_GQA_PAD", "ATTNBWD_CUDA_GQA_MERGE"})
       unsetenv(v);
   }
 };
@@ -137,8 +136,8 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
-          smallest_atol(kOp), {kDefault, kFused, kSm90Proj, kHybridProj, kOverlap, kSerial, kPadOff, kDoView,
-                                               kMergeScalar});
+          smallest_atol(kOp),
+          {kDefault, kFused, kSm90Proj, kHybridProj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar});
   }
 }
 
