@@ -129,10 +129,6 @@ int mha_split_switch() { return env_switch("ATTNBWD_CUDA_MHA_SPLIT", {"auto", "1
 // workloads (a wash: the copies' integer work is not what bounds the kernels), so auto stays the default.
 int mha_copy_switch() { return env_switch("ATTNBWD_CUDA_MHA_COPY", {"auto", "prows", "trows", "rows"}); }
 
-// ATTNBWD_CUDA_MHA_QKV=auto|early: the side stream's fp16 conversion of q, k, v after the main stream's first
-// conversion (auto) or from the op's start (early; written 2026-12-01 without a GPU run: opt-in until timed).
-bool mha_qkv_early() { return env_switch("ATTNBWD_CUDA_MHA_QKV", {"auto", "early"}) == 1; }
-
 // Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
 // fp16 dO, they write the fp16 dQKV operand), head_dim 64, a grid of at most 2³¹ − 1 CTAs.
 bool fp16_attention(const VisionMhaShape& s, bool use_fp16, MhaAttn attn) {
@@ -252,24 +248,12 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     // dXn) under the attention kernels, then the qkv bias and grad_qkv_weight under dXn and LayerNorm.
     __half* dAh = f16(o_dAh);
     __half* qh = f16(o_qh);
-    // Conversions of several tensors share a launch (small B pays per launch). With
-    // ATTNBWD_CUDA_MHA_QKV=early the side stream converts q, k, v from the op's start instead of after the
-    // main stream's first conversion (the attention waits for it: ncu of #8 had it ending ~11 µs after the
-    // dA GEMM), and waits for that conversion only before grad_out_weight.
-    const auto to_half_qkv = [&] {
-      convert_to_half({{a.q.data, qh, N * E}, {a.k.data, qh + N * E, N * E}, {a.v.data, qh + 2 * N * E, N * E}},
-                      side);
-      stages.mark("to_half_qkv");
-    };
-    const bool qkv_early = mha_qkv_early();
-    if (qkv_early) {
-      stages.fork(ctx);  // side: from the op's start
-      to_half_qkv();
-    }
+    // Conversions of several tensors share a launch (small B pays per launch).
     convert_to_half({{dY, dYh, N * E}, {a.attn_output.data, Ah, N * E}, {a.out_weight.data, Woh, E * E}}, stream);
     stages.mark("to_half_dY_A_Wo");
     stages.fork(ctx);  // side: after dYh and Ah exist
-    if (!qkv_early) to_half_qkv();
+    convert_to_half({{a.q.data, qh, N * E}, {a.k.data, qh + N * E, N * E}, {a.v.data, qh + 2 * N * E, N * E}}, side);
+    stages.mark("to_half_qkv");
     {
       Gemm g;
       g.M = N, g.N = E, g.K = E, g.lda = E, g.ldb = E, g.ldc = E;
@@ -388,7 +372,7 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
     return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
                             env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN"),
                             env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY"),
-                            env_word("ATTNBWD_CUDA_MHA_SPLIT"), env_word("ATTNBWD_CUDA_MHA_QKV")});
+                            env_word("ATTNBWD_CUDA_MHA_SPLIT")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

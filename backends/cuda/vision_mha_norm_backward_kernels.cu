@@ -335,10 +335,12 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
   // float4 rows need 16-byte row starts: E % 4 == 0 and every base aligned (the scratch always is).
   const bool vec4 = E % 4 == 0 && aligned16(dxn) && aligned16(x) && aligned16(gamma) && aligned16(dy) &&
                     aligned16(grad_x) && aligned16(partial);
-  // ATTNBWD_CUDA_MHA_LN=auto|block|rcp: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8), or the
-  // block-per-token one (block), or the warp-per-token kernel with one reciprocal of σ per token (rcp;
-  // written 2026-12-01 without a GPU run: opt-in until timed). A/B timing.
-  const int ln = env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block", "rcp"});
+  // ATTNBWD_CUDA_MHA_LN=auto|block|rcp|div: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8) with one
+  // reciprocal of σ per token (auto = rcp), or the block-per-token one (block), or the warp-per-token kernel
+  // with two IEEE divisions per element (div, the form before rcp). A/B timing. Measured on an H200
+  // (2026-12-01, eighth session): rcp 1.020-1.058x per call on 15 of 16 workloads (geomean 1.035x), the
+  // kernel 115 -> 63 us on #8 (perf/NOTES.md).
+  const int ln = env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block", "rcp", "div"});
   const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && ln != 1;
   if (warps) {
     // One block per SM at most (239 registers × 256 threads at E = 1024), a multiple of 8 tokens each.
@@ -346,7 +348,7 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
     const int64_t tpb = std::max<int64_t>(8, (per + 7) / 8 * 8), blocks = (N + tpb - 1) / tpb;
     const auto run = [&](auto v4) {
       constexpr int V4 = decltype(v4)::value;
-      if (ln == 2)
+      if (ln != 3)
         layer_norm_backward_warps<V4, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
             dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
       else

@@ -32,8 +32,9 @@ void merge_heads(const float* dq, const float* dk, const float* dv, float* dqkv,
 // plus each block's column sums of dXn⊙(xc/σ), dXn and dY into partial [blocks, 3E] (in that order);
 // returns the number of blocks (partial rows), at most layer_norm_max_blocks(N, sm_count).
 // E ≤ 4096; the float4 paths are taken when every row pointer allows it: one warp per token when
-// E = 128·V4 with V4 ≤ 8 (at most one block per SM, tokens in multiples of 8 per block;
-// ATTNBWD_CUDA_MHA_LN=block: one block per token, for A/B), else one block per token.
+// E = 128·V4 with V4 ≤ 8 (at most one block per SM, tokens in multiples of 8 per block, one reciprocal of σ
+// per token; ATTNBWD_CUDA_MHA_LN=block: one block per token, =div: two divisions per element, for A/B), else
+// one block per token.
 std::int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean, const float* var,
                                  const float* gamma, const float* dy, float* grad_x, float* partial, std::int64_t N,
                                  std::int64_t E, float eps, int sm_count, cudaStream_t stream);

@@ -123,10 +123,10 @@ const Variant kVariants[] = {
      "attention through the mma.sync kernels (the default off sm_90) instead of the wgmma kernels"},
     {"ATTNBWD_CUDA_MHA_LN", "block", {1, 65, 4, 64},
      "LayerNorm with one block per token on a shape the one-warp-per-token kernel would take (E = 256)"},
-    {"ATTNBWD_CUDA_MHA_LN", "rcp", {2, 65, 4, 64}, "LayerNorm one warp per token with a reciprocal of sigma (E = 256)"},
-    {"ATTNBWD_CUDA_MHA_QKV", "early", {2, 131, 3, 64}, "q, k, v converted on the side stream from the op's start"},
-    {"ATTNBWD_CUDA_MHA_LN", "rcp", {1, 577, 16, 64},
-     "LayerNorm one warp per token with a reciprocal of sigma (E = 1024, the model's width)"},
+    {"ATTNBWD_CUDA_MHA_LN", "div", {2, 65, 4, 64},
+     "LayerNorm one warp per token with two divisions per element instead of a reciprocal of sigma (E = 256)"},
+    {"ATTNBWD_CUDA_MHA_LN", "div", {1, 577, 16, 64},
+     "LayerNorm one warp per token with two divisions per element (E = 1024, the model's width)"},
 };
 
 TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
