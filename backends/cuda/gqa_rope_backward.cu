@@ -19,7 +19,10 @@
 //  6. GQA sums (fp32 over the group's bf16 dK₃₂/dV₃₂, one rounding), RoPE backward (each product
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp.
 //  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
-//     (bf16 each) on the main stream, then grad_hidden_states = bf16(bf16(dXq + dXk) + dXv).
+//     (bf16 each) on the main stream, then grad_hidden_states = bf16(bf16(dXq + dXk) + dXv). At T ≤ 256 on
+//     sm_90 (ATTNBWD_CUDA_GQA_QKV) all of it is one grouped launch of linear_backward_sm90.cu, whose
+//     grad_hidden_states is one fp32 sum over the q, k and v columns with one rounding (not three: within
+//     the spec's tolerance, and closer to the exact sum than the reference's).
 // Every GEMM is fp32-accumulated with one rounding of its bf16 result, as the reference's.
 #include <cuda_bf16.h>
 
@@ -308,23 +311,35 @@ Support supports(const GqaRopeShape& s, const Options&) {
 namespace {
 
 // Projection pairs (dX = dY·W, dW = dYᵀ·X) through the sm_90a kernel of linear_backward_sm90.cu, on
-// request only: ATTNBWD_CUDA_GQA_PROJ=auto|sm90|cublaslt|hybrid (environment, per call); auto = cuBLASLt.
+// request only: ATTNBWD_CUDA_GQA_PROJ=auto|sm90|cublaslt (environment, per call); auto = cuBLASLt.
 // Measured on the H200 (perf/NOTES.md): the kernel's launches serialise what the cuBLASLt path
 // overlaps (grad_o_weight runs on the side stream under the whole attention stage), and the forced
-// kernel path is 9-34% slower on every workload (0.80x geomean, seventh session). hybrid keeps the
-// cuBLASLt path's overlap and moves only the dX GEMMs to the kernel (a dX-only plan on half the SMs, as
-// out_proj's hybrid path), the weight gradients staying on the side stream in cuBLASLt; the o projection
-// writes dO in the head-split layout directly (not where the attention buffers are padded: there the
-// cuBLASLt dA + pad copy run). Written 2026-12-01 without a GPU run: opt-in until timed.
-enum class ProjPath { Auto, Sm90, CublasLt, Hybrid };
+// kernel path is 9-34% slower on every workload (0.80x geomean, seventh session). A hybrid (only the dX
+// GEMMs through the kernel's dX-only plans on half the SMs, the weight gradients in cuBLASLt on the side
+// stream) measured 0.74-0.95x on all 16 (eighth session) and was removed.
+enum class ProjPath { Auto, Sm90, CublasLt };
 
 // ATTNBWD_CUDA_GQA_OVERLAP=auto|on|off: steps 3-5 on two streams (auto, on) or all on the caller's (off).
 // Measured on an H200 (2026-12-01, all 16 workloads, same call): geomean E 0.425 -> 0.434, 1.00-1.09x
 // per workload (most on small S: #7 1.09x, #0 1.06x, #2 1.05x) except #6 (B=1, S=2048) 0.99x.
 bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on", "off"}) != 2; }
 
+// ATTNBWD_CUDA_GQA_QKV=auto|separate|grouped: the q, k, v projection pairs as separate GEMMs (cuBLASLt, or
+// three sm_90a launches with ATTNBWD_CUDA_GQA_PROJ=sm90) followed by the three-way add, or as one grouped
+// sm_90a launch (grouped: dX = Σ_s dXp_s·W_s summed in fp32 over all gradient columns with one rounding, so
+// no dXk/dXv and no add; the three weight gradients by row segment; sm_90 only). auto = grouped where
+// T ≤ 256 with ATTNBWD_CUDA_GQA_PROJ=auto where the kernel takes the call, else separate. Measured on an
+// H200 (2026-12-01, eighth session, all 16 workloads, two runs each): grouped 1.14x at T = 128 (#11),
+// 1.00-1.02x at T = 131 and 256, 0.88-0.97x at T ≥ 512 (there cuBLASLt's weight gradients on the side
+// stream beside its dX GEMMs beat one launch of both).
+enum class QkvPath { Auto, Separate, Grouped };
+constexpr int64_t kGroupedMaxTokens = 256;
+QkvPath qkv_path() {
+  return static_cast<QkvPath>(env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped"}));
+}
+
 ProjPath proj_path() {
-  return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt", "hybrid"}));
+  return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt"}));
 }
 
 // ATTNBWD_CUDA_GQA_DO=auto|split|view: the attention GEMMs read dO from a head-split copy of dA (split), or,
@@ -354,13 +369,11 @@ struct Sm90Proj {
   sm90::LinearBackwardPlan plan;
 };
 
-// The problem and its plan for the kernel path `path` asked for (sm90: both GEMMs; hybrid: dX alone on half
-// the SMs); an Error where the kernel cannot take the call.
-Sm90Proj sm90_proj(const Context& ctx, ProjPath path, const sm90::LinearBackward& p) {
+// The problem and its plan (both GEMMs in one launch); an Error where the kernel cannot take the call.
+Sm90Proj sm90_proj(const Context& ctx, const sm90::LinearBackward& p) {
   const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(p);
   if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_PROJ", "sm90 kernel cannot take this call: " + why);
-  return {p, path == ProjPath::Hybrid ? sm90::linear_backward_plan_dx_only(p, ctx.sm_count(), ctx.sm_count() / 2)
-                                      : sm90::linear_backward_plan(p, ctx.sm_count())};
+  return {p, sm90::linear_backward_plan(p, ctx.sm_count())};
 }
 
 // Split-K partials live in scratch slot 1: nothing else uses it (the side stream's cuBLASLt GEMMs have
@@ -418,9 +431,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bf* Vp = Kp + n_hp;
 
   // Step 9's projection pairs (dX{q,k,v} = dXp·W, grad_{q,k,v}_weight = dXpᵀ·Xh): three sm_90a launches,
-  // or cuBLASLt with the weight gradients on the side stream (with ATTNBWD_CUDA_GQA_PROJ=hybrid the dX GEMMs
-  // through the kernel's dX-only plans). Decided here, before anything is enqueued: a forced path that
-  // cannot take the call is an Error.
+  // or cuBLASLt with the weight gradients on the side stream. Decided here, before anything is enqueued: a
+  // forced path that cannot take the call is an Error.
   sm90::LinearBackward qs[3];
   {
     const void* wt[3] = {a.q_weight.data, a.k_weight.data, a.v_weight.data};
@@ -435,15 +447,34 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       q.batch = B, q.seq_len = S, q.heads = 1, q.head_dim = HS;  // dX plain [T, HS]
     }
   }
-  const bool all_sm90 = path == ProjPath::Sm90, hybrid = path == ProjPath::Hybrid;
-  Sm90Proj pj[3];  // sm90: both GEMMs of each pair; hybrid: dX alone
-  if (all_sm90 || hybrid)
-    for (int i = 0; i < 3; ++i) pj[i] = sm90_proj(ctx, path, qs[i]);
+  const bool all_sm90 = path == ProjPath::Sm90;
+  const QkvPath qkv = qkv_path();
+  Sm90Proj gj;  // grouped: the three pairs in one launch, dX straight into grad_hidden_states
+  bool grouped = false;
+  if (qkv == QkvPath::Grouped ||
+      (qkv == QkvPath::Auto && path == ProjPath::Auto && T <= kGroupedMaxTokens && ctx.cc() == 90)) {
+    sm90::LinearBackward q;
+    q.grad_output = dQKVp, q.input = a.hidden_states.data, q.grad_input = a.grad_hidden_states.data;
+    q.out_features = QKV, q.in_features = HS, q.ld_grad_output = QKV;
+    q.batch = 1, q.seq_len = T, q.heads = 1, q.head_dim = HS;  // dX plain [T, HS]
+    q.segments = 3;
+    q.seg_weight[0] = a.q_weight.data, q.seg_weight[1] = a.k_weight.data, q.seg_weight[2] = a.v_weight.data;
+    q.seg_grad_weight[0] = a.grad_q_weight.data, q.seg_grad_weight[1] = a.grad_k_weight.data;
+    q.seg_grad_weight[2] = a.grad_v_weight.data;
+    q.seg_rows[0] = QP, q.seg_rows[1] = KP, q.seg_rows[2] = KP;
+    const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(q);
+    if (!why.empty() && qkv == QkvPath::Grouped)
+      throw Error("ATTNBWD_CUDA_GQA_QKV", "grouped sm90 launch cannot take this call: " + why);
+    grouped = why.empty();  // auto: the separate GEMMs where the kernel cannot take the call
+    if (grouped) gj = {q, sm90::linear_backward_plan(q, ctx.sm_count())};
+  }
+  Sm90Proj pj[3];
+  if (all_sm90 && !grouped)
+    for (int i = 0; i < 3; ++i) pj[i] = sm90_proj(ctx, qs[i]);
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
-  // directly, or cuBLASLt dWo on the side stream and dA by cuBLASLt + a head-split (or pad) kernel or, with
-  // the hybrid path, by the sm_90a kernel writing dO directly.
+  // directly, or cuBLASLt dWo on the side stream and dA by cuBLASLt + a head-split (or pad) kernel.
   // dO for the attention GEMMs: [B,H,S,D] (a copy, or the sm_90a kernel's output), [B,H,S8,D] with padding,
   // or for B = 1 otherwise dA itself (head h at columns h·D, row stride QP; ATTNBWD_CUDA_GQA_DO).
   const bf* dOp = dO;
@@ -455,9 +486,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   o.batch = B, o.seq_len = S, o.heads = Hq, o.head_dim = D;
   bool forked = false;  // work on the side stream, joined at the end
   // Planned before anything is enqueued (a forced path that cannot take the call is an Error).
-  const bool hybrid_o = hybrid && !pad;
   Sm90Proj oj;
-  if (all_sm90 || hybrid_o) oj = sm90_proj(ctx, path, o);
+  if (all_sm90) oj = sm90_proj(ctx, o);
   if (all_sm90) {
     sm90_launch(ctx, oj, stream);
   } else {
@@ -469,25 +499,21 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
       gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
     }
-    if (hybrid_o) {  // dO [B,H,S,D] straight from the kernel
-      sm90_launch(ctx, oj, stream);
+    Gemm g;
+    g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
+    gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
+    if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
+      const PadHeads copies[4] = {{dA, dO, Hq, S * QP, QP, D},
+                                  {Q, Qp, Hq, Hq * S * D, D, S * D},
+                                  {K, Kp, Hq, Hq * S * D, D, S * D},
+                                  {V, Vp, Hq, Hq * S * D, D, S * D}};
+      pad_heads(copies, 4, B, S, S8, D, stream);
+      Q = Qp, K = Kp, V = Vp;
+      head_do = S8 * D;
+    } else if (B == 1 && !do_split()) {
+      dOp = dA, ld_do = QP, head_do = D;
     } else {
-      Gemm g;
-      g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
-      gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
-      if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
-        const PadHeads copies[4] = {{dA, dO, Hq, S * QP, QP, D},
-                                    {Q, Qp, Hq, Hq * S * D, D, S * D},
-                                    {K, Kp, Hq, Hq * S * D, D, S * D},
-                                    {V, Vp, Hq, Hq * S * D, D, S * D}};
-        pad_heads(copies, 4, B, S, S8, D, stream);
-        Q = Qp, K = Kp, V = Vp;
-        head_do = S8 * D;
-      } else if (B == 1 && !do_split()) {
-        dOp = dA, ld_do = QP, head_do = D;
-      } else {
-        head_split(dA, dO, T, S, Hq, D, stream);  // D % 8 == 0, scratch pieces 16-byte aligned: 16-byte moves
-      }
+      head_split(dA, dO, T, S, Hq, D, stream);  // D % 8 == 0, scratch pieces 16-byte aligned: 16-byte moves
     }
   }
   stages.mark("o_proj");
@@ -562,7 +588,14 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   stages.mark("gqa_rope_merge");
 
   // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients: the
-  // paths chosen at the start (pj, all_sm90, hybrid).
+  // path chosen at the start (gj, pj, all_sm90). Grouped: dX summed in the launch, nothing to add.
+  if (grouped) {
+    sm90_launch(ctx, gj, stream);
+    stages.mark("qkv_grouped");
+    if (forked) stages.join(ctx);
+    stages.report("gqa_rope_backward B=" + std::to_string(B) + " S=" + std::to_string(S));
+    return;
+  }
   if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);
     stages.mark("qkv_proj");
@@ -580,10 +613,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       gemm(ctx, 1, side, g, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
       stages.mark("dW_qkv");
     }
-    if (hybrid) {
-      for (const auto& j : pj) sm90_launch(ctx, j, stream);
-      stages.mark("dX_qkv");
-    } else {
+    {
       Gemm g;
       g.M = T, g.N = HS, g.lda = QKV, g.ldb = HS, g.ldc = HS;
       g.K = QP;
@@ -619,7 +649,8 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
     return graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED"),
                                   env_word("ATTNBWD_CUDA_GQA_OVERLAP"),
                                   env_word("ATTNBWD_CUDA_GQA_DO"),
-                                  env_word("ATTNBWD_CUDA_GQA_PAD"), env_word("ATTNBWD_CUDA_GQA_MERGE")});
+                                  env_word("ATTNBWD_CUDA_GQA_PAD"), env_word("ATTNBWD_CUDA_GQA_MERGE"),
+                                  env_word("ATTNBWD_CUDA_GQA_QKV")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);

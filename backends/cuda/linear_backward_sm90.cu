@@ -26,6 +26,7 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -83,6 +84,14 @@ struct Params {
   int ctas_dx;  // CTAs [0, ctas_dx) take dX units, the others dW units
 };
 
+// A grouped launch's extra tensor maps and segment starts: the first row of out_features in segments 1 and
+// 2 (multiples of 64; INT_MAX where there is no such segment). dX's B operand (per 64-row k-block) and
+// dW's output (per 64-row slice of a consumer warpgroup) switch tensor maps there.
+struct Segments {
+  const CUtensorMap *b_dx1, *b_dx2, *out_dw1, *out_dw2;
+  int seg1, seg2;
+};
+
 struct Unit {
   int tm, tn, tile, split, kb0, kb1;
 };
@@ -137,9 +146,10 @@ __device__ __forceinline__ void store_tile(const GemmDesc& g, const float (&acc)
 // at a time through the staging buffers: with g.tma_store as TMA bulk stores that drain while the
 // next tile's MMAs run; else (g.vec16) as 16-byte coalesced stores by every thread. Only the 64-column
 // chunks q in [q0, q1) (a split-K CTA of a cluster stores its share of the tile).
-__device__ __forceinline__ void store_slice(const GemmDesc& g, const CUtensorMap* out_map, const float (&acc)[128],
-                                            int row_base, int col_base, std::uint8_t* stg, int barrier_id,
-                                            int& buf, int q0, int q1) {
+// row_shift: the first row of out_map's segment (grouped dW; TMA stores only), else 0.
+__device__ __forceinline__ void store_slice(const GemmDesc& g, const CUtensorMap* out_map, int row_shift,
+                                            const float (&acc)[128], int row_base, int col_base, std::uint8_t* stg,
+                                            int barrier_id, int& buf, int q0, int q1) {
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fc = 2 * (lane % 4);
   if (row_base >= g.M) return;
@@ -166,8 +176,8 @@ __device__ __forceinline__ void store_slice(const GemmDesc& g, const CUtensorMap
       fence_proxy_async_smem();
       named_barrier(barrier_id, 128);
       if (t == 0) {
-        const int rb = row_base / g.rows_per_b, ch = col / g.cols_per_h;
-        tma_store_3d(out_map, b, col - ch * g.cols_per_h, row_base - rb * g.rows_per_b, rb * g.heads + ch);
+        const int rs = row_base - row_shift, rb = rs / g.rows_per_b, ch = col / g.cols_per_h;
+        tma_store_3d(out_map, b, col - ch * g.cols_per_h, rs - rb * g.rows_per_b, rb * g.heads + ch);
         bulk_commit();
       }
     } else {
@@ -197,8 +207,11 @@ struct Smem {
 };
 
 // Producer: one thread streams the k-blocks of this CTA's units (cta, cta + ncta, ...) of GEMM g.
-__device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma, const CUtensorMap* mb, int cta,
-                                        int ncta, const Smem& sm) {
+// Grouped (dX of a grouped launch): B's rows from sg.seg1 (seg2) on come from sg.b_dx1 (b_dx2), counted from
+// the segment's first row.
+template <bool Grouped>
+__device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma, const CUtensorMap* mb,
+                                        const Segments& sg, int cta, int ncta, const Smem& sm) {
   int stage = 0;
   std::uint32_t phase = 0;
   for (int u = cta; u < g.units; u += ncta) {
@@ -215,9 +228,16 @@ __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma
         for (int c = 0; c < kBM / 64; ++c)  // box {64 m, 64 k}
           tma_load_2d(sa + c * kChunkBytes, ma, &sm.full[stage], w.tm * kBM + 64 * c, kb * kBK);
       }
+      const int k = kb * kBK;
+      const CUtensorMap* m = mb;
+      int kr = k;
+      if constexpr (Grouped) {
+        m = k >= sg.seg2 ? sg.b_dx2 : k >= sg.seg1 ? sg.b_dx1 : mb;
+        kr = k >= sg.seg2 ? k - sg.seg2 : k >= sg.seg1 ? k - sg.seg1 : k;
+      }
 #pragma unroll
       for (int c = 0; c < kBN / 64; ++c)  // box {64 n, 64 k}
-        tma_load_2d(sb + c * kChunkBytes, mb, &sm.full[stage], w.tn * kBN + 64 * c, kb * kBK);
+        tma_load_2d(sb + c * kChunkBytes, m, &sm.full[stage], w.tn * kBN + 64 * c, kr);
       if (++stage == kStages) stage = 0, phase ^= 1;
     }
   }
@@ -229,9 +249,11 @@ __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma
 // ClusterReduce: split-K summed by the tile's cluster (g.cluster_reduce); a separate instantiation, so
 // the code of the other paths stays as it was (measured on an H200: with the cluster branch in the same
 // instantiation every unsplit call took ~1.6 µs longer; as its own instantiation, 0.991-1.001x of main).
-template <int TransA, bool ClusterReduce>
-__device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* out_map, int cta, int ncta,
-                                        const Smem& sm) {
+// Grouped (dW of a grouped launch): rows from sg.seg1 (seg2) on are stored through sg.out_dw1 (out_dw2),
+// counted from the segment's first row.
+template <int TransA, bool ClusterReduce, bool Grouped>
+__device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* out_map, const Segments& sg, int cta,
+                                        int ncta, const Smem& sm) {
   const int ci = threadIdx.x / 128 - 1;
   const int t = threadIdx.x % 128;   // thread in warpgroup
   const int ct = threadIdx.x - 128;  // thread among the 256 consumers
@@ -270,9 +292,16 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
     const int col0 = w.tn * kBN + 2 * (lane % 4);
     // Stores the 64-column chunks [q0, q1) of the tile.
     auto store = [&](int q0, int q1) {
+      const CUtensorMap* om = out_map;
+      int shift = 0;
+      if constexpr (Grouped) {
+        const int r = w.tm * kBM + ci * 64;  // segments start at multiples of 64: this slice is in one
+        om = r >= sg.seg2 ? sg.out_dw2 : r >= sg.seg1 ? sg.out_dw1 : out_map;
+        shift = r >= sg.seg2 ? sg.seg2 : r >= sg.seg1 ? sg.seg1 : 0;
+      }
       if (g.tma_store || g.vec16)
-        store_slice(g, out_map, acc, w.tm * kBM + ci * 64, w.tn * kBN, sm.staging + ci * kStagingBytes, 2 + ci, buf,
-                    q0, q1);
+        store_slice(g, om, shift, acc, w.tm * kBM + ci * 64, w.tn * kBN, sm.staging + ci * kStagingBytes, 2 + ci,
+                    buf, q0, q1);
       else
         store_tile(g, acc, row0, col0, 8 * q0, 8 * q1);
     };
@@ -359,12 +388,13 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
   if (g.tma_store && threadIdx.x % 128 == 0) bulk_wait_read<0>();  // staging stays valid until the stores read it
 }
 
-// CTAs [0, ctas_dx) work on dX units, the rest on dW units.
-__global__ void __launch_bounds__(kThreads, 1)
-    linear_backward_kernel(const __grid_constant__ CUtensorMap map_a_dx, const __grid_constant__ CUtensorMap map_b_dx,
-                    const __grid_constant__ CUtensorMap map_a_dw, const __grid_constant__ CUtensorMap map_b_dw,
-                    const __grid_constant__ CUtensorMap map_out_dx, const __grid_constant__ CUtensorMap map_out_dw,
-                    const __grid_constant__ Params p) {
+// CTAs [0, ctas_dx) work on dX units, the rest on dW units. Grouped: a grouped launch (sg's maps and
+// segments); else sg is unused, and the code is the ungrouped kernel's alone.
+template <bool Grouped>
+__device__ __forceinline__ void kernel_body(const CUtensorMap* map_a_dx, const CUtensorMap* map_b_dx,
+                                            const CUtensorMap* map_a_dw, const CUtensorMap* map_b_dw,
+                                            const CUtensorMap* map_out_dx, const CUtensorMap* map_out_dw,
+                                            const Segments& sg, const Params& p) {
   extern __shared__ std::uint8_t smem_raw[];
   Smem sm;
   // The first 1024-byte boundary, as an offset added to the shared pointer (not an integer round trip,
@@ -395,19 +425,44 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
       if (is_dx)
-        produce(g, &map_a_dx, &map_b_dx, cta, ncta, sm);
+        produce<Grouped>(g, map_a_dx, map_b_dx, sg, cta, ncta, sm);
       else
-        produce(g, &map_a_dw, &map_b_dw, cta, ncta, sm);
+        produce<false>(g, map_a_dw, map_b_dw, sg, cta, ncta, sm);
     }
   } else {
     setmaxnreg_inc<232>();
     if (is_dx && g.cluster_reduce)
-      consume<0, true>(g, &map_out_dx, cta, ncta, sm);
+      consume<0, true, false>(g, map_out_dx, sg, cta, ncta, sm);
     else if (is_dx)
-      consume<0, false>(g, &map_out_dx, cta, ncta, sm);
+      consume<0, false, false>(g, map_out_dx, sg, cta, ncta, sm);
     else
-      consume<1, false>(g, &map_out_dw, cta, ncta, sm);
+      consume<1, false, Grouped>(g, map_out_dw, sg, cta, ncta, sm);
   }
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    linear_backward_kernel(const __grid_constant__ CUtensorMap map_a_dx, const __grid_constant__ CUtensorMap map_b_dx,
+                    const __grid_constant__ CUtensorMap map_a_dw, const __grid_constant__ CUtensorMap map_b_dw,
+                    const __grid_constant__ CUtensorMap map_out_dx, const __grid_constant__ CUtensorMap map_out_dw,
+                    const __grid_constant__ Params p) {
+  kernel_body<false>(&map_a_dx, &map_b_dx, &map_a_dw, &map_b_dw, &map_out_dx, &map_out_dw, Segments{}, p);
+}
+
+// The grouped launch (LinearBackward::segments > 1): W and dW in up to three row segments.
+__global__ void __launch_bounds__(kThreads, 1)
+    linear_backward_grouped_kernel(const __grid_constant__ CUtensorMap map_a_dx,
+                                   const __grid_constant__ CUtensorMap map_b_dx,
+                                   const __grid_constant__ CUtensorMap map_a_dw,
+                                   const __grid_constant__ CUtensorMap map_b_dw,
+                                   const __grid_constant__ CUtensorMap map_out_dx,
+                                   const __grid_constant__ CUtensorMap map_out_dw,
+                                   const __grid_constant__ CUtensorMap map_b_dx1,
+                                   const __grid_constant__ CUtensorMap map_b_dx2,
+                                   const __grid_constant__ CUtensorMap map_out_dw1,
+                                   const __grid_constant__ CUtensorMap map_out_dw2, const __grid_constant__ Params p,
+                                   int seg1, int seg2) {
+  const Segments sg{&map_b_dx1, &map_b_dx2, &map_out_dw1, &map_out_dw2, seg1, seg2};
+  kernel_body<true>(&map_a_dx, &map_b_dx, &map_a_dw, &map_b_dw, &map_out_dx, &map_out_dw, sg, p);
 }
 
 #else  // not the sm_90a pass: the host never launches this kernel on other archs
@@ -417,6 +472,17 @@ __global__ void __launch_bounds__(kThreads, 1)
                     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                     const __grid_constant__ Params) {
+#if defined(__CUDA_ARCH__)
+  __trap();
+#endif
+}
+__global__ void __launch_bounds__(kThreads, 1)
+    linear_backward_grouped_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                                   const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                                   const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                                   const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                                   const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                                   const __grid_constant__ Params, int, int) {
 #if defined(__CUDA_ARCH__)
   __trap();
 #endif
@@ -478,6 +544,8 @@ void allow_max_smem(int dev) {
   if (std::find(ready.begin(), ready.end(), dev) != ready.end()) return;
   ATTNBWD_CUDA_CHECK(
       cudaFuncSetAttribute(linear_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  ATTNBWD_CUDA_CHECK(
+      cudaFuncSetAttribute(linear_backward_grouped_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   ready.push_back(dev);
 }
 
@@ -530,8 +598,22 @@ int resident_ctas(int size, int sms) {
 
 std::string linear_backward_unsupported(const LinearBackward& p) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
-  if (!aligned16(p.grad_output) || !aligned16(p.input) || !aligned16(p.weight)) return "inputs not 16-byte aligned (TMA)";
-  if (reinterpret_cast<std::uintptr_t>(p.grad_input) % 4 || reinterpret_cast<std::uintptr_t>(p.grad_weight) % 4)
+  if (p.segments < 1 || p.segments > LinearBackward::kMaxSegments) return "segments not in 1..3";
+  if (p.segments > 1) {
+    std::int64_t rows = 0;
+    for (int i = 0; i < p.segments; ++i) {
+      if (!aligned16(p.seg_weight[i]) || !aligned16(p.seg_grad_weight[i]))
+        return "segment weights or weight gradients not 16-byte aligned (TMA loads and stores)";
+      if (p.seg_rows[i] < 1 || (i + 1 < p.segments && p.seg_rows[i] % 64 != 0))
+        return "a segment other than the last not a positive multiple of 64 rows";
+      rows += p.seg_rows[i];
+    }
+    if (rows != out) return "segment rows do not add up to out_features";
+  }
+  if (!aligned16(p.grad_output) || !aligned16(p.input) || (p.segments == 1 && !aligned16(p.weight)))
+    return "inputs not 16-byte aligned (TMA)";
+  if (reinterpret_cast<std::uintptr_t>(p.grad_input) % 4 ||
+      (p.segments == 1 && reinterpret_cast<std::uintptr_t>(p.grad_weight) % 4))
     return "outputs not 4-byte aligned";
   if (out % 8 != 0 || in % 8 != 0 || p.ld_dy() % 8 != 0 || p.ld_x() % 8 != 0)
     return "features or row strides not a multiple of 8 (TMA strides are multiples of 16 bytes)";
@@ -634,8 +716,9 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   dx.rows_per_b = static_cast<int>(S), dx.cols_per_h = static_cast<int>(D);
   dx.stride_b = H * S * D, dx.stride_r = D, dx.stride_h = S * D;
   dx.vec16 = D % 8 == 0 && aligned16(p.grad_input);
-  // A 64-row block of tokens stays in one batch element and a 64-column block in one head.
-  dx.tma_store = D % 64 == 0 && S % 64 == 0 && aligned16(p.grad_input);
+  // A 64-row block of tokens stays in one batch element (or there is one: TMA clips the rows past S) and a
+  // 64-column block in one head.
+  dx.tma_store = D % 64 == 0 && (S % 64 == 0 || p.batch == 1) && aligned16(p.grad_input);
   dx.heads = static_cast<int>(H);
 
   GemmDesc dw{};
@@ -644,10 +727,12 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   dw.kb_per_split = ceil_div(dw.kb_total, dw.splits);
   dw.units = plan.dx_only ? 0 : ceil_div(out, kBM) * dw.tiles_n * dw.splits;
   dw.a_kmajor = 0;
-  dw.out = static_cast<__nv_bfloat16*>(p.grad_weight);
+  const bool grouped = p.segments > 1;
+  dw.out = static_cast<__nv_bfloat16*>(grouped ? p.seg_grad_weight[0] : p.grad_weight);
   dw.rows_per_b = static_cast<int>(out), dw.cols_per_h = static_cast<int>(in);
   dw.stride_b = 0, dw.stride_r = in, dw.stride_h = 0;
-  dw.vec16 = aligned16(p.grad_weight);  // in % 8 == 0 (linear_backward_unsupported)
+  // in % 8 == 0 (linear_backward_unsupported); grouped: every segment aligned (TMA stores, by segment)
+  dw.vec16 = aligned16(dw.out);
   dw.tma_store = dw.vec16;
   dw.heads = 1;
 
@@ -661,28 +746,43 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   dx.cluster_reduce = plan.cluster > 1 && dx.splits > 1;
 
   const CUtensorMap a_dx = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, kBM);  // dY, K-major boxes
-  const CUtensorMap b_dx = tensor_map(p.weight, out, in, in, 64, 64);               // W [k=out][n=in]
   const CUtensorMap a_dw = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, 64);   // dY as [k=t][m=o]
   const CUtensorMap b_dw = tensor_map(p.input, T, in, p.ld_x(), 64, 64);           // X [k=t][n=i]
-  CUtensorMap out_dx{}, out_dw{};
-  if (dx.tma_store) out_dx = store_map(p.grad_input, D, S, p.batch * H);
-  if (dw.tma_store) out_dw = store_map(p.grad_weight, in, out, 1);
-
+  // W [k=out][n=in] and dW [out][in], per segment when grouped (unused maps stay zero: never read).
+  CUtensorMap b_dx[LinearBackward::kMaxSegments]{}, out_dw[LinearBackward::kMaxSegments]{}, out_dx{};
   Params prm{};
+  int seg1 = INT_MAX, seg2 = INT_MAX;
+  if (grouped) {
+    std::int64_t row = 0;
+    for (int i = 0; i < p.segments; ++i) {
+      if (i == 1) seg1 = static_cast<int>(row);
+      if (i == 2) seg2 = static_cast<int>(row);
+      b_dx[i] = tensor_map(p.seg_weight[i], p.seg_rows[i], in, in, 64, 64);
+      out_dw[i] = store_map(p.seg_grad_weight[i], in, p.seg_rows[i], 1);
+      row += p.seg_rows[i];
+    }
+  } else {
+    b_dx[0] = tensor_map(p.weight, out, in, in, 64, 64);
+    if (dw.tma_store) out_dw[0] = store_map(p.grad_weight, in, out, 1);
+  }
+  if (dx.tma_store) out_dx = store_map(p.grad_input, D, S, p.batch * H);
   prm.dx = dx, prm.dw = dw, prm.ctas_dx = plan.ctas_dx;
 
   int dev = 0;
   ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
   allow_max_smem(dev);
-  if (plan.cluster > 1) {  // the CTAs of a split dX tile in one cluster (co-scheduled)
-    if (plan.ctas_dx % plan.cluster || plan.grid % plan.cluster)
-      fail("linear_backward_launch", __FILE__, __LINE__, "plan with CTAs not in whole clusters");
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = cluster_config(plan.cluster, plan.grid, stream, attr);
-    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_backward_kernel, a_dx, b_dx, a_dw, b_dw, out_dx, out_dw, prm));
-  } else {
-    linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx, a_dw, b_dw, out_dx, out_dw, prm);
-  }
+  if (plan.cluster > 1 && (plan.ctas_dx % plan.cluster || plan.grid % plan.cluster))
+    fail("linear_backward_launch", __FILE__, __LINE__, "plan with CTAs not in whole clusters");
+  cudaLaunchAttribute attr;
+  // The CTAs of a split dX tile in one cluster (co-scheduled); clusters of 1 otherwise.
+  const cudaLaunchConfig_t cfg = cluster_config(plan.cluster, plan.grid, stream, attr);
+  if (grouped)
+    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_backward_grouped_kernel, a_dx, b_dx[0], a_dw, b_dw, out_dx,
+                                          out_dw[0], b_dx[1], b_dx[2], out_dw[1], out_dw[2], prm, seg1, seg2));
+  else if (plan.cluster > 1)
+    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_backward_kernel, a_dx, b_dx[0], a_dw, b_dw, out_dx, out_dw[0], prm));
+  else
+    linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx[0], a_dw, b_dw, out_dx, out_dw[0], prm);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 

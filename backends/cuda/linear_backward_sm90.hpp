@@ -4,6 +4,9 @@
 //               D = in is plain row-major),
 //   dW = dYᵀ·X  [out, in], summed over the T tokens.
 // Used by out_proj_backward (out = in = H·D) and gqa_rope_backward (the o, q, k, v projections).
+// Grouped (segments > 1): W and dW are up to three row blocks of [out, in] in separate allocations (gqa's
+// q, k, v projections, whose gradients dY_s are column blocks of one [T, out] buffer): the launch computes
+// dX = Σ_s dY_s·W_s (one fp32 sum over all out columns, one rounding) and every dW_s = dY_sᵀ·X.
 // Host-side interface, free of Kokkos and of the Context, so a stand-alone probe can drive it too.
 #pragma once
 
@@ -24,6 +27,14 @@ struct LinearBackward {
   std::int64_t out_features = 0, in_features = 0;
   std::int64_t ld_grad_output = 0, ld_input = 0;  // 0: out_features, in_features
   std::int64_t batch = 0, seq_len = 0, heads = 0, head_dim = 0;  // layout of dX
+  // segments > 1: weight and grad_weight are unused; segment s is seg_weight[s] / seg_grad_weight[s]
+  // [seg_rows[s], in] (contiguous, 16-byte aligned), Σ seg_rows = out_features, every segment but the last
+  // a multiple of 64 rows.
+  static constexpr int kMaxSegments = 3;
+  int segments = 1;
+  const void* seg_weight[kMaxSegments] = {};
+  void* seg_grad_weight[kMaxSegments] = {};
+  std::int64_t seg_rows[kMaxSegments] = {};
 
   std::int64_t tokens() const { return batch * seq_len; }
   std::int64_t ld_dy() const { return ld_grad_output ? ld_grad_output : out_features; }

@@ -2,7 +2,8 @@
 // 33, 65, 131, 300, 520; B = 1..3; GQA ratios 1, 2, 4; head_dim 128 (fused dP/softmax kernel) and 64
 // (cuBLASLt + row kernel)), both attention paths (default: cuBLASLt dP + row kernel; ATTNBWD_GQA_FUSED=1:
 // the fused mma.sync dP/softmax kernel where it applies), the projections through cuBLASLt, the sm_90a
-// kernel or both (ATTNBWD_CUDA_GQA_PROJ=cublaslt|sm90|hybrid), the attention GEMMs on two streams or one
+// kernel (ATTNBWD_CUDA_GQA_PROJ=cublaslt|sm90), the q/k/v pairs separate or as one grouped sm_90a launch
+// (ATTNBWD_CUDA_GQA_QKV=separate|grouped), the attention GEMMs on two streams or one
 // (ATTNBWD_CUDA_GQA_OVERLAP=on|off) and their bit equality, the attention GEMMs padded to a multiple of 8
 // rows (default at odd S) or not (ATTNBWD_CUDA_GQA_PAD=off), dO as a strided view of dA on the unpadded
 // path (ATTNBWD_CUDA_GQA_DO=view), the merge pass's two forms and their bit equality, run-to-run bit
@@ -43,9 +44,9 @@ constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 // A path of the fast path: ATTNBWD_GQA_FUSED (fused dP/softmax kernel), ATTNBWD_CUDA_GQA_PROJ
 // (projection pairs through the sm_90a kernel, cuBLASLt or both), ATTNBWD_CUDA_GQA_OVERLAP (attention
 // GEMMs on two streams or one), ATTNBWD_CUDA_GQA_DO (dO as a strided view of dA for B = 1),
-// ATTNBWD_CUDA_GQA_PAD (attention GEMMs on copies padded to a multiple of 8 rows where S is not one) and
-// ATTNBWD_CUDA_GQA_MERGE (the merge pass with 16-byte moves or one pair per thread), "" = the default
-// choice.
+// ATTNBWD_CUDA_GQA_PAD (attention GEMMs on copies padded to a multiple of 8 rows where S is not one),
+// ATTNBWD_CUDA_GQA_MERGE (the merge pass with 16-byte moves or one pair per thread) and ATTNBWD_CUDA_GQA_QKV
+// (the q, k, v projection pairs as one grouped sm_90a launch), "" = the default choice.
 struct Mode {
   const char* fused;
   const char* proj;
@@ -53,6 +54,8 @@ struct Mode {
   const char* dO = "";
   const char* pad = "";
   const char* merge = "";
+  const char* qkv = "";
+  bool needs_sm90() const { return std::string(proj) == "sm90" || std::string(qkv) == "grouped"; }
   std::string name() const {
     std::string n = *fused ? "fused" : "default";
     if (*proj) n += std::string(" proj=") + proj;
@@ -60,13 +63,14 @@ struct Mode {
     if (*dO) n += std::string(" dO=") + dO;
     if (*pad) n += std::string(" pad=") + pad;
     if (*merge) n += std::string(" merge=") + merge;
+    if (*qkv) n += std::string(" qkv=") + qkv;
     return n;
   }
 };
 constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
-    kHybridProj{"", "hybrid"},
     kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "off"},
-    kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"};
+    kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"},
+    kGroupedQkv{"", "", "", "", "", "", "grouped"}, kSeparateQkv{"", "", "", "", "", "", "separate"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -77,10 +81,11 @@ struct UseMode {
     if (*m.dO) setenv("ATTNBWD_CUDA_GQA_DO", m.dO, 1);
     if (*m.pad) setenv("ATTNBWD_CUDA_GQA_PAD", m.pad, 1);
     if (*m.merge) setenv("ATTNBWD_CUDA_GQA_MERGE", m.merge, 1);
+    if (*m.qkv) setenv("ATTNBWD_CUDA_GQA_QKV", m.qkv, 1);
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
-                          "ATTNBWD_CUDA_GQA_PAD", "ATTNBWD_CUDA_GQA_MERGE"})
+                          "ATTNBWD_CUDA_GQA_PAD", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_QKV"})
       unsetenv(v);
   }
 };
@@ -98,7 +103,7 @@ void run_cuda(HostCase<Args>& got) {
 void check(const tools::TensorSet& in, const tools::Axes& given, double atol, std::initializer_list<Mode> modes) {
   const Oracle<Args> want(in, given);
   for (const Mode& mode : modes) {
-    if (*mode.proj && (std::string(mode.proj) == "sm90" || std::string(mode.proj) == "hybrid") && !is_sm90()) continue;
+    if (mode.needs_sm90() && !is_sm90()) continue;
     HostCase<Args> got(in, given);
     const std::string context = tools::axes_to_string(got.axes) + " " + mode.name();
     SCOPED_TRACE(context);
@@ -137,7 +142,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
           smallest_atol(kOp),
-          {kDefault, kFused, kSm90Proj, kHybridProj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar});
+          {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv});
   }
 }
 
@@ -147,7 +152,8 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
   for (const char* index : {"5", "11"}) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
-          {kDefault, kFused, kSm90Proj, kCublasProj, kHybridProj, kOverlap, kSerial, kPadOff, kDoView});
+          {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
+           kSeparateQkv});
   }
 }
 
@@ -156,8 +162,8 @@ TEST(CudaGqaRope, RunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
   const tools::Axes axes = axes_of(2, 131, 8, 2, 128, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(300), tools::default_scalars(kOp));
-  for (const Mode& m : {kDefault, kFused, kSm90Proj}) {
-    if (std::string(m.proj) == "sm90" && !is_sm90()) continue;
+  for (const Mode& m : {kDefault, kFused, kSm90Proj, kGroupedQkv}) {
+    if (m.needs_sm90() && !is_sm90()) continue;
     UseMode mode(m);
     HostCase<Args> first(in, axes), second(in, axes);
     run_cuda(first);

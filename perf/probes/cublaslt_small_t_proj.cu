@@ -1,0 +1,135 @@
+// Probe (not part of the library, not built by CMake): gqa's projection GEMMs at small T (T = B·S ≤ 512),
+// where each is bound by moving one 5120 × 4096 (or × 1024) bf16 weight or weight gradient, not by its
+// FLOPs. For each GEMM: every candidate cuBLASLt's heuristic offers (up to 24), each timed alone with the L2
+// flushed before every call (a 256 MB memset, not timed; events around the GEMM only; median of 9), with its
+// rate in TFLOP/s and in GB/s of the minimum traffic (A, B read once, C written once). Row-major semantics as
+// backends/cuda/lt_gemm.cu. Build and run on the GPU machine:
+//   nvcc -std=c++20 -O2 -arch=sm_90a -o probe perf/probes/cublaslt_small_t_proj.cu -lcublasLt
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                          \
+  do {                                                                 \
+    auto e_ = (x);                                                     \
+    if ((int)e_ != 0) {                                                \
+      printf("ERR %s:%d %d\n", __FILE__, __LINE__, (int)e_);           \
+      exit(1);                                                         \
+    }                                                                  \
+  } while (0)
+
+struct G {
+  bool ta;
+  int64_t M, N, K, lda, ldb, ldc;
+  const char* name;
+};
+
+static cublasLtHandle_t lt;
+static void* ws;
+static const size_t kWs = 32u << 20;
+static void* flush_buf;
+static const size_t kFlush = 256u << 20;
+
+float time_cold(cudaStream_t s, auto&& f) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  f();
+  std::vector<float> ts;
+  for (int i = 0; i < 9; ++i) {
+    cudaMemsetAsync(flush_buf, i, kFlush, s);
+    cudaEventRecord(e0, s);
+    f();
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    ts.push_back(ms * 1000);
+  }
+  std::sort(ts.begin(), ts.end());
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return ts[ts.size() / 2];
+}
+
+void run(const G& g, const void* A, const void* B, void* C) {
+  cudaStream_t s = 0;
+  cublasLtMatrixLayout_t first, second, out;
+  CK(cublasLtMatrixLayoutCreate(&first, CUDA_R_16BF, g.N, g.K, g.ldb));
+  CK(cublasLtMatrixLayoutCreate(&second, CUDA_R_16BF, g.ta ? g.M : g.K, g.ta ? g.K : g.M, g.lda));
+  CK(cublasLtMatrixLayoutCreate(&out, CUDA_R_16BF, g.N, g.M, g.ldc));
+  cublasLtMatmulDesc_t d;
+  CK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t o1 = CUBLAS_OP_N, o2 = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &o1, sizeof o1));
+  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &o2, sizeof o2));
+  cublasLtMatmulPreference_t pref;
+  CK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t w = kWs;
+  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &w, sizeof w));
+  uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
+  cublasLtMatmulHeuristicResult_t res[24];
+  int found = 0;
+  CK(cublasLtMatmulAlgoGetHeuristic(lt, d, first, second, out, out, pref, 24, res, &found));
+  const double gf = 2.0 * g.M * g.N * g.K / 1e9;
+  const double mb = 2.0 * (g.M * g.K + g.K * g.N + g.M * g.N) / 1e6;
+  printf("%s M=%ld N=%ld K=%ld (%.2f GFLOP, %.1f MB) found %d\n", g.name, (long)g.M, (long)g.N, (long)g.K, gf, mb,
+         found);
+  const float alpha = 1, beta = 0;
+  float best = 1e30f;
+  int best_i = -1;
+  for (int i = 0; i < found; ++i) {
+    int id = -1, tile = -1, sk = -1, stages = -1;
+    size_t sz;
+    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &sz);
+    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &sz);
+    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk, &sz);
+    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &sz);
+    const float us = time_cold(s, [&] {
+      CK(cublasLtMatmul(lt, d, &alpha, B, first, A, second, &beta, C, out, C, out, &res[i].algo, ws, kWs, s));
+    });
+    if (us < best) best = us, best_i = i;
+    printf("   lt[%2d] id=%d tile=%d splitk=%d stages=%d waves=%.2f ws=%zu  %8.2f us  %6.1f TF/s  %6.0f GB/s\n", i, id,
+           tile, sk, stages, res[i].wavesCount, res[i].workspaceSize, us, gf / us * 1e3, mb / us * 1e3);
+  }
+  printf("   best lt[%d] %.2f us\n", best_i, best);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatmulDescDestroy(d);
+  cublasLtMatrixLayoutDestroy(first);
+  cublasLtMatrixLayoutDestroy(second);
+  cublasLtMatrixLayoutDestroy(out);
+}
+
+int main() {
+  CK(cublasLtCreate(&lt));
+  CK(cudaMalloc(&ws, kWs));
+  CK(cudaMalloc(&flush_buf, kFlush));
+  const int64_t HS = 5120, QP = 4096, KP = 1024, QKV = QP + 2 * KP, TMAX = 512;
+  struct Buf { void* p; int64_t bytes; };
+  Buf b[] = {{nullptr, TMAX * HS * 2}, {nullptr, TMAX * QP * 2}, {nullptr, HS * QP * 2}, {nullptr, HS * QP * 2},
+             {nullptr, TMAX * QP * 2}, {nullptr, TMAX * QKV * 2}, {nullptr, TMAX * HS * 2}, {nullptr, QP * HS * 2},
+             {nullptr, QP * HS * 2}, {nullptr, TMAX * HS * 2}};
+  for (Buf& x : b) {
+    CK(cudaMalloc(&x.p, x.bytes));
+    CK(cudaMemset(x.p, 0, x.bytes));
+  }
+  void *dY = b[0].p, *Aattn = b[1].p, *Wo = b[2].p, *dWo = b[3].p, *dA = b[4].p, *dQKV = b[5].p, *X = b[6].p,
+       *Wq = b[7].p, *dWq = b[8].p, *dXq = b[9].p;
+  for (int64_t T : {128, 131, 256, 293, 512}) {
+    printf("==== T=%ld\n", (long)T);
+    run({true, HS, QP, T, HS, QP, QP, "dWo=dY^T.A"}, dY, Aattn, dWo);
+    run({false, T, QP, HS, HS, QP, QP, "dA=dY.Wo"}, dY, Wo, dA);
+    run({true, QP, HS, T, QKV, HS, HS, "dWq=dQ^T.X"}, dQKV, X, dWq);
+    run({true, KP, HS, T, QKV, HS, HS, "dWk=dK^T.X"}, dQKV, X, dWq);
+    run({false, T, HS, QP, QKV, HS, HS, "dXq=dQ.Wq"}, dQKV, Wq, dXq);
+    run({false, T, HS, KP, QKV, HS, HS, "dXk=dK.Wk"}, dQKV, Wq, dXq);
+  }
+  CK(cudaDeviceSynchronize());
+  return 0;
+}
