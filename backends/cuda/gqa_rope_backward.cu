@@ -359,12 +359,6 @@ bool do_split() { return env_switch("ATTNBWD_CUDA_GQA_DO", {"auto", "split", "vi
 // Measured (H200, seventh session): 1.09-1.32x on the four odd-S workloads.
 bool pad_switch_off() { return env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off"}) == 1; }
 
-// ATTNBWD_CUDA_GQA_ORDER=auto|dwo|da: which of the o projection's two GEMMs is enqueued first, grad_o_weight
-// on the side stream (dwo, auto) or dA on the caller's (da). Both wait only for the work before the op; the
-// launch order decides which one's CTAs the GPU places first, and dA starts the attention chain. Written
-// 2026-12-01 (eighth session) for A/B timing.
-bool da_first_switch() { return env_switch("ATTNBWD_CUDA_GQA_ORDER", {"auto", "dwo", "da"}) == 2; }
-
 // ATTNBWD_CUDA_GQA_MERGE=auto|scalar: the GQA-sum/RoPE/merge pass with 16-byte moves where D % 16 == 0 and
 // the pointers are aligned (auto), or one element pair per thread (scalar; also the fallback). The same
 // math and order: the same bits.
@@ -499,18 +493,15 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   } else {
     stages.fork(ctx);
     forked = true;
-    const auto dwo = [&] {
+    {
       Gemm g;
       g.trans_a = true;
       g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
       gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
-    };
-    const bool da_first = da_first_switch();
-    if (!da_first) dwo();
+    }
     Gemm g;
     g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
     gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
-    if (da_first) dwo();  // enqueued after dA, still waiting only for the work before the fork
     if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
       const PadHeads copies[4] = {{dA, dO, Hq, S * QP, QP, D},
                                   {Q, Qp, Hq, Hq * S * D, D, S * D},
@@ -659,7 +650,7 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
                                   env_word("ATTNBWD_CUDA_GQA_OVERLAP"),
                                   env_word("ATTNBWD_CUDA_GQA_DO"),
                                   env_word("ATTNBWD_CUDA_GQA_PAD"), env_word("ATTNBWD_CUDA_GQA_MERGE"),
-                                  env_word("ATTNBWD_CUDA_GQA_QKV"), env_word("ATTNBWD_CUDA_GQA_ORDER")});
+                                  env_word("ATTNBWD_CUDA_GQA_QKV")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);

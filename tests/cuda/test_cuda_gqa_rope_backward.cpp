@@ -3,9 +3,8 @@
 // (cuBLASLt + row kernel)), both attention paths (default: cuBLASLt dP + row kernel; ATTNBWD_GQA_FUSED=1:
 // the fused mma.sync dP/softmax kernel where it applies), the projections through cuBLASLt, the sm_90a
 // kernel (ATTNBWD_CUDA_GQA_PROJ=cublaslt|sm90), the q/k/v pairs separate or as one grouped sm_90a launch
-// (ATTNBWD_CUDA_GQA_QKV=separate|grouped), dA enqueued before grad_o_weight (ATTNBWD_CUDA_GQA_ORDER=da), the
-// attention GEMMs on two streams or one (ATTNBWD_CUDA_GQA_OVERLAP=on|off) and their bit equality, the
-// attention GEMMs padded to a multiple of 8
+// (ATTNBWD_CUDA_GQA_QKV=separate|grouped), the attention GEMMs on two streams or one
+// (ATTNBWD_CUDA_GQA_OVERLAP=on|off) and their bit equality, the attention GEMMs padded to a multiple of 8
 // rows (default at odd S) or not (ATTNBWD_CUDA_GQA_PAD=off), dO as a strided view of dA on the unpadded
 // path (ATTNBWD_CUDA_GQA_DO=view), the merge pass's two forms and their bit equality, run-to-run bit
 // equality, and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
@@ -56,7 +55,6 @@ struct Mode {
   const char* pad = "";
   const char* merge = "";
   const char* qkv = "";
-  const char* order = "";
   bool needs_sm90() const { return std::string(proj) == "sm90" || std::string(qkv) == "grouped"; }
   std::string name() const {
     std::string n = *fused ? "fused" : "default";
@@ -66,15 +64,13 @@ struct Mode {
     if (*pad) n += std::string(" pad=") + pad;
     if (*merge) n += std::string(" merge=") + merge;
     if (*qkv) n += std::string(" qkv=") + qkv;
-    if (*order) n += std::string(" order=") + order;
     return n;
   }
 };
 constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
     kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "off"},
     kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"},
-    kGroupedQkv{"", "", "", "", "", "", "grouped"}, kSeparateQkv{"", "", "", "", "", "", "separate"},
-    kDaFirst{"", "", "", "", "", "", "", "da"};
+    kGroupedQkv{"", "", "", "", "", "", "grouped"}, kSeparateQkv{"", "", "", "", "", "", "separate"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -86,12 +82,10 @@ struct UseMode {
     if (*m.pad) setenv("ATTNBWD_CUDA_GQA_PAD", m.pad, 1);
     if (*m.merge) setenv("ATTNBWD_CUDA_GQA_MERGE", m.merge, 1);
     if (*m.qkv) setenv("ATTNBWD_CUDA_GQA_QKV", m.qkv, 1);
-    if (*m.order) setenv("ATTNBWD_CUDA_GQA_ORDER", m.order, 1);
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
-                          "ATTNBWD_CUDA_GQA_PAD", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_QKV",
-                          "ATTNBWD_CUDA_GQA_ORDER"})
+                          "ATTNBWD_CUDA_GQA_PAD", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_QKV"})
       unsetenv(v);
   }
 };
@@ -148,8 +142,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
           smallest_atol(kOp),
-          {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv,
-           kDaFirst});
+          {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv});
   }
 }
 
