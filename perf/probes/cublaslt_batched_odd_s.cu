@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#define CK(x) do { auto e_ = (x); if ((int)e_ != 0) { printf("ERR %s:%d %d\n", __FILE__, __LINE__, (int)e_); exit(1); } } while (0)
+#include "lt_probe.cuh"
 
 struct G { bool ta, tb; int64_t M, N, K, lda, ldb, ldc; int count; int64_t sa, sb, sc; const char* name; };
 
@@ -48,17 +48,9 @@ void run(const G& g, const void* A, const void* B, void* C) {
     CK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st));
   };
   batch(first, g.sb); batch(second, g.sa); batch(out, g.sc);
-  cublasLtMatmulDesc_t d;
-  CK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t o1 = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, o2 = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &o1, sizeof o1));
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &o2, sizeof o2));
-  cublasLtMatmulPreference_t pref;
-  CK(cublasLtMatmulPreferenceCreate(&pref));
-  uint64_t w = kWs;
-  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &w, sizeof w));
-  uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
+  cublasLtMatmulDesc_t d = lt_desc(g.tb, g.ta);
+  const cublasOperation_t o1 = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, o2 = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulPreference_t pref = lt_pref(kWs);
   uint32_t a1 = align_of(B, g.ldb, g.sb), a2 = align_of(A, g.lda, g.sa), a3 = align_of(C, g.ldc, g.sc);
   CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a1, sizeof a1));
   CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a2, sizeof a2));
@@ -72,15 +64,11 @@ void run(const G& g, const void* A, const void* B, void* C) {
          (long)g.M, (long)g.N, (long)g.K, g.count, (long)g.lda, (long)g.ldb, (long)g.ldc, a2, a1, a3, gf, found);
   const float alpha = 1, beta = 0;
   for (int i = 0; i < found; ++i) {
-    int id = -1, tile = -1, sk = -1, stages = -1; size_t sz;
-    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &sz);
-    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &sz);
-    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk, &sz);
-    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &sz);
+    const LtAlgoConfig c = lt_config(res[i].algo);
     const float us = time_it(s, [&] {
       CK(cublasLtMatmul(lt, d, &alpha, B, first, A, second, &beta, C, out, C, out, &res[i].algo, ws, kWs, s));
     });
-    printf("   lt[%d] id=%d tile=%d splitk=%d stages=%d waves=%.2f ws=%zu  %8.2f us  %6.1f TF/s\n", i, id, tile, sk, stages,
+    printf("   lt[%d] id=%d tile=%d splitk=%d stages=%d waves=%.2f ws=%zu  %8.2f us  %6.1f TF/s\n", i, c.id, c.tile, c.splitk, c.stages,
            res[i].wavesCount, res[i].workspaceSize, us, gf / us * 1e3);
   }
   // cuBLAS (non-Lt): column-major C^T[N,M] = op(B)^T op(A)^T.

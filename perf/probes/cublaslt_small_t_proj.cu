@@ -14,14 +14,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                          \
-  do {                                                                 \
-    auto e_ = (x);                                                     \
-    if ((int)e_ != 0) {                                                \
-      printf("ERR %s:%d %d\n", __FILE__, __LINE__, (int)e_);           \
-      exit(1);                                                         \
-    }                                                                  \
-  } while (0)
+#include "lt_probe.cuh"
 
 struct G {
   bool ta;
@@ -63,17 +56,8 @@ void run(const G& g, const void* A, const void* B, void* C) {
   CK(cublasLtMatrixLayoutCreate(&first, CUDA_R_16BF, g.N, g.K, g.ldb));
   CK(cublasLtMatrixLayoutCreate(&second, CUDA_R_16BF, g.ta ? g.M : g.K, g.ta ? g.K : g.M, g.lda));
   CK(cublasLtMatrixLayoutCreate(&out, CUDA_R_16BF, g.N, g.M, g.ldc));
-  cublasLtMatmulDesc_t d;
-  CK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t o1 = CUBLAS_OP_N, o2 = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &o1, sizeof o1));
-  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &o2, sizeof o2));
-  cublasLtMatmulPreference_t pref;
-  CK(cublasLtMatmulPreferenceCreate(&pref));
-  uint64_t w = kWs;
-  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &w, sizeof w));
-  uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
+  cublasLtMatmulDesc_t d = lt_desc(false, g.ta);
+  cublasLtMatmulPreference_t pref = lt_pref(kWs);
   cublasLtMatmulHeuristicResult_t res[24];
   int found = 0;
   CK(cublasLtMatmulAlgoGetHeuristic(lt, d, first, second, out, out, pref, 24, res, &found));
@@ -85,18 +69,13 @@ void run(const G& g, const void* A, const void* B, void* C) {
   float best = 1e30f;
   int best_i = -1;
   for (int i = 0; i < found; ++i) {
-    int id = -1, tile = -1, sk = -1, stages = -1;
-    size_t sz;
-    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &sz);
-    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &sz);
-    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk, &sz);
-    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &sz);
+    const LtAlgoConfig c = lt_config(res[i].algo);
     const float us = time_cold(s, [&] {
       CK(cublasLtMatmul(lt, d, &alpha, B, first, A, second, &beta, C, out, C, out, &res[i].algo, ws, kWs, s));
     });
     if (us < best) best = us, best_i = i;
-    printf("   lt[%2d] id=%d tile=%d splitk=%d stages=%d waves=%.2f ws=%zu  %8.2f us  %6.1f TF/s  %6.0f GB/s\n", i, id,
-           tile, sk, stages, res[i].wavesCount, res[i].workspaceSize, us, gf / us * 1e3, mb / us * 1e3);
+    printf("   lt[%2d] id=%d tile=%d splitk=%d stages=%d waves=%.2f ws=%zu  %8.2f us  %6.1f TF/s  %6.0f GB/s\n", i, c.id,
+           c.tile, c.splitk, c.stages, res[i].wavesCount, res[i].workspaceSize, us, gf / us * 1e3, mb / us * 1e3);
   }
   printf("   best lt[%d] %.2f us\n", best_i, best);
   cublasLtMatmulPreferenceDestroy(pref);

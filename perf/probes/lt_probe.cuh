@@ -1,0 +1,53 @@
+// Shared pieces of the cuBLASLt probes in this folder (not part of the library, not built by CMake): the
+// error check, a matmul descriptor (fp32 compute and scale, the two operand transposes), a preference
+// (workspace size, split-K reduced in the compute type or not at all) and an algorithm's configuration.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#define CK(x)                                                \
+  do {                                                       \
+    auto e_ = (x);                                           \
+    if ((int)e_ != 0) {                                      \
+      printf("ERR %s:%d %d\n", __FILE__, __LINE__, (int)e_); \
+      exit(1);                                               \
+    }                                                        \
+  } while (0)
+
+// op(first) and op(second) of cublasLtMatmul (column-major view), fp32 accumulation.
+inline cublasLtMatmulDesc_t lt_desc(bool trans_first, bool trans_second) {
+  cublasLtMatmulDesc_t d;
+  CK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t o1 = trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, o2 = trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &o1, sizeof o1));
+  CK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &o2, sizeof o2));
+  return d;
+}
+
+// As backends/cuda/lt_gemm.cu asks: up to `workspace` bytes, split-K partials reduced in fp32 or none.
+inline cublasLtMatmulPreference_t lt_pref(std::uint64_t workspace) {
+  cublasLtMatmulPreference_t pref;
+  CK(cublasLtMatmulPreferenceCreate(&pref));
+  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
+  const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes));
+  return pref;
+}
+
+struct LtAlgoConfig {
+  int id = -1, tile = -1, splitk = -1, stages = -1;
+};
+
+inline LtAlgoConfig lt_config(const cublasLtMatmulAlgo_t& algo) {
+  LtAlgoConfig c;
+  size_t sz;
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &c.id, sizeof c.id, &sz);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &c.tile, sizeof c.tile, &sz);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c.splitk, sizeof c.splitk, &sz);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &c.stages, sizeof c.stages, &sz);
+  return c;
+}
