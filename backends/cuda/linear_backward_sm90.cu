@@ -19,6 +19,11 @@
 // on the tile's counter, and each sums and stores a half or quarter of the tile. Otherwise (dW, and dX
 // with SplitReduce::LastArrival) the last unit of a tile to arrive (per-tile counter) sums all partials
 // in split order and stores the bf16 result. Both orders are fixed: the results are deterministic.
+//
+// Grouped launches (LinearBackward::segments > 1, gqa's q/k/v projections): W and dW are up to three row
+// blocks in separate allocations. They run in their own kernel instantiation (linear_backward_grouped_kernel,
+// the ungrouped kernel's code untouched): the producer of dX picks the weight's tensor map per 64-row
+// k-block, the dW epilogue the gradient's map per 64-row slice; the work split is the ungrouped one.
 #include "linear_backward_sm90.hpp"
 
 #include <cuda.h>
