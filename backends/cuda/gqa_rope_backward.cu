@@ -430,23 +430,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bf* Kp = Qp + n_hp;
   bf* Vp = Kp + n_hp;
 
-  // Step 9's projection pairs (dX{q,k,v} = dXp·W, grad_{q,k,v}_weight = dXpᵀ·Xh): three sm_90a launches,
-  // or cuBLASLt with the weight gradients on the side stream. Decided here, before anything is enqueued: a
-  // forced path that cannot take the call is an Error.
-  sm90::LinearBackward qs[3];
-  {
-    const void* wt[3] = {a.q_weight.data, a.k_weight.data, a.v_weight.data};
-    void* gw[3] = {a.grad_q_weight.data, a.grad_k_weight.data, a.grad_v_weight.data};
-    void* gx[3] = {a.grad_hidden_states.data, dXk, dXv};
-    const int64_t off[3] = {0, QP, QP + KP}, outf[3] = {QP, KP, KP};
-    for (int i = 0; i < 3; ++i) {
-      sm90::LinearBackward& q = qs[i];
-      q.grad_output = dQKVp + off[i], q.input = a.hidden_states.data, q.weight = wt[i];
-      q.grad_input = gx[i], q.grad_weight = gw[i];
-      q.out_features = outf[i], q.in_features = HS, q.ld_grad_output = QKV;
-      q.batch = B, q.seq_len = S, q.heads = 1, q.head_dim = HS;  // dX plain [T, HS]
-    }
-  }
+  // The projection paths, decided here, before anything is enqueued (a forced path that cannot take the call
+  // is an Error): step 9's pairs (dX{q,k,v} = dXp·W, grad_{q,k,v}_weight = dXpᵀ·Xh) as one grouped sm_90a
+  // launch, three sm_90a launches, or cuBLASLt with the weight gradients on the side stream; the o pair
+  // (steps 1-2) as one sm_90a launch or cuBLASLt.
   const bool all_sm90 = path == ProjPath::Sm90;
   const QkvPath qkv = qkv_path();
   Sm90Proj gj;  // grouped: the three pairs in one launch, dX straight into grad_hidden_states
@@ -469,8 +456,29 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     if (grouped) gj = {q, sm90::linear_backward_plan(q, ctx.sm_count())};
   }
   Sm90Proj pj[3];
-  if (all_sm90 && !grouped)
-    for (int i = 0; i < 3; ++i) pj[i] = sm90_proj(ctx, qs[i]);
+  if (all_sm90 && !grouped) {
+    const void* wt[3] = {a.q_weight.data, a.k_weight.data, a.v_weight.data};
+    void* gw[3] = {a.grad_q_weight.data, a.grad_k_weight.data, a.grad_v_weight.data};
+    void* gx[3] = {a.grad_hidden_states.data, dXk, dXv};
+    const int64_t off[3] = {0, QP, QP + KP}, outf[3] = {QP, KP, KP};
+    for (int i = 0; i < 3; ++i) {
+      sm90::LinearBackward q;
+      q.grad_output = dQKVp + off[i], q.input = a.hidden_states.data, q.weight = wt[i];
+      q.grad_input = gx[i], q.grad_weight = gw[i];
+      q.out_features = outf[i], q.in_features = HS, q.ld_grad_output = QKV;
+      q.batch = B, q.seq_len = S, q.heads = 1, q.head_dim = HS;  // dX plain [T, HS]
+      pj[i] = sm90_proj(ctx, q);
+    }
+  }
+  Sm90Proj oj;  // the o pair in one launch, writing dO [B,H,S,D] directly
+  if (all_sm90) {
+    sm90::LinearBackward o;
+    o.grad_output = a.grad_output.data, o.input = a.attn_output.data, o.weight = a.o_weight.data;
+    o.grad_input = dO, o.grad_weight = a.grad_o_weight.data;
+    o.out_features = HS, o.in_features = QP;
+    o.batch = B, o.seq_len = S, o.heads = Hq, o.head_dim = D;
+    oj = sm90_proj(ctx, o);
+  }
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
@@ -479,15 +487,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // or for B = 1 otherwise dA itself (head h at columns h·D, row stride QP; ATTNBWD_CUDA_GQA_DO).
   const bf* dOp = dO;
   int64_t ld_do = D, head_do = S * D;
-  sm90::LinearBackward o;
-  o.grad_output = a.grad_output.data, o.input = a.attn_output.data, o.weight = a.o_weight.data;
-  o.grad_input = dO, o.grad_weight = a.grad_o_weight.data;
-  o.out_features = HS, o.in_features = QP;
-  o.batch = B, o.seq_len = S, o.heads = Hq, o.head_dim = D;
   bool forked = false;  // work on the side stream, joined at the end
-  // Planned before anything is enqueued (a forced path that cannot take the call is an Error).
-  Sm90Proj oj;
-  if (all_sm90) oj = sm90_proj(ctx, o);
   if (all_sm90) {
     sm90_launch(ctx, oj, stream);
   } else {
@@ -592,11 +592,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   if (grouped) {
     sm90_launch(ctx, gj, stream);
     stages.mark("qkv_grouped");
-    if (forked) stages.join(ctx);
-    stages.report("gqa_rope_backward B=" + std::to_string(B) + " S=" + std::to_string(S));
-    return;
-  }
-  if (all_sm90) {
+  } else if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);
     stages.mark("qkv_proj");
   } else {
@@ -624,8 +620,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       stages.mark("dX_qkv");
     }
   }
-  // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv).
-  {
+  // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv) (the grouped launch summed them already).
+  if (!grouped) {
     bf* h = m(a.grad_hidden_states.data);
     const int threads = 256;
     const int64_t n = T * HS;  // HS % 8 == 0
@@ -634,8 +630,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     else
       add3<1><<<blocks_for(n, threads), threads, 0, stream>>>(h, dXk, dXv, n);
     ATTNBWD_CUDA_CHECK_LAUNCH();
+    stages.mark("add3");
   }
-  stages.mark("add3");
   if (forked) stages.join(ctx);
   stages.report("gqa_rope_backward B=" + std::to_string(B) + " S=" + std::to_string(S));
 }
