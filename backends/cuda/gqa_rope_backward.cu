@@ -37,6 +37,7 @@
 
 #include "check.hpp"
 #include "context.hpp"
+#include "gqa_rope_backward_attn.hpp"
 #include "head_split.hpp"
 #include "graph_key.hpp"
 #include "cuda_backend.hpp"
@@ -269,6 +270,27 @@ __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__
   }
 }
 
+// The softmax-backward row term for the key-major attention path: r[bh, q] = Σ_d dO[bh, q, d]·O[bh, q, d] with
+// O = bf16(P·V), i.e. Σ_k P·(dO·Vᵀ) reassociated (the reference's Σ_k P·bf16(dP) up to its rounding of dP).
+// One warp per row, head_dim 128 (4 elements per lane), summed in a fixed order: the same bits every run.
+__global__ void row_dot128(const bf* __restrict__ dO, int64_t do_ld, int64_t do_head, const bf* __restrict__ O,
+                           float* __restrict__ r, int64_t rows, int64_t S) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int64_t bh = row / S, q = row % S;
+  const uint2 a = *reinterpret_cast<const uint2*>(dO + bh * do_head + q * do_ld + lane * 4);
+  const uint2 o = *reinterpret_cast<const uint2*>(O + row * 128 + lane * 4);
+  const bf* ae = reinterpret_cast<const bf*>(&a);
+  const bf* oe = reinterpret_cast<const bf*>(&o);
+  float x = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) x += f32(ae[e]) * f32(oe[e]);
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) x += __shfl_xor_sync(0xffffffffu, x, m);
+  if (lane == 0) r[row] = x;
+}
+
 // Step 10: h = bf16(bf16(h + xk) + xv), in place on h (which holds dXq).
 template <int Vec>
 __global__ void add3(bf* __restrict__ h, const bf* __restrict__ xk, const bf* __restrict__ xv, int64_t n_vec) {
@@ -337,6 +359,14 @@ constexpr int64_t kGroupedMaxTokens = 256;
 QkvPath qkv_path() {
   return static_cast<QkvPath>(env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped"}));
 }
+
+// ATTNBWD_CUDA_GQA_ATTN=auto|gemm|kv: steps 3-5 as cuBLASLt GEMMs around the softmax-backward row kernel
+// (gemm: P read twice, dP written and read back, dS written once and read twice), or key-major on sm_90a
+// (kv, gqa_rope_backward_attn_sm90.cu: O = bf16(P·V) by cuBLASLt and r = Σ dO⊙O, then one kernel that
+// reads P once more, keeps dP in registers and writes dSᵀ once for the dQ GEMM; head_dim 128, S % 64 == 0,
+// sm_90). auto = gemm (kv not yet measured).
+enum class AttnPath { Auto, Gemm, Kv };
+AttnPath attn_path() { return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv"})); }
 
 ProjPath proj_path() {
   return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt"}));
@@ -411,10 +441,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int64_t Sp = pad ? S8 : S;
 
   // Scratch (slot 0), every piece a multiple of 8 elements: dA | dO | dS | dQ32 | dK32 | dV32 | dQKVp | dXk | dXv,
-  // and with padding Pp | Qp | Kp | Vp.
+  // and with padding Pp | Qp | Kp | Vp, then r (fp32, the kv path's).
   const int64_t n_head = round_up(T * QP, 8), n_hp = round_up(BH * Sp * D, 8), n_ds = round_up(BH * Sp * ld, 8),
                 n_qkv = round_up(T * QKV, 8), n_x = round_up(T * HS, 8), n_pp = pad ? round_up(BH * S8 * S8, 8) : 0;
-  const int64_t total = n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0);
+  const int64_t n_r = round_up(2 * BH * S, 8);  // fp32 r of the kv path (two bf16 slots per float)
+  const int64_t total = n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r;
   bf* base = static_cast<bf*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(bf), stream));
   bf* dA = base;
   bf* dO = dA + n_head;
@@ -429,6 +460,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bf* Qp = Pp + n_pp;
   bf* Kp = Qp + n_hp;
   bf* Vp = Kp + n_hp;
+  float* rbuf = reinterpret_cast<float*>(dXv + n_x + (pad ? n_pp + 3 * n_hp : 0));  // after Vp where it exists
 
   // The projection paths, decided here, before anything is enqueued (a forced path that cannot take the call
   // is an Error): step 9's pairs (dX{q,k,v} = dXp·W, grad_{q,k,v}_weight = dXpᵀ·Xh) as one grouped sm_90a
@@ -479,6 +511,21 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     o.batch = B, o.seq_len = S, o.heads = Hq, o.head_dim = D;
     oj = sm90_proj(ctx, o);
   }
+  // The attention path (steps 3-5): key-major sm_90a kernel or GEMMs. dO's layout is known here: the sm_90a o
+  // pair and the head split write [B,H,S,D]; B = 1 without a split reads dA as a view (row stride QP).
+  const AttnPath attn = attn_path();
+  GqaKvAttn kv;
+  bool use_kv = false;
+  if (attn != AttnPath::Gemm) {
+    const bool view = !all_sm90 && !pad && B == 1 && !do_split();
+    kv.dO = view ? dA : dO, kv.do_ld = view ? QP : D, kv.do_head = view ? D : S * D;
+    kv.Q = Q, kv.V = V, kv.P = P, kv.r = rbuf, kv.dS_t = dS, kv.dK = dK32, kv.dV = dV32;
+    kv.BH = BH, kv.S = S, kv.D = D, kv.scaling = static_cast<float>(a.scaling);
+    std::string why = gqa_kv_attn_unsupported(kv, ctx.cc());
+    if (why.empty() && (fused_asked || pad)) why = "the fused dP kernel or padding was asked for";
+    if (!why.empty() && attn == AttnPath::Kv) throw Error("ATTNBWD_CUDA_GQA_ATTN", "kv kernel cannot take this call: " + why);
+    use_kv = why.empty() && attn == AttnPath::Kv;  // auto: gemm until kv is measured
+  }
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
@@ -520,62 +567,82 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const float scaling = static_cast<float>(a.scaling);
   const int count = static_cast<int>(BH);
 
-  // 3-5 run on two streams unless ATTNBWD_CUDA_GQA_OVERLAP=off: dV32 = Pᵀ·dO (side, after dO exists)
-  // under dP and the softmax backward (main), then dK32 = dSᵀ·Q (side, after dS exists) under dQ = dS·K
-  // (main). The same GEMMs and kernels either way (the same bits); the overlap fills the GPU on small S,
-  // where each batched GEMM is a few CTAs per head and launch-bound (perf/NOTES.md). With padding every
-  // GEMM has Sp = S8 rows (and keys) per head, and dV32 reads P's padded copy, which the softmax kernel
-  // writes: dV32 then goes to the side stream with dK32, after dS.
-  const bool overlap = gqa_overlap();
-  const cudaStream_t attn_side = overlap ? side : stream;
-  const int attn_slot = attn_side == stream ? 0 : 1;
-  const auto dv_gemm = [&] {  // 5a. dV32 = Pᵀ·dO
+  if (use_kv) {
+    // 3-5 key-major: O = bf16(P·V) (into dK32, free until the kernel writes it), r = Σ dO⊙O, then the kernel
+    // (dSᵀ into dS, dK32, dV32), then dQ = dS·K = (dSᵀ)ᵀ·K.
+    kv.dO = dOp, kv.do_ld = ld_do, kv.do_head = head_do;  // as predicted above (same alignment)
     Gemm g;
+    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * S,
+    g.stride_b = S * D, g.stride_c = S * D;
+    gemm(ctx, 0, stream, g, P, V, dK32);
+    const int threads = 256;
+    row_dot128<<<blocks_for(BH * S, threads / 32), threads, 0, stream>>>(kv.dO, kv.do_ld, kv.do_head, dK32, rbuf,
+                                                                         BH * S, S);
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+    stages.mark("r");
+    gqa_kv_attn_launch(kv, stream);
+    stages.mark("kv");
     g.trans_a = true;
-    g.M = Sp, g.N = D, g.K = Sp, g.lda = Sp, g.ldb = ld_do, g.ldc = D, g.count = count, g.stride_a = Sp * Sp,
-    g.stride_b = head_do, g.stride_c = Sp * D;
-    gemm(ctx, attn_slot, attn_side, g, pad ? Pp : P, dOp, dV32);
-    stages.mark("dV");
-  };
-  if (overlap) {
-    stages.fork(ctx);  // side: after dO exists (and after grad_o_weight, queued there before)
-    forked = true;
-  }
-  if (!pad) dv_gemm();
-  // 3-4. dS.
-  // The fused kernel reads dO as [B,H,S,D] (not the strided view); asked for, there is no padding.
-  if (!fused_asked || dOp != dO || !fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {
-    Gemm g;  // dP = dO·Vᵀ
-    g.trans_b = true;
-    g.M = Sp, g.N = Sp, g.K = D, g.lda = ld_do, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = head_do,
-    g.stride_b = Sp * D, g.stride_c = Sp * ld;
-    gemm(ctx, 0, stream, g, dOp, V, dS);
-    if (pad) {  // ld = S8 = Sp
-      softmax_rows16<true>(P, dS, Pp, BH, S, S8, scaling, stream);
-    } else if (S % 8 == 0 && aligned16(P)) {  // ld = S
-      softmax_rows16<false>(P, dS, nullptr, BH, S, S, scaling, stream);
-    } else {
-      const int threads = 256, rows_per_block = threads / 32;
-      softmax_backward_rows_scalar<<<blocks_for(BH * S, rows_per_block), threads, 0, stream>>>(P, dS, BH * S, S, ld,
-                                                                                              scaling);
-      ATTNBWD_CUDA_CHECK_LAUNCH();
-    }
-  }
-  stages.mark("dS");
-  if (overlap) stages.fork(ctx);  // side: after dS (and P's padded copy) exist
-  if (pad) dv_gemm();
-  // 5b. dK32 = dSᵀ·Q (side), dQ = dS·K (main).
-  {
-    Gemm g;
-    g.M = Sp, g.N = D, g.K = Sp, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = Sp * ld,
-    g.stride_b = Sp * D, g.stride_c = Sp * D;
-    g.trans_a = true;
-    gemm(ctx, attn_slot, attn_side, g, dS, Q, dK32);
-    g.trans_a = false;
     gemm(ctx, 0, stream, g, dS, K, dQ32);
+    stages.mark("dQ");
+  } else {
+    // 3-5 run on two streams unless ATTNBWD_CUDA_GQA_OVERLAP=off: dV32 = Pᵀ·dO (side, after dO exists)
+    // under dP and the softmax backward (main), then dK32 = dSᵀ·Q (side, after dS exists) under dQ = dS·K
+    // (main). The same GEMMs and kernels either way (the same bits); the overlap fills the GPU on small S,
+    // where each batched GEMM is a few CTAs per head and launch-bound (perf/NOTES.md). With padding every
+    // GEMM has Sp = S8 rows (and keys) per head, and dV32 reads P's padded copy, which the softmax kernel
+    // writes: dV32 then goes to the side stream with dK32, after dS.
+    const bool overlap = gqa_overlap();
+    const cudaStream_t attn_side = overlap ? side : stream;
+    const int attn_slot = attn_side == stream ? 0 : 1;
+    const auto dv_gemm = [&] {  // 5a. dV32 = Pᵀ·dO
+      Gemm g;
+      g.trans_a = true;
+      g.M = Sp, g.N = D, g.K = Sp, g.lda = Sp, g.ldb = ld_do, g.ldc = D, g.count = count, g.stride_a = Sp * Sp,
+      g.stride_b = head_do, g.stride_c = Sp * D;
+      gemm(ctx, attn_slot, attn_side, g, pad ? Pp : P, dOp, dV32);
+      stages.mark("dV");
+    };
+    if (overlap) {
+      stages.fork(ctx);  // side: after dO exists (and after grad_o_weight, queued there before)
+      forked = true;
+    }
+    if (!pad) dv_gemm();
+    // 3-4. dS.
+    // The fused kernel reads dO as [B,H,S,D] (not the strided view); asked for, there is no padding.
+    if (!fused_asked || dOp != dO || !fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {
+      Gemm g;  // dP = dO·Vᵀ
+      g.trans_b = true;
+      g.M = Sp, g.N = Sp, g.K = D, g.lda = ld_do, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = head_do,
+      g.stride_b = Sp * D, g.stride_c = Sp * ld;
+      gemm(ctx, 0, stream, g, dOp, V, dS);
+      if (pad) {  // ld = S8 = Sp
+        softmax_rows16<true>(P, dS, Pp, BH, S, S8, scaling, stream);
+      } else if (S % 8 == 0 && aligned16(P)) {  // ld = S
+        softmax_rows16<false>(P, dS, nullptr, BH, S, S, scaling, stream);
+      } else {
+        const int threads = 256, rows_per_block = threads / 32;
+        softmax_backward_rows_scalar<<<blocks_for(BH * S, rows_per_block), threads, 0, stream>>>(P, dS, BH * S, S, ld,
+                                                                                                scaling);
+        ATTNBWD_CUDA_CHECK_LAUNCH();
+      }
+    }
+    stages.mark("dS");
+    if (overlap) stages.fork(ctx);  // side: after dS (and P's padded copy) exist
+    if (pad) dv_gemm();
+    // 5b. dK32 = dSᵀ·Q (side), dQ = dS·K (main).
+    {
+      Gemm g;
+      g.M = Sp, g.N = D, g.K = Sp, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = Sp * ld,
+      g.stride_b = Sp * D, g.stride_c = Sp * D;
+      g.trans_a = true;
+      gemm(ctx, attn_slot, attn_side, g, dS, Q, dK32);
+      g.trans_a = false;
+      gemm(ctx, 0, stream, g, dS, K, dQ32);
+    }
+    stages.mark("dQ_dK");
+    if (overlap) stages.join(ctx);  // main: after dV32 and dK32 exist
   }
-  stages.mark("dQ_dK");
-  if (overlap) stages.join(ctx);  // main: after dV32 and dK32 exist
   // 6-8. GQA sums, RoPE, merge.
   {
     const bool vec = D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar();
@@ -646,7 +713,7 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
                                   env_word("ATTNBWD_CUDA_GQA_OVERLAP"),
                                   env_word("ATTNBWD_CUDA_GQA_DO"),
                                   env_word("ATTNBWD_CUDA_GQA_PAD"), env_word("ATTNBWD_CUDA_GQA_MERGE"),
-                                  env_word("ATTNBWD_CUDA_GQA_QKV")});
+                                  env_word("ATTNBWD_CUDA_GQA_QKV"), env_word("ATTNBWD_CUDA_GQA_ATTN")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);

@@ -6,7 +6,9 @@
 // (ATTNBWD_CUDA_GQA_QKV=separate|grouped), the attention GEMMs on two streams or one
 // (ATTNBWD_CUDA_GQA_OVERLAP=on|off) and their bit equality, the attention GEMMs padded to a multiple of 8
 // rows (default at odd S) or not (ATTNBWD_CUDA_GQA_PAD=off), dO as a strided view of dA on the unpadded
-// path (ATTNBWD_CUDA_GQA_DO=view), the merge pass's two forms and their bit equality, run-to-run bit
+// path (ATTNBWD_CUDA_GQA_DO=view), the merge pass's two forms and their bit equality, the key-major sm_90a
+// attention kernel (ATTNBWD_CUDA_GQA_ATTN=kv, head_dim 128 and S % 64 == 0: S = 64, 128, 192, 256 with dO a view
+// of dA (B = 1) or a head-split copy (B > 1); an Error where it cannot take the call), run-to-run bit
 // equality, and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
 // Every element of all five outputs is compared; outputs are poisoned with NaN before each run.
 // Rule: spec §6 (rtol 0.05, matched ratio 0.99) plus a relative-L2 bound per output, the portable
@@ -55,7 +57,14 @@ struct Mode {
   const char* pad = "";
   const char* merge = "";
   const char* qkv = "";
-  bool needs_sm90() const { return std::string(proj) == "sm90" || std::string(qkv) == "grouped"; }
+  const char* attn = "";
+  bool needs_sm90() const {
+    return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(attn) == "kv";
+  }
+  // The key-major kernel takes head_dim 128 and S % 64 == 0 only (forced elsewhere it is an Error).
+  bool applies(const tools::Axes& axes) const {
+    return std::string(attn) != "kv" || (axes.at("head_dim") == 128 && axes.at("seq_len") % 64 == 0);
+  }
   std::string name() const {
     std::string n = *fused ? "fused" : "default";
     if (*proj) n += std::string(" proj=") + proj;
@@ -64,13 +73,15 @@ struct Mode {
     if (*pad) n += std::string(" pad=") + pad;
     if (*merge) n += std::string(" merge=") + merge;
     if (*qkv) n += std::string(" qkv=") + qkv;
+    if (*attn) n += std::string(" attn=") + attn;
     return n;
   }
 };
 constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
     kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "off"},
     kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"},
-    kGroupedQkv{"", "", "", "", "", "", "grouped"}, kSeparateQkv{"", "", "", "", "", "", "separate"};
+    kGroupedQkv{"", "", "", "", "", "", "grouped"}, kSeparateQkv{"", "", "", "", "", "", "separate"},
+    kKv{"", "", "", "", "", "", "", "kv"}, kKvSplit{"", "", "", "split", "", "", "", "kv"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -82,10 +93,12 @@ struct UseMode {
     if (*m.pad) setenv("ATTNBWD_CUDA_GQA_PAD", m.pad, 1);
     if (*m.merge) setenv("ATTNBWD_CUDA_GQA_MERGE", m.merge, 1);
     if (*m.qkv) setenv("ATTNBWD_CUDA_GQA_QKV", m.qkv, 1);
+    if (*m.attn) setenv("ATTNBWD_CUDA_GQA_ATTN", m.attn, 1);
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
-                          "ATTNBWD_CUDA_GQA_PAD", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_QKV"})
+                          "ATTNBWD_CUDA_GQA_PAD", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_QKV",
+                          "ATTNBWD_CUDA_GQA_ATTN"})
       unsetenv(v);
   }
 };
@@ -103,7 +116,7 @@ void run_cuda(HostCase<Args>& got) {
 void check(const tools::TensorSet& in, const tools::Axes& given, double atol, std::initializer_list<Mode> modes) {
   const Oracle<Args> want(in, given);
   for (const Mode& mode : modes) {
-    if (mode.needs_sm90() && !is_sm90()) continue;
+    if ((mode.needs_sm90() && !is_sm90()) || !mode.applies(given)) continue;
     HostCase<Args> got(in, given);
     const std::string context = tools::axes_to_string(got.axes) + " " + mode.name();
     SCOPED_TRACE(context);
@@ -136,13 +149,15 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   // kernel's register forms above one chunk.
   const Case cases[] = {{1, 1, 4, 1, 128, 64},  {2, 7, 8, 2, 128, 96},  {1, 131, 8, 2, 128, 64},
                         {3, 65, 4, 4, 128, 32}, {2, 33, 4, 1, 64, 128}, {1, 131, 8, 2, 64, 64},
-                        {1, 300, 4, 1, 128, 64}, {1, 520, 4, 2, 128, 64}};
+                        {1, 300, 4, 1, 128, 64}, {1, 520, 4, 2, 128, 64}, {1, 128, 4, 1, 128, 64},
+                        {2, 192, 8, 2, 128, 64}, {1, 256, 4, 2, 128, 32}, {3, 64, 4, 4, 128, 64}};
   std::uint64_t tag = 0;
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
           smallest_atol(kOp),
-          {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv});
+          {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv,
+           kKv, kKvSplit});
   }
 }
 
@@ -153,7 +168,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
           {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
-           kSeparateQkv});
+           kSeparateQkv, kKv, kKvSplit});
   }
 }
 
@@ -171,6 +186,30 @@ TEST(CudaGqaRope, RunsAreBitIdentical) {
     ASSERT_EQ(first.outputs.size(), second.outputs.size());
     for (std::size_t i = 0; i < first.outputs.size(); ++i)
       EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " " << m.name();
+  }
+}
+
+// The key-major kernel (no atomics) gives the same bits on two runs; forced where it cannot take the call
+// (S % 64 != 0) it raises an Error naming the switch.
+TEST(CudaGqaRope, KeyMajorKernelIsDeterministicAndRefusesOddShapes) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the key-major kernel runs on sm_90 only";
+  const tools::Axes axes = axes_of(2, 128, 8, 2, 128, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(330), tools::default_scalars(kOp));
+  UseMode mode(kKv);
+  HostCase<Args> first(in, axes), second(in, axes);
+  run_cuda(first);
+  run_cuda(second);
+  ASSERT_EQ(first.outputs.size(), second.outputs.size());
+  for (std::size_t i = 0; i < first.outputs.size(); ++i) EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i;
+  const tools::Axes odd = axes_of(1, 131, 4, 1, 128, 64);
+  HostCase<Args> refused(tools::generate_inputs(kOp, odd, fresh_seed(331), tools::default_scalars(kOp)), odd);
+  DeviceArgs<Kokkos::Cuda, Args> device(refused.args);
+  try {
+    detail::run(Kokkos::Cuda(), device.args, Options{});
+    ADD_FAILURE() << "no Error for the kv kernel at S = 131";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_GQA_ATTN") << e.what();
   }
 }
 

@@ -175,49 +175,63 @@ __device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], std::uint
       : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransA), "n"(TransB));
 }
 
-// D[64x64] (+)= A[64x16]·B[16x64] with fp16 operands and fp32 accumulators. d[j][r] is the mma.sync
-// m16n8 C layout of this warp's 16 rows of D (warp w of the warpgroup: rows 16w..16w+15; lane 4g + t:
-// rows g (r < 2) and g + 8, columns 8j + 2t + (r & 1)). TransB: 0 = B K-major ([n][k] rows), 1 = B N-major
-// ([k][n] rows). accumulate = 0 overwrites D.
+// The 32 accumulator operands of an m64n64 wgmma (d[8][4] in order), for the asm statements below.
+#define ATTNBWD_WGMMA_N64_ACC(d)                                                                                 \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),      \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),   \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),   \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),   \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+#define ATTNBWD_WGMMA_N64_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15," \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+
+// Operand types of the m64n64k16 products below: fp16 or bf16 (both with fp32 accumulators).
+enum class Mma16 { F16, BF16 };
+
+// D[64x64] (+)= A[64x16]·B[16x64] with 16-bit operands (Ty) and fp32 accumulators. d[j][r] is the
+// mma.sync m16n8 C layout of this warp's 16 rows of D (warp w of the warpgroup: rows 16w..16w+15; lane
+// 4g + t: rows g (r < 2) and g + 8, columns 8j + 2t + (r & 1)). TransB: 0 = B K-major ([n][k] rows), 1 = B
+// N-major ([k][n] rows). accumulate = 0 overwrites D.
 // A from shared memory, K-major ([m][k] rows).
+template <Mma16 Ty, int TransB>
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[8][4], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                   int accumulate) {
+  if constexpr (Ty == Mma16::F16)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16\n"
+                 ATTNBWD_WGMMA_N64_D ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+                 : ATTNBWD_WGMMA_N64_ACC(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransB));
+  else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16\n"
+                 ATTNBWD_WGMMA_N64_D ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+                 : ATTNBWD_WGMMA_N64_ACC(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransB));
+}
+// A from registers: a = this warp's 16×16 A fragment in the mma.sync m16n8k16 A layout (mma16::to_afrag).
+template <Mma16 Ty, int TransB>
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const std::uint32_t (&a)[4],
+                                                   std::uint64_t desc_b, int accumulate) {
+  if constexpr (Ty == Mma16::F16)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16\n"
+                 ATTNBWD_WGMMA_N64_D ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+                 : ATTNBWD_WGMMA_N64_ACC(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(TransB));
+  else
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16\n"
+                 ATTNBWD_WGMMA_N64_D ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+                 : ATTNBWD_WGMMA_N64_ACC(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(TransB));
+}
+// The fp16 forms under their earlier names (mha's attention kernels).
 template <int TransB>
 __device__ __forceinline__ void wgmma_m64n64k16_f16_ss(float (&d)[8][4], std::uint64_t desc_a, std::uint64_t desc_b,
                                                        int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16\n{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},"
-      " %32, %33, p, 1, 1, 0, %35;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransB));
+  wgmma_m64n64k16_ss<Mma16::F16, TransB>(d, desc_a, desc_b, accumulate);
 }
-// A from registers: a = this warp's 16×16 A fragment in the mma.sync m16n8k16 A layout (mma16::to_afrag).
 template <int TransB>
 __device__ __forceinline__ void wgmma_m64n64k16_f16_rs(float (&d)[8][4], const std::uint32_t (&a)[4],
                                                        std::uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16\n{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},"
-      " {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
-        "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
-        "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
-        "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-        "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
-        "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(TransB));
+  wgmma_m64n64k16_rs<Mma16::F16, TransB>(d, a, desc_b, accumulate);
 }
 // The same fence as fence_regs for an [8][4] accumulator.
 __device__ __forceinline__ void fence_acc(float (&d)[8][4]) {

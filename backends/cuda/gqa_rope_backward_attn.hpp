@@ -1,0 +1,36 @@
+// gqa_rope_backward's key-major attention backward on sm_90a (gqa_rope_backward_attn_sm90.cu): one CTA per
+// (b·Hq + h, 64-key block) streams the head's 64-query blocks and, per block, recomputes dPᵀ = V·dOᵀ with
+// wgmma, forms dSᵀ = bf16(bf16(Pᵀ⊙(dPᵀ − r))·scaling) in registers, writes it once (transposed, for the dQ
+// GEMM) and accumulates dV₃₂ += Pᵀ·dO and dK₃₂ += dSᵀ·Q in fp32 (one rounding at the end). P is read once
+// and dP is never written. r (the softmax-backward row term, one per query) comes from the caller.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+namespace attnbwd::cuda {
+
+struct GqaKvAttn {
+  const __nv_bfloat16* dO = nullptr;  // dO(bh, q, :) = dO + bh·do_head + q·do_ld
+  std::int64_t do_ld = 0, do_head = 0;
+  const __nv_bfloat16* Q = nullptr;  // [BH, S, 128]
+  const __nv_bfloat16* V = nullptr;  // [BH, S, 128]
+  const __nv_bfloat16* P = nullptr;  // [BH, S, S]
+  const float* r = nullptr;          // [BH, S]
+  __nv_bfloat16* dS_t = nullptr;     // [BH, S (keys), S (queries)]: dSᵀ
+  __nv_bfloat16* dK = nullptr;       // [BH, S, 128]: dK₃₂ per query head
+  __nv_bfloat16* dV = nullptr;       // [BH, S, 128]: dV₃₂ per query head
+  std::int64_t BH = 0, S = 0, D = 0;
+  float scaling = 0.0f;
+};
+
+// Why the kernel cannot take the call ("" when it can): head_dim 128, S a multiple of 64, 16-byte aligned
+// tensors and rows, an sm_90 device (cc 90).
+std::string gqa_kv_attn_unsupported(const GqaKvAttn& p, int cc);
+// Enqueues the kernel (the caller has checked gqa_kv_attn_unsupported).
+void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream);
+
+}  // namespace attnbwd::cuda

@@ -1,0 +1,223 @@
+// gqa_rope_backward, steps 3-5 key-major on sm_90a wgmma (ATTNBWD_CUDA_GQA_ATTN; see gqa_rope_backward_attn.hpp).
+//
+// Per query block (64 queries) of the CTA's head, with the key block's V (64 keys × 128) resident:
+//  1. dPᵀ = V·dOᵀ: wgmma m64n64k16 × 8 (both operands K-major swizzled tiles; k = head_dim), rounded to bf16
+//     as the reference's dP;
+//  2. Pᵀ as the A fragments of this warp's 16 keys × 64 queries, straight from the P tile by ldmatrix.trans
+//     (P is staged row-major: rows = queries);
+//  3. dSᵀ = bf16(bf16(Pᵀ⊙(dPᵀ − r_q))·scaling) elementwise in the accumulator layout (fp32, the reference's
+//     rounding points), packed to bf16 A fragments and written to dSᵀ (rows = keys, 4-byte stores);
+//  4. dV += Pᵀ·dO and dK += dSᵀ·Q: wgmma m64n64k16 with A from registers and B an N-major tile (rows =
+//     queries), two 64-column halves each.
+// dV₃₂ and dK₃₂ are rounded once at the end. Tiles: 128-byte-swizzled [rows][64] bf16 halves (1024-byte
+// aligned), filled by cp.async two blocks deep (mma16::stream_blocks_deep); the P tile is plain rows of 72
+// elements (conflict-free ldmatrix). One warpgroup per CTA, two CTAs per SM. S % 64 == 0: no tails.
+// Deterministic: no atomics, every sum in a fixed order.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "check.hpp"
+#include "gqa_rope_backward_attn.hpp"
+#include "mma_fp16.cuh"
+#include "sm90/ptx.cuh"
+
+namespace attnbwd::cuda {
+namespace {
+
+using std::int64_t;
+using bf = __nv_bfloat16;
+
+constexpr int kD = 128;                     // head_dim
+constexpr int kBlk = 64;                    // keys per CTA, queries per streamed block
+constexpr int kThreads = 128;               // one warpgroup
+constexpr int kStages = 2;                  // blocks in flight
+constexpr int kSub = kBlk * 64 * 2;         // one swizzled [64][64] bf16 half tile: 8 KB
+constexpr int kTile = 2 * kSub;             // [64][128]: head_dim 0-63 | 64-127
+constexpr int kLdP = 72;                    // P tile row stride (elements): 144-byte rows
+constexpr int kPBytes = kBlk * kLdP * 2;    // 9,216
+constexpr std::size_t kSmem = static_cast<std::size_t>(kTile) * (1 + 2 * kStages) +
+                              static_cast<std::size_t>(kStages) * (kPBytes + kBlk * sizeof(float)) + 1024;
+
+#if defined(ATTNBWD_SM90_DEVICE)
+
+using namespace sm90;
+
+// Issues the copy of a [64][128] bf16 block (row stride ldg elements, 16-byte aligned rows) into a tile's
+// two swizzled halves: 16-byte chunk c of row r at half c / 8, chunk (c % 8) ^ (r % 8).
+__device__ __forceinline__ void issue_tile(std::uint8_t* s, const bf* __restrict__ g, int64_t ldg) {
+#pragma unroll
+  for (int u = 0; u < kBlk * 16 / kThreads; ++u) {
+    const int i = static_cast<int>(threadIdx.x) + u * kThreads, r = i >> 4, c = i & 15;
+    mma16::cp_async16(s + (c >> 3) * kSub + r * 128 + (((c & 7) ^ (r & 7)) << 4), g + r * ldg + c * 8, true);
+  }
+}
+
+// Descriptors of a swizzled half tile: K-major (k step kk: 16 columns = 32 bytes) and N-major (k step kk:
+// 16 rows = 2,048 bytes; one 64-wide N chunk).
+__device__ __forceinline__ std::uint64_t kmajor(const std::uint8_t* half, int kk) {
+  return smem_desc(smem_addr(half) + 32 * kk, 16, 1024);
+}
+__device__ __forceinline__ std::uint64_t nmajor(const std::uint8_t* half, int kk) {
+  return smem_desc(smem_addr(half) + 2048 * kk, kSub, 1024);
+}
+
+__device__ __forceinline__ float lo16(std::uint32_t x) { return __uint_as_float(x << 16); }
+__device__ __forceinline__ float hi16(std::uint32_t x) { return __uint_as_float(x & 0xFFFF0000u); }
+__device__ __forceinline__ float r16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low 16 bits
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+__device__ __forceinline__ void fence_frag(std::uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[k][i])::"memory");
+}
+
+// Rounds acc (this warp's 16 rows × 64 columns of a [64][128] half) and stores it at out (row stride 128).
+__device__ __forceinline__ void store_half(bf* out, const float (&acc)[8][4], int half) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, w = threadIdx.x >> 5;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<std::uint32_t*>(out + (16 * w + g + 8 * h) * kD + 64 * half + 8 * j + 2 * t) =
+          pack(acc[j][2 * h], acc[j][2 * h + 1]);
+}
+
+__global__ void __launch_bounds__(kThreads, 2) gqa_kv_attn_kernel(const GqaKvAttn p) {
+  const int64_t S = p.S, bh = blockIdx.y, k0 = static_cast<int64_t>(blockIdx.x) * kBlk;
+  extern __shared__ float4 smem4[];
+  std::uint8_t* sV = align_smem_1024(smem4);
+  std::uint8_t* sQ = sV + kTile;              // [kStages]
+  std::uint8_t* sdO = sQ + kStages * kTile;   // [kStages]
+  bf* sP = reinterpret_cast<bf*>(sdO + kStages * kTile);       // [kStages][64][kLdP]
+  float* sR = reinterpret_cast<float*>(sP + kStages * kBlk * kLdP);  // [kStages][64]
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const bf* Q = p.Q + bh * S * kD;
+  const bf* dO = p.dO + bh * p.do_head;
+  const bf* P = p.P + bh * S * S + k0;
+  const float* R = p.r + bh * S;
+  bf* dS_t = p.dS_t + (bh * S + k0 + 16 * w + g) * S + 2 * t;  // this lane's first key row, column 2t
+
+  issue_tile(sV, p.V + (bh * S + k0) * kD, kD);  // committed with the first block
+  float dk[2][8][4], dv[2][8][4];
+  mma16::zero(dk[0]);
+  mma16::zero(dk[1]);
+  mma16::zero(dv[0]);
+  mma16::zero(dv[1]);
+  // ldmatrix.trans source of this lane: matrix m = lane / 8 (keys +8 for m odd, queries +8 for m ≥ 2), row lane % 8
+  const int p_row = (lane & 7) + ((lane >> 4) << 3), p_col = 16 * w + (((lane >> 3) & 1) << 3);
+  int64_t q_at = 0;
+  mma16::stream_blocks_deep<kBlk, kStages, true>(
+      0, S,
+      [&](int64_t q1, int, int to) {
+        issue_tile(sQ + to * kTile, Q + q1 * kD, kD);
+        issue_tile(sdO + to * kTile, dO + q1 * p.do_ld, p.do_ld);
+        bf* dst = sP + to * kBlk * kLdP;
+#pragma unroll
+        for (int u = 0; u < kBlk * 8 / kThreads; ++u) {
+          const int i = static_cast<int>(threadIdx.x) + u * kThreads, r = i >> 3, c = i & 7;
+          mma16::cp_async16(dst + r * kLdP + c * 8, P + (q1 + r) * S + c * 8, true);
+        }
+        if (threadIdx.x < kBlk / 4) mma16::cp_async16(sR + to * kBlk + 4 * threadIdx.x, R + q1 + 4 * threadIdx.x, true);
+      },
+      [&](int buf, int) {
+        const std::uint8_t* cQ = sQ + buf * kTile;
+        const std::uint8_t* cdO = sdO + buf * kTile;
+        const bf* cP = sP + buf * kBlk * kLdP;
+        const float* cR = sR + buf * kBlk;
+        // 1. dPᵀ = V·dOᵀ (rows: the block's keys; columns: the 64 queries)
+        float dpt[8][4];
+        mma16::zero(dpt);
+        fence_acc(dpt);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk)
+          wgmma_m64n64k16_ss<Mma16::BF16, 0>(dpt, kmajor(sV + (kk >> 2) * kSub, kk & 3),
+                                             kmajor(cdO + (kk >> 2) * kSub, kk & 3), kk);
+        wgmma_commit();
+        // 2. Pᵀ fragments while the product runs
+        std::uint32_t ap[4][4], as[4][4];
+#pragma unroll
+        for (int kc = 0; kc < 4; ++kc) mma16::ldsm4_trans(ap[kc], mma16::smem_u32(cP + (16 * kc + p_row) * kLdP + p_col));
+        wgmma_wait<0>();
+        fence_acc(dpt);
+        // 3. dSᵀ, element by element; register 2·jj + h of k step kc: columns 8(2kc + jj) + 2t, +1; rows g + 8h
+        bf* ds_row = dS_t + q_at;
+#pragma unroll
+        for (int kc = 0; kc < 4; ++kc)
+#pragma unroll
+          for (int jj = 0; jj < 2; ++jj) {
+            const int j = 2 * kc + jj;
+            const float2 rq = *reinterpret_cast<const float2*>(cR + 8 * j + 2 * t);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const std::uint32_t pp = ap[kc][2 * jj + h];
+              const float d0 = r16(lo16(pp) * (r16(dpt[j][2 * h]) - rq.x));
+              const float d1 = r16(hi16(pp) * (r16(dpt[j][2 * h + 1]) - rq.y));
+              const std::uint32_t ds = pack(d0 * p.scaling, d1 * p.scaling);
+              as[kc][2 * jj + h] = ds;
+              *reinterpret_cast<std::uint32_t*>(ds_row + 8 * h * S + 8 * j) = ds;
+            }
+          }
+        q_at += kBlk;
+        // 4. dV += Pᵀ·dO, dK += dSᵀ·Q
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]), fence_acc(dk[hf]);
+        wgmma_fence();
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+          for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_rs<Mma16::BF16, 1>(dv[hf], ap[kc], nmajor(cdO + hf * kSub, kc), 1);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+          for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_rs<Mma16::BF16, 1>(dk[hf], as[kc], nmajor(cQ + hf * kSub, kc), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_frag(ap);
+        fence_frag(as);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]), fence_acc(dk[hf]);
+      });
+  bf* dK = p.dK + (bh * S + k0) * kD;
+  bf* dV = p.dV + (bh * S + k0) * kD;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    store_half(dK, dk[hf], hf);
+    store_half(dV, dv[hf], hf);
+  }
+}
+
+#else  // other passes of the fatbin: never launched there (the caller runs this on sm_90 devices only)
+
+__global__ void gqa_kv_attn_kernel(const GqaKvAttn) { __trap(); }
+
+#endif
+
+}  // namespace
+
+std::string gqa_kv_attn_unsupported(const GqaKvAttn& p, int cc) {
+  if (cc != 90) return "not an sm_90 device";
+  if (p.D != kD) return "head_dim is not 128";
+  if (p.S <= 0 || p.S % kBlk != 0) return "seq_len is not a multiple of 64";
+  if (p.BH <= 0 || p.BH > 65535 || p.S / kBlk > 65535) return "too many heads or key blocks for the grid";
+  if (!aligned16(p.dO) || !aligned16(p.Q) || !aligned16(p.V) || !aligned16(p.P) || !aligned16(p.r) ||
+      !aligned16(p.dS_t) || !aligned16(p.dK) || !aligned16(p.dV) || p.do_ld % 8 != 0 || p.do_head % 8 != 0)
+    return "tensors or dO rows not 16-byte aligned";
+  return {};
+}
+
+void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream) {
+  ATTNBWD_CUDA_CHECK(
+      cudaFuncSetAttribute(gqa_kv_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+  const dim3 grid(static_cast<unsigned>(p.S / kBlk), static_cast<unsigned>(p.BH));
+  gqa_kv_attn_kernel<<<grid, kThreads, kSmem, stream>>>(p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace attnbwd::cuda
