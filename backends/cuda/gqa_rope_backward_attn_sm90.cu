@@ -16,6 +16,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "check.hpp"
 #include "gqa_rope_backward_attn.hpp"
@@ -29,15 +30,20 @@ using std::int64_t;
 using bf = __nv_bfloat16;
 
 constexpr int kD = 128;                     // head_dim
-constexpr int kBlk = 64;                    // keys per CTA, queries per streamed block
-constexpr int kThreads = 128;               // one warpgroup
-constexpr int kStages = 2;                  // blocks in flight
+constexpr int kBlk = 64;                    // keys per warpgroup, queries per streamed block
+constexpr int kWgThreads = 128;             // one warpgroup
 constexpr int kSub = kBlk * 64 * 2;         // one swizzled [64][64] bf16 half tile: 8 KB
 constexpr int kTile = 2 * kSub;             // [64][128]: head_dim 0-63 | 64-127
-constexpr int kLdP = 72;                    // P tile row stride (elements): 144-byte rows
-constexpr int kPBytes = kBlk * kLdP * 2;    // 9,216
-constexpr std::size_t kSmem = static_cast<std::size_t>(kTile) * (1 + 2 * kStages) +
-                              static_cast<std::size_t>(kStages) * (kPBytes + kBlk * sizeof(float)) + 1024;
+constexpr int kDsLd = 72;                   // dSᵀ staging row stride (elements)
+// The P tile of kWG warpgroups: 64 query rows × 64·kWG keys, row stride 64·kWG + 8 (conflict-free ldmatrix).
+__host__ __device__ constexpr int ld_p(int wg) { return kBlk * wg + 8; }
+// Shared memory of a CTA of kWG warpgroups with kStages blocks in flight: V (64·kWG keys), then Q and dO tiles
+// per stage (1024-byte aligned), the P tiles and r per stage, the dSᵀ staging rows where kDsSmem; +1 KB to align.
+constexpr std::size_t smem_bytes(int wg, int stages, bool ds_smem) {
+  return static_cast<std::size_t>(kTile) * (wg + 2 * stages) +
+         static_cast<std::size_t>(stages) * (kBlk * ld_p(wg) * 2 + kBlk * sizeof(float)) +
+         (ds_smem ? static_cast<std::size_t>(4 * wg) * 16 * kDsLd * 2 : 0) + 1024;
+}
 
 #if defined(ATTNBWD_SM90_DEVICE)
 
@@ -45,6 +51,7 @@ using namespace sm90;
 
 // Issues the copy of a [64][128] bf16 block (row stride ldg elements, 16-byte aligned rows) into a tile's
 // two swizzled halves: 16-byte chunk c of row r at half c / 8, chunk (c % 8) ^ (r % 8).
+template <int kThreads>
 __device__ __forceinline__ void issue_tile(std::uint8_t* s, const bf* __restrict__ g, int64_t ldg) {
 #pragma unroll
   for (int u = 0; u < kBlk * 16 / kThreads; ++u) {
@@ -79,7 +86,7 @@ __device__ __forceinline__ void fence_frag(std::uint32_t (&a)[4][4]) {
 
 // Rounds acc (this warp's 16 rows × 64 columns of a [64][128] half) and stores it at out (row stride 128).
 __device__ __forceinline__ void store_half(bf* out, const float (&acc)[8][4], int half) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, w = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, w = (threadIdx.x >> 5) & 3;
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -88,39 +95,53 @@ __device__ __forceinline__ void store_half(bf* out, const float (&acc)[8][4], in
           pack(acc[j][2 * h], acc[j][2 * h + 1]);
 }
 
-__global__ void __launch_bounds__(kThreads, 2) gqa_kv_attn_kernel(const GqaKvAttn p) {
-  const int64_t S = p.S, bh = blockIdx.y, k0 = static_cast<int64_t>(blockIdx.x) * kBlk;
+// kWG: warpgroups per CTA, each owning 64 keys (1: 64 keys per CTA; 2: 128, sharing every Q, dO and P load).
+// kStages: blocks in flight. kPf > 0: P's rows of the block kPf ahead are prefetched into L2 at the start of
+// each block. kDsSmem: dSᵀ goes out through a warp-private staging tile as 16-byte stores (else 4-byte
+// stores straight from the fragments).
+template <int kWG, int kStages, int kPf, bool kDsSmem>
+__global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 : 1)
+    gqa_kv_attn_kernel(const GqaKvAttn p) {
+  constexpr int kThreads = kWgThreads * kWG, kLdP = ld_p(kWG), kKeys = kBlk * kWG;
+  const int64_t S = p.S, bh = blockIdx.y, kc0 = static_cast<int64_t>(blockIdx.x) * kKeys;
+  const int wg = static_cast<int>(threadIdx.x) >> 7;  // this warpgroup's keys: kc0 + 64·wg ..
+  const int64_t k0 = kc0 + kBlk * wg;
   extern __shared__ float4 smem4[];
-  std::uint8_t* sV = align_smem_1024(smem4);
-  std::uint8_t* sQ = sV + kTile;              // [kStages]
-  std::uint8_t* sdO = sQ + kStages * kTile;   // [kStages]
-  bf* sP = reinterpret_cast<bf*>(sdO + kStages * kTile);       // [kStages][64][kLdP]
+  std::uint8_t* sV = align_smem_1024(smem4);          // [kWG] tiles
+  std::uint8_t* sQ = sV + kWG * kTile;                // [kStages]
+  std::uint8_t* sdO = sQ + kStages * kTile;           // [kStages]
+  bf* sP = reinterpret_cast<bf*>(sdO + kStages * kTile);             // [kStages][64][kLdP]
   float* sR = reinterpret_cast<float*>(sP + kStages * kBlk * kLdP);  // [kStages][64]
-  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  bf* sDs = reinterpret_cast<bf*>(sR + kStages * kBlk) + (threadIdx.x >> 5) * 16 * kDsLd;  // this warp's 16 rows
+  const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const bf* Q = p.Q + bh * S * kD;
   const bf* dO = p.dO + bh * p.do_head;
-  const bf* P = p.P + bh * S * S + k0;
+  const bf* P = p.P + bh * S * S + kc0;
   const float* R = p.r + bh * S;
   bf* dS_t = p.dS_t + (bh * S + k0 + 16 * w + g) * S + 2 * t;  // this lane's first key row, column 2t
+  // staged stores: lane takes 16-byte chunk lane % 8 of rows lane / 8 + 4u of the warp's 16
+  bf* dS_c = p.dS_t + (bh * S + k0 + 16 * w + (lane >> 3)) * S + (lane & 7) * 8;
+  const std::uint8_t* myV = sV + wg * kTile;
 
-  issue_tile(sV, p.V + (bh * S + k0) * kD, kD);  // committed with the first block
+#pragma unroll
+  for (int i = 0; i < kWG; ++i) issue_tile<kThreads>(sV + i * kTile, p.V + (bh * S + kc0 + kBlk * i) * kD, kD);
   float dk[2][8][4], dv[2][8][4];
   mma16::zero(dk[0]);
   mma16::zero(dk[1]);
   mma16::zero(dv[0]);
   mma16::zero(dv[1]);
   // ldmatrix.trans source of this lane: matrix m = lane / 8 (keys +8 for m odd, queries +8 for m ≥ 2), row lane % 8
-  const int p_row = (lane & 7) + ((lane >> 4) << 3), p_col = 16 * w + (((lane >> 3) & 1) << 3);
+  const int p_row = (lane & 7) + ((lane >> 4) << 3), p_col = kBlk * wg + 16 * w + (((lane >> 3) & 1) << 3);
   int64_t q_at = 0;
   mma16::stream_blocks_deep<kBlk, kStages, true>(
       0, S,
       [&](int64_t q1, int, int to) {
-        issue_tile(sQ + to * kTile, Q + q1 * kD, kD);
-        issue_tile(sdO + to * kTile, dO + q1 * p.do_ld, p.do_ld);
+        issue_tile<kThreads>(sQ + to * kTile, Q + q1 * kD, kD);
+        issue_tile<kThreads>(sdO + to * kTile, dO + q1 * p.do_ld, p.do_ld);
         bf* dst = sP + to * kBlk * kLdP;
 #pragma unroll
-        for (int u = 0; u < kBlk * 8 / kThreads; ++u) {
-          const int i = static_cast<int>(threadIdx.x) + u * kThreads, r = i >> 3, c = i & 7;
+        for (int u = 0; u < kBlk * 8 * kWG / kThreads; ++u) {
+          const int i = static_cast<int>(threadIdx.x) + u * kThreads, r = i / (8 * kWG), c = i % (8 * kWG);
           mma16::cp_async16(dst + r * kLdP + c * 8, P + (q1 + r) * S + c * 8, true);
         }
         if (threadIdx.x < kBlk / 4) mma16::cp_async16(sR + to * kBlk + 4 * threadIdx.x, R + q1 + 4 * threadIdx.x, true);
@@ -130,14 +151,19 @@ __global__ void __launch_bounds__(kThreads, 2) gqa_kv_attn_kernel(const GqaKvAtt
         const std::uint8_t* cdO = sdO + buf * kTile;
         const bf* cP = sP + buf * kBlk * kLdP;
         const float* cR = sR + buf * kBlk;
-        // 1. dPᵀ = V·dOᵀ (rows: the block's keys; columns: the 64 queries)
+        if constexpr (kPf > 0) {  // one 128-byte line per thread: row i % 64, line i / 64 of the block kPf ahead
+          const int64_t qp = q_at + kPf * kBlk;
+          if (qp < S && threadIdx.x < kBlk * kWG)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(P + (qp + (threadIdx.x & 63)) * S + (threadIdx.x >> 6) * 64));
+        }
+        // 1. dPᵀ = V·dOᵀ (rows: this warpgroup's keys; columns: the 64 queries)
         float dpt[8][4];
         mma16::zero(dpt);
         fence_acc(dpt);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 8; ++kk)
-          wgmma_m64n64k16_ss<Mma16::BF16, 0>(dpt, kmajor(sV + (kk >> 2) * kSub, kk & 3),
+          wgmma_m64n64k16_ss<Mma16::BF16, 0>(dpt, kmajor(myV + (kk >> 2) * kSub, kk & 3),
                                              kmajor(cdO + (kk >> 2) * kSub, kk & 3), kk);
         wgmma_commit();
         // 2. Pᵀ fragments while the product runs
@@ -161,9 +187,20 @@ __global__ void __launch_bounds__(kThreads, 2) gqa_kv_attn_kernel(const GqaKvAtt
               const float d1 = r16(hi16(pp) * (r16(dpt[j][2 * h + 1]) - rq.y));
               const std::uint32_t ds = pack(d0 * p.scaling, d1 * p.scaling);
               as[kc][2 * jj + h] = ds;
-              *reinterpret_cast<std::uint32_t*>(ds_row + 8 * h * S + 8 * j) = ds;
+              if constexpr (kDsSmem)
+                *reinterpret_cast<std::uint32_t*>(sDs + (g + 8 * h) * kDsLd + 8 * j + 2 * t) = ds;
+              else
+                *reinterpret_cast<std::uint32_t*>(ds_row + 8 * h * S + 8 * j) = ds;
             }
           }
+        if constexpr (kDsSmem) {
+          __syncwarp();
+#pragma unroll
+          for (int u = 0; u < 4; ++u)
+            *reinterpret_cast<uint4*>(dS_c + 4 * u * S + q_at) =
+                *reinterpret_cast<const uint4*>(sDs + ((lane >> 3) + 4 * u) * kDsLd + (lane & 7) * 8);
+          __syncwarp();  // read before the next block's writes
+        }
         q_at += kBlk;
         // 4. dV += Pᵀ·dO, dK += dSᵀ·Q
 #pragma unroll
@@ -195,6 +232,7 @@ __global__ void __launch_bounds__(kThreads, 2) gqa_kv_attn_kernel(const GqaKvAtt
 
 #else  // other passes of the fatbin: never launched there (the caller runs this on sm_90 devices only)
 
+template <int kWG, int kStages, int kPf, bool kDsSmem>
 __global__ void gqa_kv_attn_kernel(const GqaKvAttn) { __trap(); }
 
 #endif
@@ -212,12 +250,36 @@ std::string gqa_kv_attn_unsupported(const GqaKvAttn& p, int cc) {
   return {};
 }
 
-void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream) {
-  ATTNBWD_CUDA_CHECK(
-      cudaFuncSetAttribute(gqa_kv_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-  const dim3 grid(static_cast<unsigned>(p.S / kBlk), static_cast<unsigned>(p.BH));
-  gqa_kv_attn_kernel<<<grid, kThreads, kSmem, stream>>>(p);
+namespace {
+template <int kWG, int kStages, int kPf, bool kDsSmem>
+void launch_kv(const GqaKvAttn& p, cudaStream_t stream) {
+  constexpr std::size_t smem = smem_bytes(kWG, kStages, kDsSmem);
+  const auto kernel = gqa_kv_attn_kernel<kWG, kStages, kPf, kDsSmem>;
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(p.S / (kBlk * kWG)), static_cast<unsigned>(p.BH));
+  kernel<<<grid, kWgThreads * kWG, smem, stream>>>(p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+}  // namespace
+
+void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream) {
+  // ATTNBWD_CUDA_GQA_KV (variants under measurement): warpgroups, stages, P prefetch distance, staged dSᵀ
+  // stores. The two-warpgroup forms need S % 128 == 0 (else the one-warpgroup form of the same stages).
+  const char* v = std::getenv("ATTNBWD_CUDA_GQA_KV");
+  const int variant = v ? std::atoi(v) : 0;
+  const bool two = p.S % (2 * kBlk) == 0;
+  switch (variant) {
+    case 1: return launch_kv<1, 2, 2, false>(p, stream);
+    case 2: return launch_kv<1, 2, 4, false>(p, stream);
+    case 3: return launch_kv<1, 2, 4, true>(p, stream);
+    case 4: return launch_kv<1, 3, 4, true>(p, stream);
+    case 5: return launch_kv<1, 4, 6, true>(p, stream);
+    case 6: return launch_kv<1, 2, 0, true>(p, stream);
+    case 7: return two ? launch_kv<2, 2, 4, true>(p, stream) : launch_kv<1, 2, 4, true>(p, stream);
+    case 8: return two ? launch_kv<2, 3, 4, true>(p, stream) : launch_kv<1, 3, 4, true>(p, stream);
+    case 9: return two ? launch_kv<2, 2, 0, false>(p, stream) : launch_kv<1, 2, 0, false>(p, stream);
+    default: return launch_kv<1, 2, 0, false>(p, stream);
+  }
 }
 
 }  // namespace attnbwd::cuda

@@ -116,8 +116,9 @@ void run_cuda(HostCase<Args>& got) {
 void check(const tools::TensorSet& in, const tools::Axes& given, double atol, std::initializer_list<Mode> modes) {
   const Oracle<Args> want(in, given);
   for (const Mode& mode : modes) {
-    if ((mode.needs_sm90() && !is_sm90()) || !mode.applies(given)) continue;
+    if (mode.needs_sm90() && !is_sm90()) continue;
     HostCase<Args> got(in, given);
+    if (!mode.applies(got.axes)) continue;  // the full axes (a workload's list only its variable ones)
     const std::string context = tools::axes_to_string(got.axes) + " " + mode.name();
     SCOPED_TRACE(context);
     {
