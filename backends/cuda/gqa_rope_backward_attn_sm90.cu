@@ -71,7 +71,6 @@ __device__ __forceinline__ std::uint64_t nmajor(const std::uint8_t* half, int kk
 
 __device__ __forceinline__ float lo16(std::uint32_t x) { return __uint_as_float(x << 16); }
 __device__ __forceinline__ float hi16(std::uint32_t x) { return __uint_as_float(x & 0xFFFF0000u); }
-__device__ __forceinline__ float r16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 __device__ __forceinline__ std::uint32_t pack(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // lo in the low 16 bits
   return *reinterpret_cast<const std::uint32_t*>(&v);
@@ -184,10 +183,17 @@ __global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 
       [&](int buf, int) {
         const std::uint64_t bdo = static_cast<std::uint64_t>(buf) * (kTile >> 4);
         const float* cR = sR + buf * kBlk;
-        // 1. dPᵀ = V·dOᵀ (rows: this warpgroup's keys; columns: the 64 queries)
+        // 1. Pᵀ fragments; dPᵀ = V·dOᵀ (rows: this warpgroup's keys; columns: the 64 queries), then dV += Pᵀ·dO
+        // as a second group that runs under the element-wise step (it needs only P)
+        std::uint32_t ap[4][4], as[4][4];
+        const std::uint32_t pl = p_lane + buf * (kBlk * kLdP * 2);
+#pragma unroll
+        for (int kc = 0; kc < 4; ++kc) mma16::ldsm4_trans(ap[kc], pl + 16 * kc * kLdP * 2);
         float dpt[8][4];
         mma16::zero(dpt);
         fence_acc(dpt);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 8; ++kk) {
@@ -195,14 +201,15 @@ __global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 
           wgmma_m64n64k16_ss<Mma16::BF16, 0>(dpt, dV + off, dOk + bdo + off, kk);
         }
         wgmma_commit();
-        // 2. Pᵀ fragments while the product runs
-        std::uint32_t ap[4][4], as[4][4];
-        const std::uint32_t pl = p_lane + buf * (kBlk * kLdP * 2);
 #pragma unroll
-        for (int kc = 0; kc < 4; ++kc) mma16::ldsm4_trans(ap[kc], pl + 16 * kc * kLdP * 2);
-        wgmma_wait<0>();
+        for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+          for (int kc = 0; kc < 4; ++kc)
+            wgmma_m64n64k16_rs<Mma16::BF16, 1>(dv[hf], ap[kc], dOn + bdo + hf * (kSub >> 4) + kc * (2048 >> 4), 1);
+        wgmma_commit();
+        wgmma_wait<1>();  // dPᵀ is done; dV may still run
         fence_acc(dpt);
-        // 3. dSᵀ, a pair at a time; register 2·jj + h of k step kc: columns 8(2kc + jj) + 2t, +1; rows g + 8h
+        // 2. dSᵀ, a pair at a time; register 2·jj + h of k step kc: columns 8(2kc + jj) + 2t, +1; rows g + 8h
         bf* ds_row = dS_t + q_at;
 #pragma unroll
         for (int kc = 0; kc < 4; ++kc)
@@ -232,15 +239,10 @@ __global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 
           __syncwarp();  // read before the next block's writes
         }
         q_at += kBlk;
-        // 4. dV += Pᵀ·dO, dK += dSᵀ·Q
+        // 3. dK += dSᵀ·Q
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]), fence_acc(dk[hf]);
+        for (int hf = 0; hf < 2; ++hf) fence_acc(dk[hf]);
         wgmma_fence();
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-          for (int kc = 0; kc < 4; ++kc)
-            wgmma_m64n64k16_rs<Mma16::BF16, 1>(dv[hf], ap[kc], dOn + bdo + hf * (kSub >> 4) + kc * (2048 >> 4), 1);
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
