@@ -16,6 +16,9 @@
 //  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt; dV₃₂ (under
 //     steps 3-4, or after them with padding) and dK₃₂ (under dQ) on the side stream unless
 //     ATTNBWD_CUDA_GQA_OVERLAP=off.
+//  3-5 instead, key-major on sm_90 (ATTNBWD_CUDA_GQA_ATTN; auto where S ≥ 1024 and T ≤ 2048): O = bf16(P·V)
+//     (cuBLASLt) and r = Σ dO⊙O, then one wgmma kernel (gqa_rope_backward_attn_sm90.cu) that reads P once,
+//     keeps dP in registers, writes dSᵀ once and accumulates dK₃₂ and dV₃₂, then dQ = (dSᵀ)ᵀ·K (cuBLASLt).
 //  6. GQA sums (fp32 over the group's bf16 dK₃₂/dV₃₂, one rounding), RoPE backward (each product
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp.
 //  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
@@ -364,8 +367,13 @@ QkvPath qkv_path() {
 // (gemm: P read twice, dP written and read back, dS written once and read twice), or key-major on sm_90a
 // (kv, gqa_rope_backward_attn_sm90.cu: O = bf16(P·V) by cuBLASLt and r = Σ dO⊙O, then one kernel that
 // reads P once more, keeps dP in registers and writes dSᵀ once for the dQ GEMM; head_dim 128, S % 64 == 0,
-// sm_90). auto = gemm (kv not yet measured).
+// sm_90). auto = kv where it applies with S ≥ 1024 and T ≤ 2048 tokens, else gemm. Measured on an H200 (2026-12-01,
+// ninth session, the twelve workloads with S % 64 == 0, two runs each; perf/NOTES.md): kv 1.13x at B = 1,
+// S = 2048 (#6), 1.02-1.04x at S = 1024 with B ≤ 2 (#4, #14), 0.96-1.01x at B = 4, S = 1024 (#9) and
+// 0.95-0.98x at S ≤ 512 (there the kernel's extra launches (O, r) and its single-stream order cost more than the
+// two-stream GEMMs; at T = 4096 the gemm path's side-stream overlap wins).
 enum class AttnPath { Auto, Gemm, Kv };
+constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 2048;
 AttnPath attn_path() { return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv"})); }
 
 ProjPath proj_path() {
@@ -524,7 +532,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     std::string why = gqa_kv_attn_unsupported(kv, ctx.cc());
     if (why.empty() && (fused_asked || pad)) why = "the fused dP kernel or padding was asked for";
     if (!why.empty() && attn == AttnPath::Kv) throw Error("ATTNBWD_CUDA_GQA_ATTN", "kv kernel cannot take this call: " + why);
-    use_kv = why.empty() && attn == AttnPath::Kv;  // auto: gemm until kv is measured
+    use_kv = why.empty() && (attn == AttnPath::Kv || (S >= kKvMinSeq && T <= kKvMaxTokens));
   }
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());

@@ -189,6 +189,9 @@ __global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 
         const std::uint32_t pl = p_lane + buf * (kBlk * kLdP * 2);
 #pragma unroll
         for (int kc = 0; kc < 4; ++kc) mma16::ldsm4_trans(ap[kc], pl + 16 * kc * kLdP * 2);
+        float2 rq[8];  // r of this lane's query columns 8j + 2t, +1, read before the products (not on the chain)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) rq[j] = *reinterpret_cast<const float2*>(cR + 8 * j + 2 * t);
         float dpt[8][4];
         mma16::zero(dpt);
         fence_acc(dpt);
@@ -216,12 +219,11 @@ __global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 
 #pragma unroll
           for (int jj = 0; jj < 2; ++jj) {
             const int j = 2 * kc + jj;
-            const float2 rq = *reinterpret_cast<const float2*>(cR + 8 * j + 2 * t);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const std::uint32_t pp = ap[kc][2 * jj + h];
               const std::uint32_t dp = pack(dpt[j][2 * h], dpt[j][2 * h + 1]);  // bf16 dP
-              const std::uint32_t x = pack(lo16(pp) * (lo16(dp) - rq.x), hi16(pp) * (hi16(dp) - rq.y));
+              const std::uint32_t x = pack(lo16(pp) * (lo16(dp) - rq[j].x), hi16(pp) * (hi16(dp) - rq[j].y));
               const std::uint32_t ds = pack(lo16(x) * scaling, hi16(x) * scaling);
               as[kc][2 * jj + h] = ds;
               if constexpr (kDsSmem)
