@@ -16,7 +16,6 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "check.hpp"
 #include "gqa_rope_backward_attn.hpp"
@@ -34,16 +33,14 @@ constexpr int kBlk = 64;                    // keys per warpgroup, queries per s
 constexpr int kWgThreads = 128;             // one warpgroup
 constexpr int kSub = kBlk * 64 * 2;         // one swizzled [64][64] bf16 half tile: 8 KB
 constexpr int kTile = 2 * kSub;             // [64][128]: head_dim 0-63 | 64-127
+constexpr int kStages = 2;                  // blocks in flight (two CTAs per SM)
 constexpr int kDsLd = 72;                   // dSᵀ staging row stride (elements)
-// The P tile of kWG warpgroups: 64 query rows × 64·kWG keys, row stride 64·kWG + 8 (conflict-free ldmatrix).
-__host__ __device__ constexpr int ld_p(int wg) { return kBlk * wg + 8; }
-// Shared memory of a CTA of kWG warpgroups with kStages blocks in flight: V (64·kWG keys), then Q and dO tiles
-// per stage (1024-byte aligned), the P tiles and r per stage, the dSᵀ staging rows where kDsSmem; +1 KB to align.
-constexpr std::size_t smem_bytes(int wg, int stages, bool ds_smem) {
-  return static_cast<std::size_t>(kTile) * (wg + 2 * stages) +
-         static_cast<std::size_t>(stages) * (kBlk * ld_p(wg) * 2 + kBlk * sizeof(float)) +
-         (ds_smem ? static_cast<std::size_t>(4 * wg) * 16 * kDsLd * 2 : 0) + 1024;
-}
+constexpr int kLdP = kBlk + 8;              // P tile (64 queries × 64 keys) row stride: conflict-free ldmatrix
+// Shared memory: V, then Q and dO tiles per stage (1024-byte aligned), the P tiles and r per stage, the dSᵀ
+// staging rows (16 per warp); +1 KB to align. 110 KB: two CTAs per SM.
+constexpr std::size_t kSmem = static_cast<std::size_t>(kTile) * (1 + 2 * kStages) +
+                              static_cast<std::size_t>(kStages) * (kBlk * kLdP * 2 + kBlk * sizeof(float)) +
+                              static_cast<std::size_t>(4) * 16 * kDsLd * 2 + 1024;
 
 #if defined(ATTNBWD_SM90_DEVICE)
 
@@ -99,55 +96,47 @@ __device__ __forceinline__ void cp16(std::uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
-// kWG: warpgroups per CTA, each owning 64 keys (1: 64 keys per CTA; 2: 128, sharing every Q, dO and P load).
-// kStages: blocks in flight. kDsSmem: dSᵀ goes out through a warp-private staging tile as 16-byte stores (else
-// 4-byte stores straight from the fragments). Every per-block address is a fixed per-thread offset plus the
-// block's: the loads step 64-bit pointers, the wgmma descriptors are built once and offset (an ncu profile
-// of the first version: ~40 % of its instructions were address arithmetic, at ~5 cycles per issued
-// instruction with two warps per scheduler).
-template <int kWG, int kStages, bool kDsSmem>
-__global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 : 1)
-    gqa_kv_attn_kernel(const GqaKvAttn p) {
-  constexpr int kThreads = kWgThreads * kWG, kLdP = ld_p(kWG), kKeys = kBlk * kWG;
-  const int64_t S = p.S, bh = blockIdx.y, kc0 = static_cast<int64_t>(blockIdx.x) * kKeys;
+// dSᵀ goes out through a warp-private staging tile as 16-byte stores. Every per-block address is a fixed
+// per-thread offset plus the block's: the loads step 64-bit pointers, the wgmma descriptors are built once and
+// offset (an ncu profile of the first version: ~40 % of its instructions were address arithmetic, at ~5 cycles
+// per issued instruction with two warps per scheduler).
+__global__ void __launch_bounds__(kWgThreads, 2) gqa_kv_attn_kernel(const GqaKvAttn p) {
+  constexpr int kThreads = kWgThreads;
+  const int64_t S = p.S, bh = blockIdx.y, k0 = static_cast<int64_t>(blockIdx.x) * kBlk;
   const int tid = static_cast<int>(threadIdx.x);
-  const int wg = tid >> 7;  // this warpgroup's keys: kc0 + 64·wg ..
-  const int64_t k0 = kc0 + kBlk * wg;
   extern __shared__ float4 smem4[];
-  std::uint8_t* sV = align_smem_1024(smem4);          // [kWG] tiles
-  std::uint8_t* sQ = sV + kWG * kTile;                // [kStages]
+  std::uint8_t* sV = align_smem_1024(smem4);
+  std::uint8_t* sQ = sV + kTile;                      // [kStages]
   std::uint8_t* sdO = sQ + kStages * kTile;           // [kStages]
   bf* sP = reinterpret_cast<bf*>(sdO + kStages * kTile);             // [kStages][64][kLdP]
   float* sR = reinterpret_cast<float*>(sP + kStages * kBlk * kLdP);  // [kStages][64]
   bf* sDs = reinterpret_cast<bf*>(sR + kStages * kBlk) + (tid >> 5) * 16 * kDsLd;  // this warp's 16 rows
   const int w = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const float* R = p.r + bh * S;
-  bf* dS_t = p.dS_t + (bh * S + k0 + 16 * w + g) * S + 2 * t;  // this lane's first key row, column 2t
   // staged stores: lane takes 16-byte chunk lane % 8 of rows lane / 8 + 4u of the warp's 16
   bf* dS_c = p.dS_t + (bh * S + k0 + 16 * w + (lane >> 3)) * S + (lane & 7) * 8;
 
-  // Loads. Q and dO tiles: chunk c16 of rows r0 + kRowStep·u (swizzle c ^ (r % 8), the same for every u);
+  // Loads. Q, dO and V tiles: chunk c16 of rows r0 + kRowStep·u (swizzle c ^ (r % 8), the same for every u);
   // P tile: chunk pc of rows pr0 + kPRowStep·u.
-  constexpr int kRowStep = kThreads / 16, kPRowStep = kThreads / (8 * kWG);
-  const int r0 = tid >> 4, c16 = tid & 15, pr0 = tid / (8 * kWG), pc = tid % (8 * kWG);
+  constexpr int kRowStep = kThreads / 16, kPRowStep = kThreads / 8;
+  const int r0 = tid >> 4, c16 = tid & 15, pr0 = tid / 8, pc = tid % 8;
   const std::uint32_t tile_off = (c16 >> 3) * kSub + r0 * 128 + (((c16 & 7) ^ (r0 & 7)) << 4);
   const std::uint32_t sQ0 = smem_addr(sQ) + tile_off, sdO0 = smem_addr(sdO) + tile_off;
   const std::uint32_t sP0 = smem_addr(sP) + (pr0 * kLdP + pc * 8) * 2, sR0 = smem_addr(sR) + tid * 16;
   const bf* q_src = p.Q + bh * S * kD + r0 * kD + c16 * 8;
   const bf* do_src = p.dO + bh * p.do_head + r0 * p.do_ld + c16 * 8;
-  const bf* p_src = p.P + bh * S * S + kc0 + pr0 * S + pc * 8;
+  const bf* p_src = p.P + bh * S * S + k0 + pr0 * S + pc * 8;
   const int64_t do_step = kRowStep * p.do_ld, p_step = kPRowStep * S;
 
-#pragma unroll
-  for (int i = 0; i < kWG; ++i) {
-    const bf* v = p.V + (bh * S + kc0 + kBlk * i) * kD + r0 * kD + c16 * 8;
-    const std::uint32_t sv = smem_addr(sV + i * kTile) + tile_off;
+  {
+    const bf* v = p.V + (bh * S + k0) * kD + r0 * kD + c16 * 8;
+    const std::uint32_t sv = smem_addr(sV) + tile_off;
 #pragma unroll
     for (int u = 0; u < kBlk / kRowStep; ++u) cp16(sv + u * kRowStep * 128, v + u * kRowStep * kD);
   }
-  // Descriptors: V (this warpgroup's, K-major), dO K- and N-major, Q N-major, at buffer 0; a buffer, half tile or
-  // k step adds its byte offset / 16 to the start-address field (every address < 256 KB: no carry out of it).
-  const std::uint64_t dV = kmajor(sV + wg * kTile, 0), dOk = kmajor(sdO, 0), dOn = nmajor(sdO, 0),
+  // Descriptors: V (K-major), dO K- and N-major, Q N-major, at buffer 0; a buffer, half tile or k step adds its
+  // byte offset / 16 to the start-address field (every address < 256 KB: no carry out of it).
+  const std::uint64_t dV = kmajor(sV, 0), dOk = kmajor(sdO, 0), dOn = nmajor(sdO, 0),
                       dQn = nmajor(sQ, 0);
   float dk[2][8][4], dv[2][8][4];
   mma16::zero(dk[0]);
@@ -155,8 +144,8 @@ __global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 
   mma16::zero(dv[0]);
   mma16::zero(dv[1]);
   // ldmatrix.trans source of this lane: matrix m = lane / 8 (keys +8 for m odd, queries +8 for m ≥ 2), row lane % 8
-  const std::uint32_t p_lane = smem_addr(sP) + (((lane & 7) + ((lane >> 4) << 3)) * kLdP + kBlk * wg + 16 * w +
-                                                (((lane >> 3) & 1) << 3)) * 2;
+  const std::uint32_t p_lane =
+      smem_addr(sP) + (((lane & 7) + ((lane >> 4) << 3)) * kLdP + 16 * w + (((lane >> 3) & 1) << 3)) * 2;
   const float scaling = p.scaling;
   int64_t q_at = 0;
   mma16::stream_blocks_deep<kBlk, kStages, true>(
@@ -183,7 +172,7 @@ __global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 
       [&](int buf, int) {
         const std::uint64_t bdo = static_cast<std::uint64_t>(buf) * (kTile >> 4);
         const float* cR = sR + buf * kBlk;
-        // 1. Pᵀ fragments; dPᵀ = V·dOᵀ (rows: this warpgroup's keys; columns: the 64 queries), then dV += Pᵀ·dO
+        // 1. Pᵀ fragments; dPᵀ = V·dOᵀ (rows: the CTA's keys; columns: the 64 queries), then dV += Pᵀ·dO
         // as a second group that runs under the element-wise step (it needs only P)
         std::uint32_t ap[4][4], as[4][4];
         const std::uint32_t pl = p_lane + buf * (kBlk * kLdP * 2);
@@ -213,7 +202,6 @@ __global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 
         wgmma_wait<1>();  // dPᵀ is done; dV may still run
         fence_acc(dpt);
         // 2. dSᵀ, a pair at a time; register 2·jj + h of k step kc: columns 8(2kc + jj) + 2t, +1; rows g + 8h
-        bf* ds_row = dS_t + q_at;
 #pragma unroll
         for (int kc = 0; kc < 4; ++kc)
 #pragma unroll
@@ -226,20 +214,15 @@ __global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 
               const std::uint32_t x = pack(lo16(pp) * (lo16(dp) - rq[j].x), hi16(pp) * (hi16(dp) - rq[j].y));
               const std::uint32_t ds = pack(lo16(x) * scaling, hi16(x) * scaling);
               as[kc][2 * jj + h] = ds;
-              if constexpr (kDsSmem)
-                *reinterpret_cast<std::uint32_t*>(sDs + (g + 8 * h) * kDsLd + 8 * j + 2 * t) = ds;
-              else
-                *reinterpret_cast<std::uint32_t*>(ds_row + 8 * h * S + 8 * j) = ds;
+              *reinterpret_cast<std::uint32_t*>(sDs + (g + 8 * h) * kDsLd + 8 * j + 2 * t) = ds;
             }
           }
-        if constexpr (kDsSmem) {
-          __syncwarp();
+        __syncwarp();
 #pragma unroll
-          for (int u = 0; u < 4; ++u)
-            *reinterpret_cast<uint4*>(dS_c + 4 * u * S + q_at) =
-                *reinterpret_cast<const uint4*>(sDs + ((lane >> 3) + 4 * u) * kDsLd + (lane & 7) * 8);
-          __syncwarp();  // read before the next block's writes
-        }
+        for (int u = 0; u < 4; ++u)
+          *reinterpret_cast<uint4*>(dS_c + 4 * u * S + q_at) =
+              *reinterpret_cast<const uint4*>(sDs + ((lane >> 3) + 4 * u) * kDsLd + (lane & 7) * 8);
+        __syncwarp();  // read before the next block's writes
         q_at += kBlk;
         // 3. dK += dSᵀ·Q
 #pragma unroll
@@ -268,7 +251,6 @@ __global__ void __launch_bounds__(kWgThreads* kWG, kWG == 1 && kStages == 2 ? 2 
 
 #else  // other passes of the fatbin: never launched there (the caller runs this on sm_90 devices only)
 
-template <int kWG, int kStages, bool kDsSmem>
 __global__ void gqa_kv_attn_kernel(const GqaKvAttn) { __trap(); }
 
 #endif
@@ -286,26 +268,12 @@ std::string gqa_kv_attn_unsupported(const GqaKvAttn& p, int cc) {
   return {};
 }
 
-namespace {
-template <int kWG, int kStages, bool kDsSmem>
-void launch_kv(const GqaKvAttn& p, cudaStream_t stream) {
-  constexpr std::size_t smem = smem_bytes(kWG, kStages, kDsSmem);
-  const auto kernel = gqa_kv_attn_kernel<kWG, kStages, kDsSmem>;
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>(p.S / (kBlk * kWG)), static_cast<unsigned>(p.BH));
-  kernel<<<grid, kWgThreads * kWG, smem, stream>>>(p);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
-}
-}  // namespace
-
 void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream) {
-  // ATTNBWD_CUDA_GQA_KV (variants under measurement): 0 = one warpgroup, staged dSᵀ stores; 1 = two warpgroups
-  // (S % 128 == 0, else 0); 2 = one warpgroup, dSᵀ stored from the fragments.
-  const char* v = std::getenv("ATTNBWD_CUDA_GQA_KV");
-  const int variant = v ? std::atoi(v) : 0;
-  if (variant == 1 && p.S % (2 * kBlk) == 0) return launch_kv<2, 2, true>(p, stream);
-  if (variant == 2) return launch_kv<1, 2, false>(p, stream);
-  return launch_kv<1, 2, true>(p, stream);
+  ATTNBWD_CUDA_CHECK(
+      cudaFuncSetAttribute(gqa_kv_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+  const dim3 grid(static_cast<unsigned>(p.S / kBlk), static_cast<unsigned>(p.BH));
+  gqa_kv_attn_kernel<<<grid, kWgThreads, kSmem, stream>>>(p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace attnbwd::cuda
