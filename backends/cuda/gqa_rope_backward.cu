@@ -372,9 +372,13 @@ QkvPath qkv_path() {
 // S = 2048 (#6), 1.02-1.04x at S = 1024 with B ≤ 2 (#4, #14), 0.96-1.01x at B = 4, S = 1024 (#9) and
 // 0.95-0.98x at S ≤ 512 (there the kernel's extra launches (O, r) and its single-stream order cost more than the
 // two-stream GEMMs; at T = 4096 the gemm path's side-stream overlap wins).
-enum class AttnPath { Auto, Gemm, Kv };
+// kvws (opt-in, under measurement): the same steps with the warp-specialised form of the kernel (a TMA producer
+// warp and two consumer warpgroups of 64 keys each; S % 128 == 0).
+enum class AttnPath { Auto, Gemm, Kv, KvWs };
 constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 2048;
-AttnPath attn_path() { return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv"})); }
+AttnPath attn_path() {
+  return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv", "kvws"}));
+}
 
 ProjPath proj_path() {
   return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt"}));
@@ -529,10 +533,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     kv.dO = view ? dA : dO, kv.do_ld = view ? QP : D, kv.do_head = view ? D : S * D;
     kv.Q = Q, kv.V = V, kv.P = P, kv.r = rbuf, kv.dS_t = dS, kv.dK = dK32, kv.dV = dV32;
     kv.BH = BH, kv.S = S, kv.D = D, kv.scaling = static_cast<float>(a.scaling);
-    std::string why = gqa_kv_attn_unsupported(kv, ctx.cc());
+    std::string why = attn == AttnPath::KvWs ? gqa_kv_attn_ws_unsupported(kv, ctx.cc()) : gqa_kv_attn_unsupported(kv, ctx.cc());
     if (why.empty() && (fused_asked || pad)) why = "the fused dP kernel or padding was asked for";
-    if (!why.empty() && attn == AttnPath::Kv) throw Error("ATTNBWD_CUDA_GQA_ATTN", "kv kernel cannot take this call: " + why);
-    use_kv = why.empty() && (attn == AttnPath::Kv || (S >= kKvMinSeq && T <= kKvMaxTokens));
+    if (!why.empty() && attn != AttnPath::Auto)
+      throw Error("ATTNBWD_CUDA_GQA_ATTN", "kv kernel cannot take this call: " + why);
+    use_kv = why.empty() && (attn != AttnPath::Auto || (S >= kKvMinSeq && T <= kKvMaxTokens));
   }
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
@@ -588,7 +593,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                                                          BH * S, S);
     ATTNBWD_CUDA_CHECK_LAUNCH();
     stages.mark("r");
-    gqa_kv_attn_launch(kv, stream);
+    if (attn == AttnPath::KvWs)
+      gqa_kv_attn_ws_launch(kv, stream);
+    else
+      gqa_kv_attn_launch(kv, stream);
     stages.mark("kv");
     g.trans_a = true;
     gemm(ctx, 0, stream, g, dS, K, dQ32);

@@ -32,5 +32,9 @@ struct GqaKvAttn {
 std::string gqa_kv_attn_unsupported(const GqaKvAttn& p, int cc);
 // Enqueues the kernel (the caller has checked gqa_kv_attn_unsupported).
 void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream);
+// The warp-specialised form (a TMA producer warp, two consumer warpgroups of 64 keys each): S % 128 == 0 and dO
+// head-split or a view of dA as well.
+std::string gqa_kv_attn_ws_unsupported(const GqaKvAttn& p, int cc);
+void gqa_kv_attn_ws_launch(const GqaKvAttn& p, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda

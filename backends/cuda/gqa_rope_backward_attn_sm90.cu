@@ -15,10 +15,12 @@
 // Deterministic: no atomics, every sum in a fixed order.
 #include <cuda_bf16.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "check.hpp"
 #include "gqa_rope_backward_attn.hpp"
+#include "linear_backward_sm90.hpp"
 #include "mma_fp16.cuh"
 #include "sm90/ptx.cuh"
 
@@ -41,6 +43,16 @@ constexpr int kLdP = kBlk + 8;              // P tile (64 queries × 64 keys) ro
 constexpr std::size_t kSmem = static_cast<std::size_t>(kTile) * (1 + 2 * kStages) +
                               static_cast<std::size_t>(kStages) * (kBlk * kLdP * 2 + kBlk * sizeof(float)) +
                               static_cast<std::size_t>(4) * 16 * kDsLd * 2 + 1024;
+
+// The warp-specialised form's shared memory (below): V (128 keys), kWsStages stages, r, dSᵀ staging, barriers.
+constexpr int kWsStages = 3;
+constexpr int kWsStage = 3 * kTile;  // Q | dO | P (two 64-key halves): 48 KB, 1024-byte aligned
+constexpr int kWsThreads = 3 * kWgThreads;
+constexpr int kWsOffStages = 2 * kTile;                                   // after V (two 64-key tiles)
+constexpr int kWsOffR = kWsOffStages + kWsStages * kWsStage;              // [kWsStages][64] floats
+constexpr int kWsOffDs = kWsOffR + kWsStages * kBlk * 4;                  // 8 consumer warps × 16 rows
+constexpr int kWsOffBar = kWsOffDs + 8 * 16 * kDsLd * 2;                  // full[], empty[], V
+constexpr std::size_t kWsSmem = kWsOffBar + (2 * kWsStages + 1) * 8 + 1024;
 
 #if defined(ATTNBWD_SM90_DEVICE)
 
@@ -96,6 +108,76 @@ __device__ __forceinline__ void cp16(std::uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
+// One 64-query block of a warpgroup's 64 keys, given this lane's Pᵀ fragments ap and r values rq (columns 8j + 2t,
+// +1): dPᵀ = V·dOᵀ (SS), dV += Pᵀ·dO as a second group under the element-wise step, dSᵀ into as and through
+// the warp's staging rows sDs to dSᵀ's rows (dS_c: this lane's chunk; q_at: the block's first query), then
+// dK += dSᵀ·Q; returns with every product done. dV: V's K-major descriptor; dOk, dOn, dQn: the block's dO
+// (K- and N-major) and Q (N-major) descriptors at head_dim half 0.
+__device__ __forceinline__ void kv_block(std::uint32_t (&ap)[4][4], const float2 (&rq)[8], std::uint64_t dV,
+                                         std::uint64_t dOk, std::uint64_t dOn, std::uint64_t dQn, float scaling,
+                                         bf* sDs, bf* dS_c, int64_t S, int64_t q_at, float (&dk)[2][8][4],
+                                         float (&dv)[2][8][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  std::uint32_t as[4][4];
+  float dpt[8][4];
+  mma16::zero(dpt);
+  fence_acc(dpt);
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
+    wgmma_m64n64k16_ss<Mma16::BF16, 0>(dpt, dV + off, dOk + off, kk);
+  }
+  wgmma_commit();
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+    for (int kc = 0; kc < 4; ++kc)
+      wgmma_m64n64k16_rs<Mma16::BF16, 1>(dv[hf], ap[kc], dOn + hf * (kSub >> 4) + kc * (2048 >> 4), 1);
+  wgmma_commit();
+  wgmma_wait<1>();  // dPᵀ is done; dV may still run
+  fence_acc(dpt);
+  // dSᵀ, a pair at a time; register 2·jj + h of k step kc: columns 8(2kc + jj) + 2t, +1; rows g + 8h
+#pragma unroll
+  for (int kc = 0; kc < 4; ++kc)
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const int j = 2 * kc + jj;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const std::uint32_t pp = ap[kc][2 * jj + h];
+        const std::uint32_t dp = pack(dpt[j][2 * h], dpt[j][2 * h + 1]);  // bf16 dP
+        const std::uint32_t x = pack(lo16(pp) * (lo16(dp) - rq[j].x), hi16(pp) * (hi16(dp) - rq[j].y));
+        const std::uint32_t ds = pack(lo16(x) * scaling, hi16(x) * scaling);
+        as[kc][2 * jj + h] = ds;
+        *reinterpret_cast<std::uint32_t*>(sDs + (g + 8 * h) * kDsLd + 8 * j + 2 * t) = ds;
+      }
+    }
+  __syncwarp();
+#pragma unroll
+  for (int u = 0; u < 4; ++u)
+    *reinterpret_cast<uint4*>(dS_c + 4 * u * S + q_at) =
+        *reinterpret_cast<const uint4*>(sDs + ((lane >> 3) + 4 * u) * kDsLd + (lane & 7) * 8);
+  __syncwarp();  // read before the next block's writes
+  // dK += dSᵀ·Q
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) fence_acc(dk[hf]);
+  wgmma_fence();
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+    for (int kc = 0; kc < 4; ++kc)
+      wgmma_m64n64k16_rs<Mma16::BF16, 1>(dk[hf], as[kc], dQn + hf * (kSub >> 4) + kc * (2048 >> 4), 1);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_frag(ap);
+  fence_frag(as);
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]), fence_acc(dk[hf]);
+}
+
 // dSᵀ goes out through a warp-private staging tile as 16-byte stores. Every per-block address is a fixed
 // per-thread offset plus the block's: the loads step 64-bit pointers, the wgmma descriptors are built once and
 // offset (an ncu profile of the first version: ~40 % of its instructions were address arithmetic, at ~5 cycles
@@ -111,7 +193,7 @@ __global__ void __launch_bounds__(kWgThreads, 2) gqa_kv_attn_kernel(const GqaKvA
   bf* sP = reinterpret_cast<bf*>(sdO + kStages * kTile);             // [kStages][64][kLdP]
   float* sR = reinterpret_cast<float*>(sP + kStages * kBlk * kLdP);  // [kStages][64]
   bf* sDs = reinterpret_cast<bf*>(sR + kStages * kBlk) + (tid >> 5) * 16 * kDsLd;  // this warp's 16 rows
-  const int w = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int w = (tid >> 5) & 3, lane = tid & 31, t = lane & 3;
   const float* R = p.r + bh * S;
   // staged stores: lane takes 16-byte chunk lane % 8 of rows lane / 8 + 4u of the warp's 16
   bf* dS_c = p.dS_t + (bh * S + k0 + 16 * w + (lane >> 3)) * S + (lane & 7) * 8;
@@ -174,71 +256,15 @@ __global__ void __launch_bounds__(kWgThreads, 2) gqa_kv_attn_kernel(const GqaKvA
         const float* cR = sR + buf * kBlk;
         // 1. Pᵀ fragments; dPᵀ = V·dOᵀ (rows: the CTA's keys; columns: the 64 queries), then dV += Pᵀ·dO
         // as a second group that runs under the element-wise step (it needs only P)
-        std::uint32_t ap[4][4], as[4][4];
+        std::uint32_t ap[4][4];
         const std::uint32_t pl = p_lane + buf * (kBlk * kLdP * 2);
 #pragma unroll
         for (int kc = 0; kc < 4; ++kc) mma16::ldsm4_trans(ap[kc], pl + 16 * kc * kLdP * 2);
         float2 rq[8];  // r of this lane's query columns 8j + 2t, +1, read before the products (not on the chain)
 #pragma unroll
         for (int j = 0; j < 8; ++j) rq[j] = *reinterpret_cast<const float2*>(cR + 8 * j + 2 * t);
-        float dpt[8][4];
-        mma16::zero(dpt);
-        fence_acc(dpt);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
-          const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
-          wgmma_m64n64k16_ss<Mma16::BF16, 0>(dpt, dV + off, dOk + bdo + off, kk);
-        }
-        wgmma_commit();
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-          for (int kc = 0; kc < 4; ++kc)
-            wgmma_m64n64k16_rs<Mma16::BF16, 1>(dv[hf], ap[kc], dOn + bdo + hf * (kSub >> 4) + kc * (2048 >> 4), 1);
-        wgmma_commit();
-        wgmma_wait<1>();  // dPᵀ is done; dV may still run
-        fence_acc(dpt);
-        // 2. dSᵀ, a pair at a time; register 2·jj + h of k step kc: columns 8(2kc + jj) + 2t, +1; rows g + 8h
-#pragma unroll
-        for (int kc = 0; kc < 4; ++kc)
-#pragma unroll
-          for (int jj = 0; jj < 2; ++jj) {
-            const int j = 2 * kc + jj;
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const std::uint32_t pp = ap[kc][2 * jj + h];
-              const std::uint32_t dp = pack(dpt[j][2 * h], dpt[j][2 * h + 1]);  // bf16 dP
-              const std::uint32_t x = pack(lo16(pp) * (lo16(dp) - rq[j].x), hi16(pp) * (hi16(dp) - rq[j].y));
-              const std::uint32_t ds = pack(lo16(x) * scaling, hi16(x) * scaling);
-              as[kc][2 * jj + h] = ds;
-              *reinterpret_cast<std::uint32_t*>(sDs + (g + 8 * h) * kDsLd + 8 * j + 2 * t) = ds;
-            }
-          }
-        __syncwarp();
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          *reinterpret_cast<uint4*>(dS_c + 4 * u * S + q_at) =
-              *reinterpret_cast<const uint4*>(sDs + ((lane >> 3) + 4 * u) * kDsLd + (lane & 7) * 8);
-        __syncwarp();  // read before the next block's writes
+        kv_block(ap, rq, dV, dOk + bdo, dOn + bdo, dQn + bdo, scaling, sDs, dS_c, S, q_at, dk, dv);
         q_at += kBlk;
-        // 3. dK += dSᵀ·Q
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) fence_acc(dk[hf]);
-        wgmma_fence();
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-          for (int kc = 0; kc < 4; ++kc)
-            wgmma_m64n64k16_rs<Mma16::BF16, 1>(dk[hf], as[kc], dQn + bdo + hf * (kSub >> 4) + kc * (2048 >> 4), 1);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_frag(ap);
-        fence_frag(as);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]), fence_acc(dk[hf]);
       });
   bf* dK = p.dK + (bh * S + k0) * kD;
   bf* dV_out = p.dV + (bh * S + k0) * kD;
@@ -249,9 +275,131 @@ __global__ void __launch_bounds__(kWgThreads, 2) gqa_kv_attn_kernel(const GqaKvA
   }
 }
 
+// ---- warp-specialised form (ATTNBWD_CUDA_GQA_ATTN=kvws) ---------------------------------------------------
+// One CTA per (b·h, 128 keys): a producer warp loads every stage by TMA (Q, dO, the 64 × 128 P block as two
+// 64-key halves, all 128-byte swizzled) and r by a bulk copy, on full/empty mbarriers; two consumer warpgroups,
+// each owning 64 keys, run kv_block on the stage without a CTA barrier, so one's element-wise step can overlap
+// the other's products; registers 40 (producer) / 232 (consumers). S % 128 == 0.
+
+// Where dO's 64 × 64 box of (bh, q0, head_dim half h) starts in its tensor map: rows of [BH·S, 128] (split) or
+// of [S, do_ld] with the head's columns at bh·do_head (the view of dA, B = 1).
+__device__ __forceinline__ void do_coords(const GqaKvAttn& p, bool view, int bh, int q0, int h, int& c0, int& c1) {
+  c0 = view ? static_cast<int>(bh * p.do_head) + 64 * h : 64 * h;
+  c1 = view ? q0 : static_cast<int>(bh * p.S) + q0;
+}
+
+__global__ void __launch_bounds__(kWsThreads, 1)
+    gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
+                          const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
+                          const __grid_constant__ GqaKvAttn p, const int do_view) {
+  const int64_t S = p.S;
+  const int bh = static_cast<int>(blockIdx.y), kc0 = static_cast<int>(blockIdx.x) * 2 * kBlk;
+  extern __shared__ float4 smem4[];
+  std::uint8_t* base = align_smem_1024(smem4);
+  std::uint8_t* sV = base;
+  std::uint8_t* stages = base + kWsOffStages;
+  float* sR = reinterpret_cast<float*>(base + kWsOffR);
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(base + kWsOffBar);
+  std::uint64_t* empty = full + kWsStages;
+  std::uint64_t* vbar = empty + kWsStages;
+  const int nblk = static_cast<int>(S / kBlk);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kWsStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
+    }
+    mbar_init(vbar, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (threadIdx.x < kWgThreads) {  // producer warpgroup: one thread issues every copy
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      const int row0 = bh * static_cast<int>(S);
+      mbar_arrive_expect_tx(vbar, 2 * kTile);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) tma_load_2d(sV + i * kTile + h * kSub, &mV, vbar, 64 * h, row0 + kc0 + kBlk * i);
+      int s = 0;
+      std::uint32_t phase = 0;
+      for (int i = 0; i < nblk; ++i) {
+        mbar_wait(&empty[s], phase ^ 1);
+        std::uint8_t* st = stages + s * kWsStage;
+        const int q0 = i * kBlk;
+        mbar_arrive_expect_tx(&full[s], kWsStage + kBlk * 4);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          tma_load_2d(st + h * kSub, &mQ, &full[s], 64 * h, row0 + q0);
+          int c0, c1;
+          do_coords(p, do_view != 0, bh, q0, h, c0, c1);
+          tma_load_2d(st + kTile + h * kSub, &mdO, &full[s], c0, c1);
+          tma_load_2d(st + 2 * kTile + h * kSub, &mP, &full[s], kc0 + kBlk * h, row0 + q0);
+        }
+        bulk_load(sR + s * kBlk, p.r + static_cast<int64_t>(row0) + q0, kBlk * 4, &full[s]);
+        if (++s == kWsStages) s = 0, phase ^= 1;
+      }
+    }
+  } else {  // consumer warpgroups
+    setmaxnreg_inc<232>();
+    const int wgi = static_cast<int>(threadIdx.x) / kWgThreads - 1, ct = static_cast<int>(threadIdx.x) % kWgThreads;
+    const int w = ct >> 5, lane = ct & 31, t = lane & 3;
+    const int64_t k0 = kc0 + kBlk * wgi;
+    bf* sDs = reinterpret_cast<bf*>(base + kWsOffDs) + (wgi * 4 + w) * 16 * kDsLd;
+    bf* dS_c = p.dS_t + (bh * S + k0 + 16 * w + (lane >> 3)) * S + (lane & 7) * 8;
+    const std::uint64_t dV = kmajor(sV + wgi * kTile, 0), dOk = kmajor(stages + kTile, 0),
+                        dOn = nmajor(stages + kTile, 0), dQn = nmajor(stages, 0);
+    // ldmatrix.trans source of this lane in a swizzled P half: row (lane & 7) + 8·(lane ≥ 16) (+16 per k step),
+    // logical chunk 2w + (lane / 8 odd), stored at chunk ^ (row % 8)
+    const std::uint32_t p_lane = smem_addr(stages + 2 * kTile + wgi * kSub) +
+                                 ((lane & 7) + ((lane >> 4) << 3)) * 128 +
+                                 (((2 * w + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
+    const float scaling = p.scaling;
+    float dk[2][8][4], dv[2][8][4];
+    mma16::zero(dk[0]);
+    mma16::zero(dk[1]);
+    mma16::zero(dv[0]);
+    mma16::zero(dv[1]);
+    mbar_wait(vbar, 0);
+    int s = 0;
+    std::uint32_t phase = 0;
+    for (int i = 0; i < nblk; ++i) {
+      mbar_wait(&full[s], phase);
+      const std::uint32_t so = static_cast<std::uint32_t>(s) * kWsStage;
+      const std::uint64_t bdo = so >> 4;
+      std::uint32_t ap[4][4];
+#pragma unroll
+      for (int kc = 0; kc < 4; ++kc) mma16::ldsm4_trans(ap[kc], p_lane + so + kc * 2048);
+      float2 rq[8];
+      const float* cR = sR + s * kBlk;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) rq[j] = *reinterpret_cast<const float2*>(cR + 8 * j + 2 * t);
+      kv_block(ap, rq, dV, dOk + bdo, dOn + bdo, dQn + bdo, scaling, sDs, dS_c, S, static_cast<int64_t>(i) * kBlk,
+               dk, dv);
+      named_barrier(1 + wgi, kWgThreads);  // every warp of this warpgroup is done with stage s
+      if (ct == 0) mbar_arrive(&empty[s]);
+      if (++s == kWsStages) s = 0, phase ^= 1;
+    }
+    bf* dK = p.dK + (bh * S + k0) * kD;
+    bf* dV_out = p.dV + (bh * S + k0) * kD;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      store_half(dK, dk[hf], hf);
+      store_half(dV_out, dv[hf], hf);
+    }
+  }
+}
+
 #else  // other passes of the fatbin: never launched there (the caller runs this on sm_90 devices only)
 
 __global__ void gqa_kv_attn_kernel(const GqaKvAttn) { __trap(); }
+__global__ void gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                                      const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                                      const __grid_constant__ GqaKvAttn, const int) {
+  __trap();
+}
+
 
 #endif
 
@@ -273,6 +421,35 @@ void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream) {
       cudaFuncSetAttribute(gqa_kv_attn_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
   const dim3 grid(static_cast<unsigned>(p.S / kBlk), static_cast<unsigned>(p.BH));
   gqa_kv_attn_kernel<<<grid, kWgThreads, kSmem, stream>>>(p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+std::string gqa_kv_attn_ws_unsupported(const GqaKvAttn& p, int cc) {
+  const std::string why = gqa_kv_attn_unsupported(p, cc);
+  if (!why.empty()) return why;
+  if (p.S % (2 * kBlk) != 0) return "seq_len is not a multiple of 128";
+  if (p.BH * p.S > INT32_MAX || p.S * p.S > INT32_MAX) return "too large for 32-bit TMA coordinates";
+  const bool split = p.do_ld == kD && p.do_head == p.S * kD;
+  const bool view = p.BH * p.do_head <= p.do_ld && p.do_head % 8 == 0;
+  if (!split && !view) return "dO is neither head-split nor a view of dA";
+  return {};
+}
+
+void gqa_kv_attn_ws_launch(const GqaKvAttn& p, cudaStream_t stream) {
+  const bool split = p.do_ld == kD && p.do_head == p.S * kD;
+  const std::uint32_t box[2] = {64, 64};
+  const auto map2 = [&](const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+    const std::uint64_t dims[2] = {static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(rows)};
+    const std::uint64_t strides[1] = {static_cast<std::uint64_t>(ld) * 2};
+    return sm90::tma_map_bf16(base, 2, dims, strides, box);
+  };
+  const CUtensorMap mQ = map2(p.Q, p.BH * p.S, kD, kD), mV = map2(p.V, p.BH * p.S, kD, kD);
+  const CUtensorMap mdO = split ? map2(p.dO, p.BH * p.S, kD, kD) : map2(p.dO, p.S, p.do_ld, p.do_ld);
+  const CUtensorMap mP = map2(p.P, p.BH * p.S, p.S, p.S);
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(gqa_kv_attn_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kWsSmem)));
+  const dim3 grid(static_cast<unsigned>(p.S / (2 * kBlk)), static_cast<unsigned>(p.BH));
+  gqa_kv_attn_ws_kernel<<<grid, kWsThreads, kWsSmem, stream>>>(mQ, mV, mdO, mP, p, split ? 0 : 1);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 

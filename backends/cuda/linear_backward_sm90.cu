@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -789,6 +790,20 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   else
     linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx[0], a_dw, b_dw, out_dx, out_dw[0], prm);
   ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+CUtensorMap tma_map_bf16(const void* base, int rank, const std::uint64_t* dims, const std::uint64_t* strides_bytes,
+                         const std::uint32_t* box) {
+  CUtensorMap m{};
+  cuuint64_t d[5], st[4];
+  cuuint32_t b[5], e[5];
+  for (int i = 0; i < rank; ++i) d[i] = dims[i], b[i] = box[i], e[i] = 1;
+  for (int i = 0; i + 1 < rank; ++i) st[i] = strides_bytes[i];
+  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(rank), const_cast<void*>(base),
+                                 d, st, b, e, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled", __FILE__, __LINE__, "CUresult " + std::to_string(r));
+  return m;
 }
 
 }  // namespace attnbwd::cuda::sm90

@@ -10,6 +10,7 @@
 // Host-side interface, free of Kokkos and of the Context, so a stand-alone probe can drive it too.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (a plain struct; no driver library needed to use it)
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -74,5 +75,11 @@ LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms
 // plan.counters zeros (the kernel leaves them zero again for the next call).
 void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& plan, void* workspace,
                             unsigned* counters, cudaStream_t stream);
+
+// A TMA descriptor of a bf16 tensor of `rank` (≤ 5) dimensions, dims[0] contiguous, strides (bytes, multiples of
+// 16) of dims 1.., 128-byte-swizzled boxes of `box` elements; an Error where the driver refuses it. Shared by
+// the sm_90a kernels (linear_backward_sm90.cu, gqa_rope_backward_attn_sm90.cu).
+CUtensorMap tma_map_bf16(const void* base, int rank, const std::uint64_t* dims, const std::uint64_t* strides_bytes,
+                    const std::uint32_t* box);
 
 }  // namespace attnbwd::cuda::sm90

@@ -8,7 +8,8 @@
 // rows (default at odd S) or not (ATTNBWD_CUDA_GQA_PAD=off), dO as a strided view of dA on the unpadded
 // path (ATTNBWD_CUDA_GQA_DO=view), the merge pass's two forms and their bit equality, the key-major sm_90a
 // attention kernel (ATTNBWD_CUDA_GQA_ATTN=kv, head_dim 128 and S % 64 == 0: S = 64, 128, 192, 256 with dO a view
-// of dA (B = 1) or a head-split copy (B > 1); an Error where it cannot take the call), run-to-run bit
+// of dA (B = 1) or a head-split copy (B > 1); its warp-specialised form kvws at S % 128 == 0 and its bit
+// equality with kv; an Error where it cannot take the call), run-to-run bit
 // equality, and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
 // Every element of all five outputs is compared; outputs are poisoned with NaN before each run.
 // Rule: spec §6 (rtol 0.05, matched ratio 0.99) plus a relative-L2 bound per output, the portable
@@ -59,11 +60,14 @@ struct Mode {
   const char* qkv = "";
   const char* attn = "";
   bool needs_sm90() const {
-    return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(attn) == "kv";
+    return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(attn).rfind("kv", 0) == 0;
   }
-  // The key-major kernel takes head_dim 128 and S % 64 == 0 only (forced elsewhere it is an Error).
+  // The key-major kernel takes head_dim 128 and S % 64 == 0 only, its warp-specialised form S % 128 == 0
+  // (forced elsewhere it is an Error).
   bool applies(const tools::Axes& axes) const {
-    return std::string(attn) != "kv" || (axes.at("head_dim") == 128 && axes.at("seq_len") % 64 == 0);
+    const std::string a(attn);
+    if (a != "kv" && a != "kvws") return true;
+    return axes.at("head_dim") == 128 && axes.at("seq_len") % (a == "kv" ? 64 : 128) == 0;
   }
   std::string name() const {
     std::string n = *fused ? "fused" : "default";
@@ -81,7 +85,8 @@ constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublas
     kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "off"},
     kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"},
     kGroupedQkv{"", "", "", "", "", "", "grouped"}, kSeparateQkv{"", "", "", "", "", "", "separate"},
-    kKv{"", "", "", "", "", "", "", "kv"}, kKvSplit{"", "", "", "split", "", "", "", "kv"};
+    kKv{"", "", "", "", "", "", "", "kv"}, kKvSplit{"", "", "", "split", "", "", "", "kv"},
+    kKvWs{"", "", "", "", "", "", "", "kvws"}, kKvWsSplit{"", "", "", "split", "", "", "", "kvws"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -158,7 +163,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
           smallest_atol(kOp),
           {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv,
-           kKv, kKvSplit});
+           kKv, kKvSplit, kKvWs, kKvWsSplit});
   }
 }
 
@@ -169,7 +174,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
           {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
-           kSeparateQkv, kKv, kKvSplit});
+           kSeparateQkv, kKv, kKvSplit, kKvWs, kKvWsSplit});
   }
 }
 
@@ -190,19 +195,28 @@ TEST(CudaGqaRope, RunsAreBitIdentical) {
   }
 }
 
-// The key-major kernel (no atomics) gives the same bits on two runs; forced where it cannot take the call
-// (S % 64 != 0) it raises an Error naming the switch.
+// The key-major kernel and its warp-specialised form (no atomics) give the same bits on two runs and as each
+// other; forced where it cannot take the call (S % 64 != 0) the kernel raises an Error naming the switch.
 TEST(CudaGqaRope, KeyMajorKernelIsDeterministicAndRefusesOddShapes) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the key-major kernel runs on sm_90 only";
   const tools::Axes axes = axes_of(2, 128, 8, 2, 128, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(330), tools::default_scalars(kOp));
+  HostCase<Args> kv(in, axes), ws(in, axes);
+  for (int k = 0; k < 2; ++k) {
+    const Mode& m = k == 0 ? kKv : kKvWs;
+    UseMode mode(m);
+    HostCase<Args>& first = k == 0 ? kv : ws;
+    HostCase<Args> second(in, axes);
+    run_cuda(first);
+    run_cuda(second);
+    ASSERT_EQ(first.outputs.size(), second.outputs.size());
+    for (std::size_t i = 0; i < first.outputs.size(); ++i)
+      EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " " << m.name();
+  }
+  // The warp-specialised form does the same products and sums in the same order: the same bits.
+  for (std::size_t i = 0; i < kv.outputs.size(); ++i) EXPECT_TRUE(kv.outputs[i] == ws.outputs[i]) << "output " << i;
   UseMode mode(kKv);
-  HostCase<Args> first(in, axes), second(in, axes);
-  run_cuda(first);
-  run_cuda(second);
-  ASSERT_EQ(first.outputs.size(), second.outputs.size());
-  for (std::size_t i = 0; i < first.outputs.size(); ++i) EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i;
   const tools::Axes odd = axes_of(1, 131, 4, 1, 128, 64);
   HostCase<Args> refused(tools::generate_inputs(kOp, odd, fresh_seed(331), tools::default_scalars(kOp)), odd);
   DeviceArgs<Kokkos::Cuda, Args> device(refused.args);
