@@ -17,8 +17,9 @@
 //     steps 3-4, or after them with padding) and dK₃₂ (under dQ) on the side stream unless
 //     ATTNBWD_CUDA_GQA_OVERLAP=off.
 //  3-5 instead, key-major on sm_90 (ATTNBWD_CUDA_GQA_ATTN; auto where S ≥ 1024 and T ≤ 2048): O = bf16(P·V)
-//     (cuBLASLt) and r = Σ dO⊙O, then one wgmma kernel (gqa_rope_backward_attn_sm90.cu) that reads P once,
-//     keeps dP in registers, writes dSᵀ once and accumulates dK₃₂ and dV₃₂, then dQ = (dSᵀ)ᵀ·K (cuBLASLt).
+//     (cuBLASLt) and r = Σ dO⊙O, then one wgmma kernel (gqa_rope_backward_attn_sm90.cu; warp-specialised with a
+//     TMA producer where S % 128 == 0) that reads P once, keeps dP in registers, writes dSᵀ once and accumulates
+//     dK₃₂ and dV₃₂, then dQ = (dSᵀ)ᵀ·K (cuBLASLt).
 //  6. GQA sums (fp32 over the group's bf16 dK₃₂/dV₃₂, one rounding), RoPE backward (each product
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp.
 //  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
@@ -367,13 +368,15 @@ QkvPath qkv_path() {
 // (gemm: P read twice, dP written and read back, dS written once and read twice), or key-major on sm_90a
 // (kv, gqa_rope_backward_attn_sm90.cu: O = bf16(P·V) by cuBLASLt and r = Σ dO⊙O, then one kernel that
 // reads P once more, keeps dP in registers and writes dSᵀ once for the dQ GEMM; head_dim 128, S % 64 == 0,
-// sm_90). auto = kv where it applies with S ≥ 1024 and T ≤ 2048 tokens, else gemm. Measured on an H200 (2026-12-01,
+// sm_90). auto = kvws (below) where it applies with S ≥ 1024 and T ≤ 2048 tokens, else kv there, else gemm.
+// Measured on an H200 (2026-12-01,
 // ninth session, the twelve workloads with S % 64 == 0, two runs each; perf/NOTES.md): kv 1.13x at B = 1,
 // S = 2048 (#6), 1.02-1.04x at S = 1024 with B ≤ 2 (#4, #14), 0.96-1.01x at B = 4, S = 1024 (#9) and
 // 0.95-0.98x at S ≤ 512 (there the kernel's extra launches (O, r) and its single-stream order cost more than the
 // two-stream GEMMs; at T = 4096 the gemm path's side-stream overlap wins).
-// kvws (opt-in, under measurement): the same steps with the warp-specialised form of the kernel (a TMA producer
-// warp and two consumer warpgroups of 64 keys each; S % 128 == 0).
+// kvws: the same steps with the warp-specialised form of the kernel (a TMA producer warp and two consumer
+// warpgroups of 64 keys each; S % 128 == 0; the same bits as kv): the kernel 1.10-1.14x faster than kv's at
+// S ≥ 512 (ncu, H200), slower at S = 256 (half as many CTAs); whole op 1.20x over gemm at #6 (one run).
 enum class AttnPath { Auto, Gemm, Kv, KvWs };
 constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 2048;
 AttnPath attn_path() {
@@ -527,17 +530,28 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // pair and the head split write [B,H,S,D]; B = 1 without a split reads dA as a view (row stride QP).
   const AttnPath attn = attn_path();
   GqaKvAttn kv;
-  bool use_kv = false;
+  bool use_kv = false, use_ws = false;
   if (attn != AttnPath::Gemm) {
     const bool view = !all_sm90 && !pad && B == 1 && !do_split();
     kv.dO = view ? dA : dO, kv.do_ld = view ? QP : D, kv.do_head = view ? D : S * D;
     kv.Q = Q, kv.V = V, kv.P = P, kv.r = rbuf, kv.dS_t = dS, kv.dK = dK32, kv.dV = dV32;
     kv.BH = BH, kv.S = S, kv.D = D, kv.scaling = static_cast<float>(a.scaling);
-    std::string why = attn == AttnPath::KvWs ? gqa_kv_attn_ws_unsupported(kv, ctx.cc()) : gqa_kv_attn_unsupported(kv, ctx.cc());
-    if (why.empty() && (fused_asked || pad)) why = "the fused dP kernel or padding was asked for";
-    if (!why.empty() && attn != AttnPath::Auto)
-      throw Error("ATTNBWD_CUDA_GQA_ATTN", "kv kernel cannot take this call: " + why);
-    use_kv = why.empty() && (attn != AttnPath::Auto || (S >= kKvMinSeq && T <= kKvMaxTokens));
+    const auto unsupported = [&](bool ws) {
+      std::string why = ws ? gqa_kv_attn_ws_unsupported(kv, ctx.cc()) : gqa_kv_attn_unsupported(kv, ctx.cc());
+      if (why.empty() && (fused_asked || pad)) why = "the fused dP kernel or padding was asked for";
+      return why;
+    };
+    if (attn == AttnPath::Auto) {  // the warp-specialised form where it applies, else the one-warpgroup kernel
+      if (S >= kKvMinSeq && T <= kKvMaxTokens) {
+        use_ws = unsupported(true).empty();
+        use_kv = use_ws || unsupported(false).empty();
+      }
+    } else {
+      use_ws = attn == AttnPath::KvWs;
+      const std::string why = unsupported(use_ws);
+      if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_ATTN", "kv kernel cannot take this call: " + why);
+      use_kv = true;
+    }
   }
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
@@ -593,7 +607,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                                                          BH * S, S);
     ATTNBWD_CUDA_CHECK_LAUNCH();
     stages.mark("r");
-    if (attn == AttnPath::KvWs)
+    if (use_ws)
       gqa_kv_attn_ws_launch(kv, stream);
     else
       gqa_kv_attn_launch(kv, stream);
