@@ -1,5 +1,5 @@
-// gqa_rope_backward's key-major attention backward on sm_90a (gqa_rope_backward_attn_sm90.cu): one CTA per
-// (b·Hq + h, 64-key block) streams the head's 64-query blocks and, per block, recomputes dPᵀ = V·dOᵀ with
+// gqa_rope_backward's key-major attention backward on sm_90a (gqa_rope_backward_attn_sm90.cu): each warpgroup
+// owns 64 keys of one (b·Hq + h), streams the head's 64-query blocks and, per block, recomputes dPᵀ = V·dOᵀ with
 // wgmma, forms dSᵀ = bf16(bf16(Pᵀ⊙(dPᵀ − r))·scaling) in registers, writes it once (transposed, for the dQ
 // GEMM) and accumulates dV₃₂ += Pᵀ·dO and dK₃₂ += dSᵀ·Q in fp32 (one rounding at the end). P is read once
 // and dP is never written. r (the softmax-backward row term, one per query) comes from the caller.

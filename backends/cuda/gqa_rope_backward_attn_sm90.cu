@@ -1,18 +1,20 @@
 // gqa_rope_backward, steps 3-5 key-major on sm_90a wgmma (ATTNBWD_CUDA_GQA_ATTN; see gqa_rope_backward_attn.hpp).
 //
-// Per query block (64 queries) of the CTA's head, with the key block's V (64 keys × 128) resident:
-//  1. dPᵀ = V·dOᵀ: wgmma m64n64k16 × 8 (both operands K-major swizzled tiles; k = head_dim), rounded to bf16
-//     as the reference's dP;
-//  2. Pᵀ as the A fragments of this warp's 16 keys × 64 queries, straight from the P tile by ldmatrix.trans
+// Per query block (64 queries) of a warpgroup's 64 keys, with their V (64 keys × 128) resident (kv_block):
+//  1. Pᵀ as the A fragments of this warp's 16 keys × 64 queries, straight from the P tile by ldmatrix.trans
 //     (P is staged row-major: rows = queries);
-//  3. dSᵀ = bf16(bf16(Pᵀ⊙(dPᵀ − r_q))·scaling) elementwise in the accumulator layout (fp32, the reference's
-//     rounding points), packed to bf16 A fragments and written to dSᵀ (rows = keys, 4-byte stores);
-//  4. dV += Pᵀ·dO and dK += dSᵀ·Q: wgmma m64n64k16 with A from registers and B an N-major tile (rows =
-//     queries), two 64-column halves each.
+//  2. dPᵀ = V·dOᵀ: wgmma m64n64k16 × 8 (both operands K-major swizzled tiles; k = head_dim), rounded to bf16
+//     as the reference's dP; dV += Pᵀ·dO issued behind it as a second group (it needs only P);
+//  3. dSᵀ = bf16(bf16(Pᵀ⊙(dPᵀ − r_q))·scaling) element-wise in the accumulator layout (fp32, the reference's
+//     rounding points), packed to bf16 A fragments, staged per warp and stored as 16-byte rows of dSᵀ;
+//  4. dK += dSᵀ·Q: wgmma m64n64k16 with A from registers and B an N-major tile (rows = queries), two 64-column
+//     halves (as dV).
 // dV₃₂ and dK₃₂ are rounded once at the end. Tiles: 128-byte-swizzled [rows][64] bf16 halves (1024-byte
-// aligned), filled by cp.async two blocks deep (mma16::stream_blocks_deep); the P tile is plain rows of 72
-// elements (conflict-free ldmatrix). One warpgroup per CTA, two CTAs per SM. S % 64 == 0: no tails.
-// Deterministic: no atomics, every sum in a fixed order.
+// aligned). Two kernels run kv_block: gqa_kv_attn_kernel (one warpgroup per 64 keys, two CTAs per SM, tiles
+// by cp.async two blocks deep, the P tile in plain rows of 72 elements; S % 64 == 0) and gqa_kv_attn_ws_kernel
+// (warp-specialised: a TMA producer warp and two consumer warpgroups per 128 keys on mbarriers, 3 stages;
+// S % 128 == 0); the same products in the same order, so the same bits. No tails. Deterministic: no atomics,
+// every sum in a fixed order.
 #include <cuda_bf16.h>
 
 #include <climits>
