@@ -430,7 +430,7 @@ std::string gqa_kv_attn_ws_unsupported(const GqaKvAttn& p, int cc) {
   const std::string why = gqa_kv_attn_unsupported(p, cc);
   if (!why.empty()) return why;
   if (p.S % (2 * kBlk) != 0) return "seq_len is not a multiple of 128";
-  if (p.BH * p.S > INT32_MAX || p.S * p.S > INT32_MAX) return "too large for 32-bit TMA coordinates";
+  if (p.BH * p.S > INT32_MAX) return "too many rows for 32-bit TMA coordinates";
   const bool split = p.do_ld == kD && p.do_head == p.S * kD;
   const bool view = p.BH * p.do_head <= p.do_ld && p.do_head % 8 == 0;
   if (!split && !view) return "dO is neither head-split nor a view of dA";
