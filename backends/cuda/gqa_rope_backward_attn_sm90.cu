@@ -110,6 +110,16 @@ __device__ __forceinline__ void cp16(std::uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
+// acc (64 rows × 128 as two 64-column halves) += A·B over k = 64: A this warp's fragments (registers), B an N-major
+// [64][128] tile given by its half-0 descriptor (k step: 16 rows = 2,048 bytes; half: kSub bytes).
+__device__ __forceinline__ void rs_n128(float (&acc)[2][8][4], const std::uint32_t (&a)[4][4], std::uint64_t desc) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+    for (int kc = 0; kc < 4; ++kc)
+      wgmma_m64n64k16_rs<Mma16::BF16, 1>(acc[hf], a[kc], desc + hf * (kSub >> 4) + kc * (2048 >> 4), 1);
+}
+
 // One 64-query block of a warpgroup's 64 keys, given this lane's Pᵀ fragments ap and r values rq (columns 8j + 2t,
 // +1): dPᵀ = V·dOᵀ (SS), dV += Pᵀ·dO as a second group under the element-wise step, dSᵀ into as and through
 // the warp's staging rows sDs to dSᵀ's rows (dS_c: this lane's chunk; q_at: the block's first query), then
@@ -133,11 +143,7 @@ __device__ __forceinline__ void kv_block(std::uint32_t (&ap)[4][4], const float2
     wgmma_m64n64k16_ss<Mma16::BF16, 0>(dpt, dV + off, dOk + off, kk);
   }
   wgmma_commit();
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-    for (int kc = 0; kc < 4; ++kc)
-      wgmma_m64n64k16_rs<Mma16::BF16, 1>(dv[hf], ap[kc], dOn + hf * (kSub >> 4) + kc * (2048 >> 4), 1);
+  rs_n128(dv, ap, dOn);
   wgmma_commit();
   wgmma_wait<1>();  // dPᵀ is done; dV may still run
   fence_acc(dpt);
@@ -167,11 +173,7 @@ __device__ __forceinline__ void kv_block(std::uint32_t (&ap)[4][4], const float2
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) fence_acc(dk[hf]);
   wgmma_fence();
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-    for (int kc = 0; kc < 4; ++kc)
-      wgmma_m64n64k16_rs<Mma16::BF16, 1>(dk[hf], as[kc], dQn + hf * (kSub >> 4) + kc * (2048 >> 4), 1);
+  rs_n128(dk, as, dQn);
   wgmma_commit();
   wgmma_wait<0>();
   fence_frag(ap);
