@@ -526,14 +526,18 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     o.batch = B, o.seq_len = S, o.heads = Hq, o.head_dim = D;
     oj = sm90_proj(ctx, o);
   }
-  // The attention path (steps 3-5): key-major sm_90a kernel or GEMMs. dO's layout is known here: the sm_90a o
-  // pair and the head split write [B,H,S,D]; B = 1 without a split reads dA as a view (row stride QP).
+  // dO for steps 3-5: [B,H,Sp,D] (a head-split or padded copy of dA, or the sm_90a o pair's output), or for
+  // B = 1 on the cuBLASLt path without padding dA itself (head h at columns h·D, row stride QP;
+  // ATTNBWD_CUDA_GQA_DO).
+  const bool do_view = !all_sm90 && !pad && B == 1 && !do_split();
+  const bf* dOp = do_view ? dA : dO;
+  const int64_t ld_do = do_view ? QP : D, head_do = do_view ? D : Sp * D;
+  // The attention path (steps 3-5): key-major sm_90a kernel or GEMMs.
   const AttnPath attn = attn_path();
   GqaKvAttn kv;
   bool use_kv = false, use_ws = false;
   if (attn != AttnPath::Gemm) {
-    const bool view = !all_sm90 && !pad && B == 1 && !do_split();
-    kv.dO = view ? dA : dO, kv.do_ld = view ? QP : D, kv.do_head = view ? D : S * D;
+    kv.dO = dOp, kv.do_ld = ld_do, kv.do_head = head_do;
     kv.Q = Q, kv.V = V, kv.P = P, kv.r = rbuf, kv.dS_t = dS, kv.dK = dK32, kv.dV = dV32;
     kv.BH = BH, kv.S = S, kv.D = D, kv.scaling = static_cast<float>(a.scaling);
     const auto unsupported = [&](bool ws) {
@@ -556,11 +560,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
-  // directly, or cuBLASLt dWo on the side stream and dA by cuBLASLt + a head-split (or pad) kernel.
-  // dO for the attention GEMMs: [B,H,S,D] (a copy, or the sm_90a kernel's output), [B,H,S8,D] with padding,
-  // or for B = 1 otherwise dA itself (head h at columns h·D, row stride QP; ATTNBWD_CUDA_GQA_DO).
-  const bf* dOp = dO;
-  int64_t ld_do = D, head_do = S * D;
+  // directly, or cuBLASLt dWo on the side stream and dA by cuBLASLt + a head-split (or pad) kernel (none for
+  // the view).
   bool forked = false;  // work on the side stream, joined at the end
   if (all_sm90) {
     sm90_launch(ctx, oj, stream);
@@ -583,10 +584,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                   {V, Vp, Hq, Hq * S * D, D, S * D}};
       pad_heads(copies, 4, B, S, S8, D, stream);
       Q = Qp, K = Kp, V = Vp;
-      head_do = S8 * D;
-    } else if (B == 1 && !do_split()) {
-      dOp = dA, ld_do = QP, head_do = D;
-    } else {
+    } else if (!do_view) {
       head_split(dA, dO, T, S, Hq, D, stream);  // D % 8 == 0, scratch pieces 16-byte aligned: 16-byte moves
     }
   }
@@ -597,7 +595,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   if (use_kv) {
     // 3-5 key-major: O = bf16(P·V) (into dK32, free until the kernel writes it), r = Σ dO⊙O, then the kernel
     // (dSᵀ into dS, dK32, dV32), then dQ = dS·K = (dSᵀ)ᵀ·K.
-    kv.dO = dOp, kv.do_ld = ld_do, kv.do_head = head_do;  // as predicted above (same alignment)
     Gemm g;
     g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * S,
     g.stride_b = S * D, g.stride_c = S * D;
