@@ -110,6 +110,15 @@ __device__ __forceinline__ void cp16(std::uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
 
+// A warpgroup's dK₃₂ and dV₃₂ rows (its 64 keys of [BH·S, 128], from dK and dV), rounded once.
+__device__ __forceinline__ void store_kv(bf* dK, bf* dV, const float (&dk)[2][8][4], const float (&dv)[2][8][4]) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    store_half(dK, dk[hf], hf);
+    store_half(dV, dv[hf], hf);
+  }
+}
+
 // acc (64 rows × 128 as two 64-column halves) += A·B over k = 64: A this warp's fragments (registers), B an N-major
 // [64][128] tile given by its half-0 descriptor (k step: 16 rows = 2,048 bytes; half: kSub bytes).
 __device__ __forceinline__ void rs_n128(float (&acc)[2][8][4], const std::uint32_t (&a)[4][4], std::uint64_t desc) {
@@ -270,13 +279,7 @@ __global__ void __launch_bounds__(kWgThreads, 2) gqa_kv_attn_kernel(const GqaKvA
         kv_block(ap, rq, dV, dOk + bdo, dOn + bdo, dQn + bdo, scaling, sDs, dS_c, S, q_at, dk, dv);
         q_at += kBlk;
       });
-  bf* dK = p.dK + (bh * S + k0) * kD;
-  bf* dV_out = p.dV + (bh * S + k0) * kD;
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    store_half(dK, dk[hf], hf);
-    store_half(dV_out, dv[hf], hf);
-  }
+  store_kv(p.dK + (bh * S + k0) * kD, p.dV + (bh * S + k0) * kD, dk, dv);
 }
 
 // ---- warp-specialised form (ATTNBWD_CUDA_GQA_ATTN=kvws) ---------------------------------------------------
@@ -385,13 +388,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       if (ct == 0) mbar_arrive(&empty[s]);
       if (++s == kWsStages) s = 0, phase ^= 1;
     }
-    bf* dK = p.dK + (bh * S + k0) * kD;
-    bf* dV_out = p.dV + (bh * S + k0) * kD;
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      store_half(dK, dk[hf], hf);
-      store_half(dV_out, dv[hf], hf);
-    }
+    store_kv(p.dK + (bh * S + k0) * kD, p.dV + (bh * S + k0) * kD, dk, dv);
   }
 }
 
@@ -428,24 +425,25 @@ void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream) {
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+// dO as a head-split [BH·S, 128] tensor (otherwise the view of dA: rows of do_ld per query, heads side by side).
+bool do_is_split(const GqaKvAttn& p) { return p.do_ld == kD && p.do_head == p.S * kD; }
+}  // namespace
+
 std::string gqa_kv_attn_ws_unsupported(const GqaKvAttn& p, int cc) {
   const std::string why = gqa_kv_attn_unsupported(p, cc);
   if (!why.empty()) return why;
   if (p.S % (2 * kBlk) != 0) return "seq_len is not a multiple of 128";
   if (p.BH * p.S > INT32_MAX) return "too many rows for 32-bit TMA coordinates";
-  const bool split = p.do_ld == kD && p.do_head == p.S * kD;
   const bool view = p.BH * p.do_head <= p.do_ld && p.do_head % 8 == 0;
-  if (!split && !view) return "dO is neither head-split nor a view of dA";
+  if (!do_is_split(p) && !view) return "dO is neither head-split nor a view of dA";
   return {};
 }
 
 void gqa_kv_attn_ws_launch(const GqaKvAttn& p, cudaStream_t stream) {
-  const bool split = p.do_ld == kD && p.do_head == p.S * kD;
-  const std::uint32_t box[2] = {64, 64};
-  const auto map2 = [&](const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
-    const std::uint64_t dims[2] = {static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(rows)};
-    const std::uint64_t strides[1] = {static_cast<std::uint64_t>(ld) * 2};
-    return sm90::tma_map_bf16(base, 2, dims, strides, box);
+  const bool split = do_is_split(p);
+  const auto map2 = [](const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+    return sm90::tensor_map(base, rows, cols, ld, 64, 64);
   };
   const CUtensorMap mQ = map2(p.Q, p.BH * p.S, kD, kD), mV = map2(p.V, p.BH * p.S, kD, kD);
   const CUtensorMap mdO = split ? map2(p.dO, p.BH * p.S, kD, kD) : map2(p.dO, p.S, p.do_ld, p.do_ld);

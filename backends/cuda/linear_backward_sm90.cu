@@ -510,22 +510,6 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-// 2-D bf16 row-major matrix [rows, cols] (row stride ld elements) seen by TMA, 128-byte swizzled boxes
-// of box_cols x box_rows.
-CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld, int box_cols,
-                       int box_rows) {
-  CUtensorMap m{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
-                                 estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled", __FILE__, __LINE__, "CUresult " + std::to_string(r));
-  return m;
-}
-
 // 3-D bf16 tensor [d2][d1][d0] (d0 contiguous) seen by TMA for 64x64 stores (box {64, 64, 1}).
 CUtensorMap store_map(void* base, std::int64_t d0, std::int64_t d1, std::int64_t d2) {
   CUtensorMap m{};
@@ -601,6 +585,22 @@ int resident_ctas(int size, int sms) {
 }
 
 }  // namespace
+
+// 2-D bf16 row-major matrix [rows, cols] (row stride ld elements) seen by TMA, 128-byte swizzled boxes
+// of box_cols x box_rows.
+CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld, int box_cols,
+                       int box_rows) {
+  CUtensorMap m{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
+                                 estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled", __FILE__, __LINE__, "CUresult " + std::to_string(r));
+  return m;
+}
 
 std::string linear_backward_unsupported(const LinearBackward& p) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
@@ -790,20 +790,6 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   else
     linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx[0], a_dw, b_dw, out_dx, out_dw[0], prm);
   ATTNBWD_CUDA_CHECK_LAUNCH();
-}
-
-CUtensorMap tma_map_bf16(const void* base, int rank, const std::uint64_t* dims, const std::uint64_t* strides_bytes,
-                         const std::uint32_t* box) {
-  CUtensorMap m{};
-  cuuint64_t d[5], st[4];
-  cuuint32_t b[5], e[5];
-  for (int i = 0; i < rank; ++i) d[i] = dims[i], b[i] = box[i], e[i] = 1;
-  for (int i = 0; i + 1 < rank; ++i) st[i] = strides_bytes[i];
-  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, static_cast<cuuint32_t>(rank), const_cast<void*>(base),
-                                 d, st, b, e, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled", __FILE__, __LINE__, "CUresult " + std::to_string(r));
-  return m;
 }
 
 }  // namespace attnbwd::cuda::sm90

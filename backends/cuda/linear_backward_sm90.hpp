@@ -76,10 +76,10 @@ LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms
 void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& plan, void* workspace,
                             unsigned* counters, cudaStream_t stream);
 
-// A TMA descriptor of a bf16 tensor of `rank` (≤ 5) dimensions, dims[0] contiguous, strides (bytes, multiples of
-// 16) of dims 1.., 128-byte-swizzled boxes of `box` elements; an Error where the driver refuses it. Shared by
-// the sm_90a kernels (linear_backward_sm90.cu, gqa_rope_backward_attn_sm90.cu).
-CUtensorMap tma_map_bf16(const void* base, int rank, const std::uint64_t* dims, const std::uint64_t* strides_bytes,
-                    const std::uint32_t* box);
+// TMA descriptor of a 2-D bf16 row-major matrix [rows, cols] (row stride ld elements), 128-byte swizzled boxes of
+// box_cols × box_rows; an Error where the driver refuses it. Shared by the sm_90a kernels
+// (linear_backward_sm90.cu, gqa_rope_backward_attn_sm90.cu).
+CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld, int box_cols,
+                       int box_rows);
 
 }  // namespace attnbwd::cuda::sm90
