@@ -377,12 +377,10 @@ QkvPath qkv_path() {
 // kvws: the same steps with the warp-specialised form of the kernel (a TMA producer warp and two consumer
 // warpgroups of 64 keys each; S % 128 == 0; the same bits as kv): the kernel 1.10-1.14x faster than kv's at
 // S ≥ 512 (ncu, H200), slower at S = 256 (half as many CTAs); whole op 1.20x over gemm at #6 (one run).
-// cluster: steps 3-5 in one launch (gqa_rope_backward_attn_cluster.cu: a thread-block cluster per head, dP and dS
-// kept on chip, the reference's r; S ≤ 512, head_dim 128, sm_90+), dO read as a view of dA for every B.
-enum class AttnPath { Auto, Gemm, Kv, KvWs, Cluster };
+enum class AttnPath { Auto, Gemm, Kv, KvWs };
 constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 2048;
 AttnPath attn_path() {
-  return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv", "kvws", "cluster"}));
+  return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv", "kvws"}));
 }
 
 ProjPath proj_path() {
@@ -453,11 +451,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bf* Q = c(a.query_states.data);
   const bf* K = c(a.key_states.data);
   const bf* V = c(a.value_states.data);
-  const AttnPath attn = attn_path();
-  // The one-launch cluster kernel (forced only, for now): no padded copies, dO a view of dA for every B.
-  const bool use_cluster = attn == AttnPath::Cluster;
-  const bool pad = S8 != S && !use_cluster && !pad_switch_off() && path != ProjPath::Sm90 && !fused_asked &&
-                   aligned16(Q) && aligned16(K) && aligned16(V) && D % 8 == 0;
+  const bool pad = S8 != S && !pad_switch_off() && path != ProjPath::Sm90 && !fused_asked && aligned16(Q) &&
+                   aligned16(K) && aligned16(V) && D % 8 == 0;
   const int64_t Sp = pad ? S8 : S;
 
   // Scratch (slot 0), every piece a multiple of 8 elements: dA | dO | dS | dQ32 | dK32 | dV32 | dQKVp | dXk | dXv,
@@ -465,8 +460,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int64_t n_head = round_up(T * QP, 8), n_hp = round_up(BH * Sp * D, 8), n_ds = round_up(BH * Sp * ld, 8),
                 n_qkv = round_up(T * QKV, 8), n_x = round_up(T * HS, 8), n_pp = pad ? round_up(BH * S8 * S8, 8) : 0;
   const int64_t n_r = round_up(2 * BH * S, 8);  // fp32 r of the kv path (two bf16 slots per float)
-  const int64_t n_cl = use_cluster ? round_up(BH * S * round_up(S, 64), 8) : 0;  // the cluster kernel's dS and P copies
-  const int64_t total = n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r + 2 * n_cl;
+  const int64_t total = n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r;
   bf* base = static_cast<bf*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(bf), stream));
   bf* dA = base;
   bf* dO = dA + n_head;
@@ -482,8 +476,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bf* Kp = Qp + n_hp;
   bf* Vp = Kp + n_hp;
   float* rbuf = reinterpret_cast<float*>(dXv + n_x + (pad ? n_pp + 3 * n_hp : 0));  // after Vp where it exists
-  bf* cl_ds = dXv + n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r;
-  bf* cl_p = cl_ds + n_cl;
 
   // The projection paths, decided here, before anything is enqueued (a forced path that cannot take the call
   // is an Error): step 9's pairs (dX{q,k,v} = dXp·W, grad_{q,k,v}_weight = dXpᵀ·Xh) as one grouped sm_90a
@@ -537,22 +529,14 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // dO for steps 3-5: [B,H,Sp,D] (a head-split or padded copy of dA, or the sm_90a o pair's output), or for
   // B = 1 on the cuBLASLt path without padding dA itself (head h at columns h·D, row stride QP;
   // ATTNBWD_CUDA_GQA_DO).
-  const bool do_view = !all_sm90 && !pad && (B == 1 || use_cluster) && !do_split();
+  const bool do_view = !all_sm90 && !pad && B == 1 && !do_split();
   const bf* dOp = do_view ? dA : dO;
   const int64_t ld_do = do_view ? QP : D, head_do = do_view ? D : Sp * D;
-  GqaClusterAttn cl;
-  if (use_cluster) {
-    cl.dO = dOp, cl.do_b = do_view ? S * QP : Hq * S * D, cl.do_h = head_do, cl.do_ld = ld_do;
-    cl.Q = Q, cl.K = K, cl.V = V, cl.P = P, cl.dQ = dQ32, cl.dK = dK32, cl.dV = dV32, cl.dS = cl_ds, cl.Pp = cl_p;
-    cl.B = B, cl.H = Hq, cl.S = S, cl.D = D, cl.scaling = static_cast<float>(a.scaling);
-    std::string why = gqa_cluster_attn_unsupported(cl, ctx.cc());
-    if (why.empty() && fused_asked) why = "the fused dP kernel was asked for";
-    if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_ATTN", "cluster kernel cannot take this call: " + why);
-  }
   // The attention path (steps 3-5): key-major sm_90a kernel or GEMMs.
+  const AttnPath attn = attn_path();
   GqaKvAttn kv;
   bool use_kv = false, use_ws = false;
-  if (attn != AttnPath::Gemm && !use_cluster) {
+  if (attn != AttnPath::Gemm) {
     kv.dO = dOp, kv.do_ld = ld_do, kv.do_head = head_do;
     kv.Q = Q, kv.V = V, kv.P = P, kv.r = rbuf, kv.dS_t = dS, kv.dK = dK32, kv.dV = dV32;
     kv.BH = BH, kv.S = S, kv.D = D, kv.scaling = static_cast<float>(a.scaling);
@@ -608,10 +592,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const float scaling = static_cast<float>(a.scaling);
   const int count = static_cast<int>(BH);
 
-  if (use_cluster) {
-    gqa_cluster_attn_launch(cl, stream);
-    stages.mark("attn_cluster");
-  } else if (use_kv) {
+  if (use_kv) {
     // 3-5 key-major: O = bf16(P·V) (into dK32, free until the kernel writes it), r = Σ dO⊙O, then the kernel
     // (dSᵀ into dS, dK32, dV32), then dQ = dS·K = (dSᵀ)ᵀ·K.
     Gemm g;

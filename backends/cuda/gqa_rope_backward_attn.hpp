@@ -37,28 +37,4 @@ void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream);
 std::string gqa_kv_attn_ws_unsupported(const GqaKvAttn& p, int cc);
 void gqa_kv_attn_ws_launch(const GqaKvAttn& p, cudaStream_t stream);
 
-// Steps 3-5 in one launch for S ≤ 512 (gqa_rope_backward_attn_cluster.cu; mma.sync and thread-block clusters, so
-// sm_90 and later): a cluster of ceil(S/64) CTAs per (b, h), CTA i computing dP, r, dS and dQ of query block i
-// (dS rows to a scratch buffer), then, after a cluster barrier, dK₃₂ and dV₃₂ of key block i from the head's dS
-// and P. The reference's r = Σ P·dP and rounding points; any S (tails zero-filled).
-struct GqaClusterAttn {
-  const __nv_bfloat16* dO = nullptr;  // dO(b, h, q, :) = dO + b·do_b + h·do_h + q·do_ld
-  std::int64_t do_b = 0, do_h = 0, do_ld = 0;
-  const __nv_bfloat16* Q = nullptr;  // [B·H, S, 128]
-  const __nv_bfloat16* K = nullptr;  // [B·H, S, 128]
-  const __nv_bfloat16* V = nullptr;  // [B·H, S, 128]
-  const __nv_bfloat16* P = nullptr;  // [B·H, S, S]
-  __nv_bfloat16* dQ = nullptr;       // [B·H, S, 128]
-  __nv_bfloat16* dK = nullptr;       // [B·H, S, 128]: dK₃₂ per query head
-  __nv_bfloat16* dV = nullptr;       // [B·H, S, 128]: dV₃₂ per query head
-  __nv_bfloat16* dS = nullptr;       // scratch [B·H, S, S64] (S64 = S rounded up to 64): dS
-  __nv_bfloat16* Pp = nullptr;       // scratch [B·H, S, S64]: P with zero pad columns (used where S % 8 != 0)
-  std::int64_t B = 0, H = 0, S = 0, D = 0;
-  float scaling = 0.0f;
-  int p_vec16 = 0;  // set by the launch: P's rows 16-byte aligned (S % 8 == 0)
-  int p_even = 0;   // set by the launch: P's rows 4-byte aligned (S even)
-};
-std::string gqa_cluster_attn_unsupported(const GqaClusterAttn& p, int cc);
-void gqa_cluster_attn_launch(const GqaClusterAttn& p, cudaStream_t stream);
-
 }  // namespace attnbwd::cuda

@@ -9,9 +9,7 @@
 // path (ATTNBWD_CUDA_GQA_DO=view), the merge pass's two forms and their bit equality, the key-major sm_90a
 // attention kernel (ATTNBWD_CUDA_GQA_ATTN=kv, head_dim 128 and S % 64 == 0: S = 64, 128, 192, 256 with dO a view
 // of dA (B = 1) or a head-split copy (B > 1); its warp-specialised form kvws at S % 128 == 0 and its bit
-// equality with kv; an Error where it cannot take the call), the one-launch cluster kernel
-// (ATTNBWD_CUDA_GQA_ATTN=cluster, head_dim 128 and S ≤ 512: S = 1, 7, 64-65, 128-131, 192, 256, 300, 449, 512 with dO a view of
-// dA for every B or head-split; an Error at S = 520), run-to-run bit
+// equality with kv; an Error where it cannot take the call), run-to-run bit
 // equality, and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
 // Every element of all five outputs is compared; outputs are poisoned with NaN before each run.
 // Rule: spec §6 (rtol 0.05, matched ratio 0.99) plus a relative-L2 bound per output, the portable
@@ -62,14 +60,12 @@ struct Mode {
   const char* qkv = "";
   const char* attn = "";
   bool needs_sm90() const {
-    return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(attn).rfind("kv", 0) == 0 ||
-           std::string(attn) == "cluster";
+    return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(attn).rfind("kv", 0) == 0;
   }
   // The key-major kernel takes head_dim 128 and S % 64 == 0 only, its warp-specialised form S % 128 == 0
   // (forced elsewhere it is an Error).
   bool applies(const tools::Axes& axes) const {
     const std::string a(attn);
-    if (a == "cluster") return axes.at("head_dim") == 128 && axes.at("seq_len") <= 512;
     if (a != "kv" && a != "kvws") return true;
     return axes.at("head_dim") == 128 && axes.at("seq_len") % (a == "kv" ? 64 : 128) == 0;
   }
@@ -90,9 +86,7 @@ constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublas
     kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"},
     kGroupedQkv{"", "", "", "", "", "", "grouped"}, kSeparateQkv{"", "", "", "", "", "", "separate"},
     kKv{"", "", "", "", "", "", "", "kv"}, kKvSplit{"", "", "", "split", "", "", "", "kv"},
-    kKvWs{"", "", "", "", "", "", "", "kvws"}, kKvWsSplit{"", "", "", "split", "", "", "", "kvws"},
-    kCluster{"", "", "", "", "", "", "", "cluster"}, kClusterSplit{"", "", "", "split", "", "", "", "cluster"},
-    kClusterSm90Proj{"", "sm90", "", "", "", "", "", "cluster"};
+    kKvWs{"", "", "", "", "", "", "", "kvws"}, kKvWsSplit{"", "", "", "split", "", "", "", "kvws"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -158,19 +152,18 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
     int64_t B, S, Hq, Hkv, D, hidden;
   };
   // S = 300 (padded to 304: two 256-column chunks per row) and S = 520 (unpadded, three) reach the softmax
-  // kernel's register forms above one chunk; S = 449 and 512 the cluster kernel's 8-CTA clusters.
+  // kernel's register forms above one chunk.
   const Case cases[] = {{1, 1, 4, 1, 128, 64},  {2, 7, 8, 2, 128, 96},  {1, 131, 8, 2, 128, 64},
                         {3, 65, 4, 4, 128, 32}, {2, 33, 4, 1, 64, 128}, {1, 131, 8, 2, 64, 64},
                         {1, 300, 4, 1, 128, 64}, {1, 520, 4, 2, 128, 64}, {1, 128, 4, 1, 128, 64},
-                        {2, 192, 8, 2, 128, 64}, {1, 256, 4, 2, 128, 32}, {3, 64, 4, 4, 128, 64},
-                        {2, 449, 4, 1, 128, 32}, {1, 512, 4, 2, 128, 32}};
+                        {2, 192, 8, 2, 128, 64}, {1, 256, 4, 2, 128, 32}, {3, 64, 4, 4, 128, 64}};
   std::uint64_t tag = 0;
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
           smallest_atol(kOp),
           {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv,
-           kKv, kKvSplit, kKvWs, kKvWsSplit, kCluster, kClusterSplit, kClusterSm90Proj});
+           kKv, kKvSplit, kKvWs, kKvWsSplit});
   }
 }
 
@@ -181,7 +174,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
           {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
-           kSeparateQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kCluster, kClusterSplit});
+           kSeparateQkv, kKv, kKvSplit, kKvWs, kKvWsSplit});
   }
 }
 
@@ -190,7 +183,7 @@ TEST(CudaGqaRope, RunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
   const tools::Axes axes = axes_of(2, 131, 8, 2, 128, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(300), tools::default_scalars(kOp));
-  for (const Mode& m : {kDefault, kFused, kSm90Proj, kGroupedQkv, kCluster}) {
+  for (const Mode& m : {kDefault, kFused, kSm90Proj, kGroupedQkv}) {
     if (m.needs_sm90() && !is_sm90()) continue;
     UseMode mode(m);
     HostCase<Args> first(in, axes), second(in, axes);
@@ -230,23 +223,6 @@ TEST(CudaGqaRope, KeyMajorKernelIsDeterministicAndRefusesOddShapes) {
   try {
     detail::run(Kokkos::Cuda(), device.args, Options{});
     ADD_FAILURE() << "no Error for the kv kernel at S = 131";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_GQA_ATTN") << e.what();
-  }
-}
-
-// The cluster kernel forced where it cannot take the call (S > 512: more than 8 CTAs per cluster) raises an Error
-// naming the switch, before any output is written.
-TEST(CudaGqaRope, ClusterKernelRefusesLongSequences) {
-  ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the cluster kernel is measured and tested on sm_90";
-  UseMode mode(kCluster);
-  const tools::Axes axes = axes_of(1, 520, 4, 1, 128, 64);
-  HostCase<Args> refused(tools::generate_inputs(kOp, axes, fresh_seed(340), tools::default_scalars(kOp)), axes);
-  DeviceArgs<Kokkos::Cuda, Args> device(refused.args);
-  try {
-    detail::run(Kokkos::Cuda(), device.args, Options{});
-    ADD_FAILURE() << "no Error for the cluster kernel at S = 520";
   } catch (const Error& e) {
     EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_GQA_ATTN") << e.what();
   }
