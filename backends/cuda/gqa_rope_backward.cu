@@ -16,7 +16,7 @@
 //  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt; dV₃₂ (under
 //     steps 3-4, or after them with padding) and dK₃₂ (under dQ) on the side stream unless
 //     ATTNBWD_CUDA_GQA_OVERLAP=off.
-//  3-5 instead, key-major on sm_90 (ATTNBWD_CUDA_GQA_ATTN; auto where S ≥ 1024 and T ≤ 2048): O = bf16(P·V)
+//  3-5 instead, key-major on sm_90 (ATTNBWD_CUDA_GQA_ATTN; auto where S ≥ 1024 and T ≤ 4096): O = bf16(P·V)
 //     (cuBLASLt) and r = Σ dO⊙O, then one wgmma kernel (gqa_rope_backward_attn_sm90.cu; warp-specialised with a
 //     TMA producer where S % 128 == 0) that reads P once, keeps dP in registers, writes dSᵀ once and accumulates
 //     dK₃₂ and dV₃₂, then dQ = (dSᵀ)ᵀ·K (cuBLASLt).
@@ -185,12 +185,6 @@ __device__ __forceinline__ void rope_pair(float g0, float g1, float c0, float c1
   o1 = rn(u1 - w0);
 }
 
-// Steps 6-8 for one token per block: dQp (RoPE of every query head), dKp (RoPE of the group sum),
-// dVp (group sum) from dq, dk, dv [B, Hq, Sp, D] (Sp ≥ S rows per head: padded or not) into out [T, ldo]
-// at columns [0, Hq·D), [Hq·D, +Hkv·D), [Hq·D + Hkv·D, +Hkv·D). Each thread takes W consecutive pairs
-// (d0..d0+W-1 and the same + D/2) of one head slot: W = 8 moves them, their cos and sin as uint4 (needs
-// D % 16 == 0, every pointer 16-byte aligned and ldo % 8 == 0); W = 1 one element at a time. The same math
-// in the same order per element either way (the same bits).
 template <int W>
 __device__ __forceinline__ void load_w(const bf* p, float (&x)[W]) {
   if constexpr (W == 8) {
@@ -213,65 +207,88 @@ __device__ __forceinline__ void store_w(bf* p, const bf (&x)[W]) {
   }
 }
 
-template <int W>
+// Steps 6-8, one thread per (token, head slot, W consecutive pairs): dQp (RoPE of every query head), dKp (RoPE of
+// the group sum), dVp (group sum) from dq, dk, dv [B, Hq, Sp, D] (Sp ≥ S rows per head: padded or not) into out
+// [T, ldo] at columns [0, Hq·D), [Hq·D, +Hkv·D), [Hq·D + Hkv·D, +Hkv·D). A thread takes the pairs d0..d0+W-1 and the
+// same + D/2 of its slot: W = 8 moves them, their cos and sin as uint4 (needs D % 16 == 0, every pointer 16-byte
+// aligned and ldo % 8 == 0); W = 1 one element at a time. The same math in the same order per element either way
+// (the same bits). G > 0: the group size Hq / Hkv, the group's loads unrolled (all in flight together); G = 0: any
+// group size, one head after another.
+template <int W, int G>
 __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
-                               const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out,
+                               const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out, int64_t T,
                                int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo) {
-  const int64_t t = blockIdx.x;
+  const int half = D / 2, groups = half / W;
+  const int per_token = (Hq + 2 * Hkv) * groups;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (item >= T * per_token) return;
+  const int64_t t = item / per_token;
+  const int idx = static_cast<int>(item - t * per_token);
   const int64_t b = t / S, s = t % S;
-  const int half = D / 2, G = Hq / Hkv, groups = half / W;
-  const int n = (Hq + 2 * Hkv) * groups;
-  const bf* c = cos + t * D;
-  const bf* sn = sin + t * D;
+  const int slot = idx / groups, d0 = (idx % groups) * W;
   bf* o = out + t * ldo;
-  for (int idx = threadIdx.x; idx < n; idx += blockDim.x) {
-    const int slot = idx / groups, d0 = (idx % groups) * W;
-    float g0[W], g1[W];
-    bf* dst;
-    bool rope = true;
-    if (slot < Hq) {
-      const bf* g = dq + ((b * Hq + slot) * Sp + s) * D + d0;
-      load_w(g, g0);
-      load_w(g + half, g1);
-      dst = o + slot * D + d0;
-    } else {
-      const bool is_k = slot < Hq + Hkv;
-      const int j = is_k ? slot - Hq : slot - Hq - Hkv;
-      const bf* src = is_k ? dk : dv;
+  float g0[W], g1[W];
+  bf* dst;
+  bool rope = true;
+  if (slot < Hq) {
+    const bf* g = dq + ((b * Hq + slot) * Sp + s) * D + d0;
+    load_w(g, g0);
+    load_w(g + half, g1);
+    dst = o + slot * D + d0;
+  } else {
+    const bool is_k = slot < Hq + Hkv;
+    const int j = is_k ? slot - Hq : slot - Hq - Hkv;
+    const bf* src = is_k ? dk : dv;
 #pragma unroll
-      for (int i = 0; i < W; ++i) g0[i] = g1[i] = 0.0f;
+    for (int i = 0; i < W; ++i) g0[i] = g1[i] = 0.0f;
+    if constexpr (G > 0) {  // every head's loads first, then the sums in group order
+      float x0[G][W], x1[G][W];
+#pragma unroll
       for (int gi = 0; gi < G; ++gi) {
         const bf* g = src + ((b * Hq + j * G + gi) * Sp + s) * D + d0;
+        load_w(g, x0[gi]);
+        load_w(g + half, x1[gi]);
+      }
+#pragma unroll
+      for (int gi = 0; gi < G; ++gi)
+#pragma unroll
+        for (int i = 0; i < W; ++i) g0[i] += x0[gi][i], g1[i] += x1[gi][i];
+    } else {
+      const int Gr = Hq / Hkv;
+      for (int gi = 0; gi < Gr; ++gi) {
+        const bf* g = src + ((b * Hq + j * Gr + gi) * Sp + s) * D + d0;
         float x0[W], x1[W];
         load_w(g, x0);
         load_w(g + half, x1);
 #pragma unroll
         for (int i = 0; i < W; ++i) g0[i] += x0[i], g1[i] += x1[i];
       }
-      dst = o + static_cast<int64_t>(Hq) * D + (is_k ? 0 : static_cast<int64_t>(Hkv) * D) + j * D + d0;
-      if (is_k) {
-#pragma unroll
-        for (int i = 0; i < W; ++i) g0[i] = r16(g0[i]), g1[i] = r16(g1[i]);
-      } else {
-        rope = false;
-      }
     }
-    bf o0[W], o1[W];
-    if (rope) {
-      float c0[W], c1[W], s0[W], s1[W];
-      load_w(c + d0, c0);
-      load_w(c + d0 + half, c1);
-      load_w(sn + d0, s0);
-      load_w(sn + d0 + half, s1);
+    dst = o + static_cast<int64_t>(Hq) * D + (is_k ? 0 : static_cast<int64_t>(Hkv) * D) + j * D + d0;
+    if (is_k) {
 #pragma unroll
-      for (int i = 0; i < W; ++i) rope_pair(g0[i], g1[i], c0[i], c1[i], s0[i], s1[i], o0[i], o1[i]);
+      for (int i = 0; i < W; ++i) g0[i] = r16(g0[i]), g1[i] = r16(g1[i]);
     } else {
-#pragma unroll
-      for (int i = 0; i < W; ++i) o0[i] = rn(g0[i]), o1[i] = rn(g1[i]);
+      rope = false;
     }
-    store_w(dst, o0);
-    store_w(dst + half, o1);
   }
+  bf o0[W], o1[W];
+  if (rope) {
+    const bf* c = cos + t * D;
+    const bf* sn = sin + t * D;
+    float c0[W], c1[W], s0[W], s1[W];
+    load_w(c + d0, c0);
+    load_w(c + d0 + half, c1);
+    load_w(sn + d0, s0);
+    load_w(sn + d0 + half, s1);
+#pragma unroll
+    for (int i = 0; i < W; ++i) rope_pair(g0[i], g1[i], c0[i], c1[i], s0[i], s1[i], o0[i], o1[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; ++i) o0[i] = rn(g0[i]), o1[i] = rn(g1[i]);
+  }
+  store_w(dst, o0);
+  store_w(dst + half, o1);
 }
 
 // The softmax-backward row term for the key-major attention path: r[bh, q] = Σ_d dO[bh, q, d]·O[bh, q, d] with
@@ -368,7 +385,7 @@ QkvPath qkv_path() {
 // (gemm: P read twice, dP written and read back, dS written once and read twice), or key-major on sm_90a
 // (kv, gqa_rope_backward_attn_sm90.cu: O = bf16(P·V) by cuBLASLt and r = Σ dO⊙O, then one kernel that
 // reads P once more, keeps dP in registers and writes dSᵀ once for the dQ GEMM; head_dim 128, S % 64 == 0,
-// sm_90). auto = kvws (below) where it applies with S ≥ 1024 and T ≤ 2048 tokens, else kv there, else gemm.
+// sm_90). auto = kvws (below) where it applies with S ≥ 1024 and T ≤ 4096 tokens, else kv there, else gemm.
 // Measured on an H200 (2026-12-01,
 // ninth session, the twelve workloads with S % 64 == 0, two runs each; perf/NOTES.md): kv 1.13x at B = 1,
 // S = 2048 (#6), 1.02-1.04x at S = 1024 with B ≤ 2 (#4, #14), 0.96-1.01x at B = 4, S = 1024 (#9) and
@@ -376,9 +393,11 @@ QkvPath qkv_path() {
 // two-stream GEMMs; at T = 4096 the gemm path's side-stream overlap wins).
 // kvws: the same steps with the warp-specialised form of the kernel (a TMA producer warp and two consumer
 // warpgroups of 64 keys each; S % 128 == 0; the same bits as kv): the kernel 1.10-1.14x faster than kv's at
-// S ≥ 512 (ncu, H200), slower at S = 256 (half as many CTAs); whole op 1.20x over gemm at #6 (one run).
+// S ≥ 512 (ncu, H200), slower at S = 256 (half as many CTAs); whole op 1.20x over gemm at #6 (one run). At B = 4,
+// S = 1024 (T = 4096, #9) kvws over the default then (gemm) in five runs over two sessions: 1.01-1.14x (tenth session:
+// three interleaved pairs 1.01-1.14x, median 1.09x; then the suites 1.10x), so auto's token limit is 4096.
 enum class AttnPath { Auto, Gemm, Kv, KvWs };
-constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 2048;
+constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 4096;
 AttnPath attn_path() {
   return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv", "kvws"}));
 }
@@ -673,10 +692,14 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // 6-8. GQA sums, RoPE, merge.
   {
     const bool vec = D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar();
-    const auto merge = vec ? gqa_rope_merge<8> : gqa_rope_merge<1>;
-    merge<<<static_cast<unsigned>(T), vec ? 128 : 256, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data),
-                                                                     dQKVp, S, Sp, static_cast<int>(Hq),
-                                                                     static_cast<int>(Hkv), static_cast<int>(D), QKV);
+    const bool g4 = Hq == 4 * Hkv;
+    const auto merge = vec ? (g4 ? gqa_rope_merge<8, 4> : gqa_rope_merge<8, 0>)
+                           : (g4 ? gqa_rope_merge<1, 4> : gqa_rope_merge<1, 0>);
+    const int64_t items = T * (Hq + 2 * Hkv) * (D / 2 / (vec ? 8 : 1));
+    const int threads = 256;
+    merge<<<blocks_for(items, threads), threads, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp, T,
+                                                             S, Sp, static_cast<int>(Hq), static_cast<int>(Hkv),
+                                                             static_cast<int>(D), QKV);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
   stages.mark("gqa_rope_merge");
