@@ -33,6 +33,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -40,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "attnbwd/error.hpp"
 #include "check.hpp"
 #include "sm90/ptx.cuh"
 
@@ -544,8 +547,11 @@ void allow_max_smem(int dev) {
 // split units pay for the fp32 partial round trip and the reduction: by the last arrival (all
 // partials through one SM) or by the CTAs of a cluster together ((splits-1)/splits of a tile each way
 // per CTA).
-double finish(int units, int kb, int splits, int ctas, bool cluster) {
-  const double fixed = 1.5;
+// fixed: the per-unit cost beyond its k-blocks; 1.5 for every unit but the dW units of a grouped launch, for which
+// kGroupedDwFixed was fitted to measured plans (perf/NOTES.md, tenth session of 2026-12-01: gqa's q/k/v launch at
+// T = 128, 131 and 256 with every plan forced, H200: its 64 KB epilogue per short unit costs ~5 k-block times).
+constexpr double kFixed = 1.5, kGroupedDwFixed = 5.0;
+double finish(int units, int kb, int splits, int ctas, bool cluster, double fixed = kFixed) {
   const double split_cost = cluster ? 1.0 + 2.0 * (splits - 1) / splits : 1.0 + 0.75 * splits;
   const int rounds = (units + ctas - 1) / ctas;
   return rounds * (kb + fixed + (splits > 1 ? split_cost : 0.0));
@@ -637,9 +643,11 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   int dev = 0;
   ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
   // The search below costs ~5 µs of host time: once per shape, device and thread.
-  thread_local std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, bool>, LinearBackwardPlan>
+  thread_local std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, bool, bool>, LinearBackwardPlan>
       cache;
-  const auto key = std::make_tuple(T, out, in, sms, dev, cluster);
+  const bool grouped = p.segments > 1;
+  const auto key = std::make_tuple(T, out, in, sms, dev, cluster, grouped);
+  const double fixed_dw = grouped ? kGroupedDwFixed : kFixed;
   if (const auto hit = cache.find(key); hit != cache.end()) return hit->second;
   const int tiles_dx = ceil_div(T, kBM) * ceil_div(in, kBN), kb_dx = ceil_div(out, kBK);
   const int tiles_dw = ceil_div(out, kBM) * ceil_div(in, kBN), kb_dw = ceil_div(T, kBK);
@@ -662,7 +670,7 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
       const int ux = tiles_dx * sx, uw = tiles_dw * sw;
       for (int gx = csize; gx < cap; gx += csize) {
         const int cx = std::min(gx, ux), cw = std::min(cap - gx, uw);
-        const double t = std::max(finish(ux, kx, sx, cx, cluster), finish(uw, kw, sw, cw, false));
+        const double t = std::max(finish(ux, kx, sx, cx, cluster), finish(uw, kw, sw, cw, false, fixed_dw));
         if (t < best_t * 0.999) {  // ties: fewer splits (tried first)
           best_t = t;
           best.splits_dx = sx, best.splits_dw = sw, best.ctas_dx = cx;
@@ -672,12 +680,31 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
       }
     }
   }
+  // ATTNBWD_SM90_LINEAR_PLAN="sx,sw,cx" (diagnostic, for plan measurements): dX split sx ways (1, 2 or 4, by
+  // clusters), dW sw ways, cx CTAs on dX; the rest of the resident CTAs on dW.
+  if (const char* forced = std::getenv("ATTNBWD_SM90_LINEAR_PLAN"); forced && *forced && cluster) {
+    int sx = 0, sw = 0, cx = 0;
+    if (std::sscanf(forced, "%d,%d,%d", &sx, &sw, &cx) != 3 || (sx != 1 && sx != 2 && sx != 4) || sw < 1 || sw > 4 ||
+        cx < sx || cx % sx != 0)
+      throw Error("ATTNBWD_SM90_LINEAR_PLAN", std::string("expected \"sx,sw,cx\" with sx in 1, 2, 4 dividing cx, got \"") +
+                                                  forced + "\"");
+    const int kx = ceil_div(kb_dx, sx), kw = ceil_div(kb_dw, sw);
+    if ((sx - 1) * kx >= kb_dx || (sw - 1) * kw >= kb_dw)
+      throw Error("ATTNBWD_SM90_LINEAR_PLAN", "a split without k-blocks for this shape");
+    const int cap = resident_ctas(sx, sms) / sx * sx;
+    const int ux = tiles_dx * sx, uw = tiles_dw * sw;
+    const int cxx = std::min({cx, ux, cap - sx});
+    const int cw = std::min(cap - cxx, uw);
+    best.splits_dx = sx, best.splits_dw = sw, best.ctas_dx = cxx, best.cluster = sx;
+    best.grid = (cxx + cw + sx - 1) / sx * sx;
+  }
   const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
   std::size_t bytes = 0;
   if (best.splits_dx > 1) bytes += part * tiles_dx * best.splits_dx;
   if (best.splits_dw > 1) bytes += part * tiles_dw * best.splits_dw;
   best.workspace_bytes = bytes;
   best.counters = static_cast<std::size_t>(tiles_dx + tiles_dw);
+  if (const char* forced = std::getenv("ATTNBWD_SM90_LINEAR_PLAN"); forced && *forced) return best;  // not cached
   if (cache.size() > 256) cache.clear();  // bounded: shapes vary little in practice
   cache.emplace(key, best);
   return best;
