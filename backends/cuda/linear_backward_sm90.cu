@@ -648,7 +648,12 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   const bool grouped = p.segments > 1;
   const auto key = std::make_tuple(T, out, in, sms, dev, cluster, grouped);
   const double fixed_dw = grouped ? kGroupedDwFixed : kFixed;
-  if (const auto hit = cache.find(key); hit != cache.end()) return hit->second;
+  // ATTNBWD_SM90_LINEAR_PLAN="sx,sw,cx" (diagnostic, for plan measurements): dX split sx ways (1, 2 or 4, by
+  // clusters), dW sw ways, cx CTAs on dX; the rest of the resident CTAs on dW. Read on every call, never cached.
+  const char* forced = std::getenv("ATTNBWD_SM90_LINEAR_PLAN");
+  if (forced && !*forced) forced = nullptr;
+  if (!forced)
+    if (const auto hit = cache.find(key); hit != cache.end()) return hit->second;
   const int tiles_dx = ceil_div(T, kBM) * ceil_div(in, kBN), kb_dx = ceil_div(out, kBK);
   const int tiles_dw = ceil_div(out, kBM) * ceil_div(in, kBN), kb_dw = ceil_div(T, kBK);
   LinearBackwardPlan best;
@@ -680,9 +685,7 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
       }
     }
   }
-  // ATTNBWD_SM90_LINEAR_PLAN="sx,sw,cx" (diagnostic, for plan measurements): dX split sx ways (1, 2 or 4, by
-  // clusters), dW sw ways, cx CTAs on dX; the rest of the resident CTAs on dW.
-  if (const char* forced = std::getenv("ATTNBWD_SM90_LINEAR_PLAN"); forced && *forced && cluster) {
+  if (forced && cluster) {
     int sx = 0, sw = 0, cx = 0;
     if (std::sscanf(forced, "%d,%d,%d", &sx, &sw, &cx) != 3 || (sx != 1 && sx != 2 && sx != 4) || sw < 1 || sw > 4 ||
         cx < sx || cx % sx != 0)
@@ -704,7 +707,7 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   if (best.splits_dw > 1) bytes += part * tiles_dw * best.splits_dw;
   best.workspace_bytes = bytes;
   best.counters = static_cast<std::size_t>(tiles_dx + tiles_dw);
-  if (const char* forced = std::getenv("ATTNBWD_SM90_LINEAR_PLAN"); forced && *forced) return best;  // not cached
+  if (forced) return best;  // not cached
   if (cache.size() > 256) cache.clear();  // bounded: shapes vary little in practice
   cache.emplace(key, best);
   return best;

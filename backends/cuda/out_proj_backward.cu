@@ -140,7 +140,8 @@ void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream
   const sm90::SplitReduce reduce = split_reduce();
   ctx.claim(stream);
   const auto key = [&] {
-    return graph_key(1, a, {static_cast<std::uint64_t>(path), static_cast<std::uint64_t>(reduce)});
+    return graph_key(1, a, {static_cast<std::uint64_t>(path), static_cast<std::uint64_t>(reduce),
+                            env_word("ATTNBWD_SM90_LINEAR_PLAN")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) {
     if (path == Path::Hybrid) {
