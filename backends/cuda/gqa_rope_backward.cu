@@ -40,6 +40,7 @@
 #include <type_traits>
 
 #include "check.hpp"
+#include "sizes.hpp"
 #include "context.hpp"
 #include "gqa_rope_backward_attn.hpp"
 #include "head_split.hpp"
@@ -61,9 +62,6 @@ __device__ __forceinline__ float f32(bf x) { return __bfloat162float(x); }
 __device__ __forceinline__ bf rn(float x) { return __float2bfloat16_rn(x); }
 // bf16 tensor op in PyTorch's opmath: fp32 result, one rounding; returned as the rounded float.
 __device__ __forceinline__ float r16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 // ---------------------------------------------------------------------------------------------
 // Small kernels.

@@ -34,6 +34,7 @@
 #include <tuple>
 
 #include "check.hpp"
+#include "sizes.hpp"
 #include "context.hpp"
 #include "convert.hpp"
 #include "graph_key.hpp"
@@ -48,8 +49,6 @@ namespace attnbwd::cuda {
 namespace {
 
 using std::int64_t;
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // fp32 GEMMs (strided batches too) through lt_gemm with the mode's compute type; lt_gemm falls back
 // from TF32 to full fp32 where cuBLASLt has no TF32 algorithm for an alignment (P's odd rows).

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "check.hpp"
+#include "sizes.hpp"
 #include "dispatch.hpp"
 #include "switches.hpp"
 #include "vision_mha_norm_backward_kernels.cuh"
@@ -14,8 +15,6 @@ namespace {
 
 using std::int64_t;
 constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 
 // Butterfly sum: every lane ends with the same bits (each step adds the same two values, commutatively).
 __device__ __forceinline__ float warp_sum(float v) {

@@ -40,6 +40,7 @@
 #include <cuda_fp16.h>
 
 #include "check.hpp"
+#include "sizes.hpp"
 #include "context.hpp"
 #include "convert.hpp"
 #include "cuda_backend.hpp"
@@ -155,8 +156,6 @@ __global__ void column_sums_final(const float* __restrict__ part, int64_t chunks
   out[col] = s;
 }
 
-unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
-
 int64_t chunks_of(int64_t rows) { return (rows + kSumRows - 1) / kSumRows; }
 
 // out[cols] = Σ_r part[r, cols] over rows r < rows, in row order.
@@ -173,9 +172,6 @@ void column_sums(const float* x, int64_t rows, int64_t cols, float* part, float*
   ATTNBWD_CUDA_CHECK_LAUNCH();
   sum_rows(part, chunks_of(rows), cols, out, stream);
 }
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
 
 }  // namespace
 
