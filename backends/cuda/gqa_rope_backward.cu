@@ -379,7 +379,7 @@ QkvPath qkv_path() {
   return static_cast<QkvPath>(env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped"}));
 }
 
-// ATTNBWD_CUDA_GQA_ATTN=auto|gemm|kv: steps 3-5 as cuBLASLt GEMMs around the softmax-backward row kernel
+// ATTNBWD_CUDA_GQA_ATTN=auto|gemm|kv|kvws: steps 3-5 as cuBLASLt GEMMs around the softmax-backward row kernel
 // (gemm: P read twice, dP written and read back, dS written once and read twice), or key-major on sm_90a
 // (kv, gqa_rope_backward_attn_sm90.cu: O = bf16(P·V) by cuBLASLt and r = Σ dO⊙O, then one kernel that
 // reads P once more, keeps dP in registers and writes dSᵀ once for the dQ GEMM; head_dim 128, S % 64 == 0,

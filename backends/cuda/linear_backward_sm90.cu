@@ -648,12 +648,20 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   const bool grouped = p.segments > 1;
   const auto key = std::make_tuple(T, out, in, sms, dev, cluster, grouped);
   const double fixed_dw = grouped ? kGroupedDwFixed : kFixed;
-  // ATTNBWD_SM90_LINEAR_PLAN="sx,sw,cx" (diagnostic, for plan measurements): dX split sx ways (1, 2 or 4, by
-  // clusters), dW sw ways, cx CTAs on dX; the rest of the resident CTAs on dW. Read on every call, never cached.
+  // ATTNBWD_SM90_LINEAR_PLAN="sx,sw,cx" (diagnostic, for plan measurements; cluster reduction only): dX split sx
+  // ways (1, 2 or 4, by clusters), dW sw ways, cx CTAs on dX (at most its units and all but one cluster); the
+  // rest of the resident CTAs on dW. The search below then keeps only that candidate. Read on every call, never
+  // cached.
   const char* forced = std::getenv("ATTNBWD_SM90_LINEAR_PLAN");
   if (forced && !*forced) forced = nullptr;
   if (!forced)
     if (const auto hit = cache.find(key); hit != cache.end()) return hit->second;
+  const bool force = forced && cluster;
+  int fsx = 0, fsw = 0, fcx = 0;
+  if (force && (std::sscanf(forced, "%d,%d,%d", &fsx, &fsw, &fcx) != 3 || (fsx != 1 && fsx != 2 && fsx != 4) ||
+                fsw < 1 || fsw > 4 || fcx < fsx || fcx % fsx != 0))
+    throw Error("ATTNBWD_SM90_LINEAR_PLAN",
+                std::string("expected \"sx,sw,cx\" with sx in 1, 2, 4 dividing cx, got \"") + forced + "\"");
   const int tiles_dx = ceil_div(T, kBM) * ceil_div(in, kBN), kb_dx = ceil_div(out, kBK);
   const int tiles_dw = ceil_div(out, kBM) * ceil_div(in, kBN), kb_dw = ceil_div(T, kBK);
   LinearBackwardPlan best;
@@ -666,17 +674,23 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   const int n_dx_splits = cluster ? 3 : 4;
   for (int i = 0; i < n_dx_splits; ++i) {
     const int sx = dx_splits[i];
+    if (force && sx != fsx) continue;
     const int csize = cluster ? sx : 1;
     const int cap = resident_ctas(csize, sms) / csize * csize;
     if (cap < 2 * csize) continue;
     for (int sw : {1, 2, 4}) {
+      if (force && sw != fsw) continue;
       const int kx = ceil_div(kb_dx, sx), kw = ceil_div(kb_dw, sw);
-      if ((sx - 1) * kx >= kb_dx || (sw - 1) * kw >= kb_dw) continue;  // every split owns k-blocks
+      if ((sx - 1) * kx >= kb_dx || (sw - 1) * kw >= kb_dw) {  // every split owns k-blocks
+        if (force) throw Error("ATTNBWD_SM90_LINEAR_PLAN", "a split without k-blocks for this shape");
+        continue;
+      }
       const int ux = tiles_dx * sx, uw = tiles_dw * sw;
       for (int gx = csize; gx < cap; gx += csize) {
+        if (force && gx != std::min({fcx, ux, cap - csize})) continue;
         const int cx = std::min(gx, ux), cw = std::min(cap - gx, uw);
         const double t = std::max(finish(ux, kx, sx, cx, cluster), finish(uw, kw, sw, cw, false, fixed_dw));
-        if (t < best_t * 0.999) {  // ties: fewer splits (tried first)
+        if (force || t < best_t * 0.999) {  // ties: fewer splits (tried first)
           best_t = t;
           best.splits_dx = sx, best.splits_dw = sw, best.ctas_dx = cx;
           best.cluster = csize;
@@ -685,22 +699,8 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
       }
     }
   }
-  if (forced && cluster) {
-    int sx = 0, sw = 0, cx = 0;
-    if (std::sscanf(forced, "%d,%d,%d", &sx, &sw, &cx) != 3 || (sx != 1 && sx != 2 && sx != 4) || sw < 1 || sw > 4 ||
-        cx < sx || cx % sx != 0)
-      throw Error("ATTNBWD_SM90_LINEAR_PLAN", std::string("expected \"sx,sw,cx\" with sx in 1, 2, 4 dividing cx, got \"") +
-                                                  forced + "\"");
-    const int kx = ceil_div(kb_dx, sx), kw = ceil_div(kb_dw, sw);
-    if ((sx - 1) * kx >= kb_dx || (sw - 1) * kw >= kb_dw)
-      throw Error("ATTNBWD_SM90_LINEAR_PLAN", "a split without k-blocks for this shape");
-    const int cap = resident_ctas(sx, sms) / sx * sx;
-    const int ux = tiles_dx * sx, uw = tiles_dw * sw;
-    const int cxx = std::min({cx, ux, cap - sx});
-    const int cw = std::min(cap - cxx, uw);
-    best.splits_dx = sx, best.splits_dw = sw, best.ctas_dx = cxx, best.cluster = sx;
-    best.grid = (cxx + cw + sx - 1) / sx * sx;
-  }
+  if (force && best.grid == 0)
+    throw Error("ATTNBWD_SM90_LINEAR_PLAN", "fewer than two clusters of this size are resident at once");
   const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
   std::size_t bytes = 0;
   if (best.splits_dx > 1) bytes += part * tiles_dx * best.splits_dx;

@@ -45,11 +45,12 @@ const std::string kOp = "gqa_rope_backward";
 constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 
 // A path of the fast path: ATTNBWD_GQA_FUSED (fused dP/softmax kernel), ATTNBWD_CUDA_GQA_PROJ
-// (projection pairs through the sm_90a kernel, cuBLASLt or both), ATTNBWD_CUDA_GQA_OVERLAP (attention
+// (projection pairs through the sm_90a kernel or cuBLASLt), ATTNBWD_CUDA_GQA_OVERLAP (attention
 // GEMMs on two streams or one), ATTNBWD_CUDA_GQA_DO (dO as a strided view of dA for B = 1),
 // ATTNBWD_CUDA_GQA_PAD (attention GEMMs on copies padded to a multiple of 8 rows where S is not one),
-// ATTNBWD_CUDA_GQA_MERGE (the merge pass with 16-byte moves or one pair per thread) and ATTNBWD_CUDA_GQA_QKV
-// (the q, k, v projection pairs as one grouped sm_90a launch), "" = the default choice.
+// ATTNBWD_CUDA_GQA_MERGE (the merge pass with 16-byte moves or one pair per thread), ATTNBWD_CUDA_GQA_QKV
+// (the q, k, v projection pairs as one grouped sm_90a launch) and ATTNBWD_CUDA_GQA_ATTN (the key-major
+// attention kernel, kv or kvws), "" = the default choice.
 struct Mode {
   const char* fused;
   const char* proj;
