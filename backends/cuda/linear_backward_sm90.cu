@@ -608,6 +608,20 @@ CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, s
   return m;
 }
 
+CUtensorMap tensor_map_3d_f16(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t d2, std::int64_t ld1,
+                              std::int64_t ld2, int box1) {
+  CUtensorMap m{};
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1), static_cast<cuuint64_t>(d2)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld1) * 2, static_cast<cuuint64_t>(ld2) * 2};
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box1), 1};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, const_cast<void*>(base), dims, strides, box,
+                                 estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled (3-D fp16)", __FILE__, __LINE__, "CUresult " + std::to_string(r));
+  return m;
+}
+
 std::string linear_backward_unsupported(const LinearBackward& p) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   if (p.segments < 1 || p.segments > LinearBackward::kMaxSegments) return "segments not in 1..3";

@@ -82,4 +82,10 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
 CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld, int box_cols,
                        int box_rows);
 
+// TMA descriptor of a 3-D fp16 tensor [d2][d1][d0] (d0 contiguous; strides ld1, ld2 in elements, multiples of 8),
+// 128-byte-swizzled boxes of 64 × box1 × 1; elements outside the tensor read as zeros. An Error where the driver
+// refuses it (mha's warp-specialised attention kernels).
+CUtensorMap tensor_map_3d_f16(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t d2, std::int64_t ld1,
+                              std::int64_t ld2, int box1);
+
 }  // namespace attnbwd::cuda::sm90

@@ -98,14 +98,20 @@ MhaAttn mha_attn_switch() {
 // session; B = 1 and 3 take the same number of waves either way and stay on serial3). A
 // pipelined loop (block j + 1's dP product overlapping block j's element math) measured 4-6 % slower and
 // was removed (perf/NOTES.md; code in commit 8241966).
+// ws, ws3: the warp-specialised kernels (one producer warp, two consumer warpgroups per CTA, 4 or 3 buffers;
+// the same bits as serial2/serial3); forced where they cannot run (attention_ws_unsupported: P not 16-byte aligned,
+// or B·H·S² not a multiple of 4) is an Error naming the switch.
 struct WgmmaScheme {
   int stages, min_blocks;
+  bool ws = false;
 };
 WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count) {
-  switch (env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3", "occ3"})) {
+  switch (env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3", "occ3", "ws", "ws3"})) {
     case 1: return {2, 2};
     case 2: return {3, 2};
     case 3: return {2, 3};
+    case 4: return {4, 1, true};
+    case 5: return {3, 1, true};
     default: {
       // occ3 where it takes fewer waves than 2 CTAs per SM, or the grid is deep (≥ 6 CTAs per SM).
       const int64_t slots2 = 2 * static_cast<int64_t>(sm_count), slots3 = 3 * static_cast<int64_t>(sm_count);
@@ -166,6 +172,12 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     split = mha_split_switch();
     wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count());
     copy = mha_copy_switch();
+    if (wgmma.ws) {
+      mha::AttnParams q;  // what attention_ws_unsupported looks at, before any output is written
+      q.B = B, q.S = S, q.H = static_cast<int>(H), q.P = a.attn_weights.data;
+      if (const std::string why = mha::attention_ws_unsupported_input(q); !why.empty())
+        throw Error("ATTNBWD_CUDA_MHA_WGMMA", "the warp-specialised kernels cannot run here: " + why);
+    }
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
@@ -183,7 +195,8 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const std::size_t o_dKh = fp16_attn ? 0 : c.take(N * E, f4);
   const std::size_t o_dVh = fp16_attn ? 0 : c.take(N * E, f4);
   const std::size_t o_dS = fp16_attn ? 0 : c.take(std::max(BH * S * ld, N * E3), f4);
-  const std::size_t o_delta = fp16_attn ? c.take(BH * S, f4) : 0;
+  const int64_t delta_ld = mha::attn_blocks(S) * mha::kAttnBlock;  // δ rows padded to whole blocks (ws kernels)
+  const std::size_t o_delta = fp16_attn ? c.take(BH * delta_ld, f4) : 0;
   const std::size_t o_pqkv = c.take((fp16_attn ? attn_chunks : chunks) * E3, f4);
   const std::size_t o_pln = c.take(mha::layer_norm_max_blocks(N, ctx.sm_count()) * E3, f4);
   const std::size_t o_dYh = use_fp16 ? c.take(N * E, h2) : 0;
@@ -268,9 +281,11 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     mha::AttnParams p;
     p.B = B, p.S = S, p.H = static_cast<int>(H), p.scale = scale;
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
-    p.delta = f32(o_delta), p.dqkv = dQKVh, p.partial = part_qkv;
+    p.delta = f32(o_delta), p.delta_ld = delta_ld, p.dqkv = dQKVh, p.partial = part_qkv;
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
-    if (wgmma_attn) {
+    if (wgmma_attn && wgmma.ws) {
+      mha::attention_backward_sm90_ws(p, wgmma.stages, stream);
+    } else if (wgmma_attn) {
       mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {
       mha::attention_backward(p, stream);

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 
 namespace attnbwd::cuda::mha {
 
@@ -27,6 +28,8 @@ struct AttnParams {
   const __half* k = nullptr;
   const __half* v = nullptr;
   float* delta = nullptr;         // [B,H,S] scratch: Σ_j P·dP per query row (written by the dQ kernel)
+  std::int64_t delta_ld = 0;      // the warp-specialised kernels' δ row stride ([B·H][delta_ld], a multiple of 64
+                                  // ≥ S; rows past S written as 0); the other kernels use S
   __half* dqkv = nullptr;         // [B·S, 3E] dQ | dK | dV (col = part·E + h·64 + d), fp16: the GEMM operand
   float* partial = nullptr;       // [B·attn_blocks(S), 3E]: per-CTA column sums of the fp32 dQ, dK, dV
   // Split blocks (attention_backward_sm90 with split = 2): two CTAs per block, each streaming half of the
@@ -50,5 +53,13 @@ void attention_backward(const AttnParams& p, cudaStream_t stream);
 // the same in either order: deterministic.
 void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, int copy, int split,
                              cudaStream_t stream);
+// The warp-specialised form of the sm_90a kernels (one producer warp feeding two consumer warpgroups of 64 rows
+// each through `stages` (3 or 4) buffers on mbarriers; the same products in the same order as
+// attention_backward_sm90 unsplit: the same bits). p.delta has p.delta_ld floats per head. Why it cannot run on
+// p (empty when it can): P must be 16-byte aligned with B·H·S² % 4 == 0, the fp16 operands 16-byte aligned.
+std::string attention_ws_unsupported(const AttnParams& p);
+// The part of it that depends on the caller's inputs alone (B, S, H, P): checked before anything is enqueued.
+std::string attention_ws_unsupported_input(const AttnParams& p);
+void attention_backward_sm90_ws(const AttnParams& p, int stages, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda::mha

@@ -15,8 +15,10 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <string>
 
 #include "check.hpp"
+#include "linear_backward_sm90.hpp"
 #include "mma_fp16.cuh"
 #include "sm90/ptx.cuh"
 #include "vision_mha_norm_backward_attn.cuh"
@@ -40,6 +42,30 @@ constexpr std::size_t smem_dkv(int stages, bool delta_in_smem = true) {
   return static_cast<std::size_t>(1 + 2 * stages) * kTileBytes +
          sizeof(float) * stages * (kTileP + (delta_in_smem ? kRows : 0)) + 1024;
 }
+
+// ---- warp-specialised form (ATTNBWD_CUDA_MHA_WGMMA=ws) ----------------------------------------------------
+// The same two kernels, products and order as attn_dq_wg / attn_dkv_wg (serial, unsplit: the same bits), with
+// one CTA of three warpgroups per 128 rows (two 64-row blocks of one head): the first warpgroup is the producer,
+// issuing every copy of a stage onto its full mbarrier (thread 0: the K/V or Q/dO tiles by TMA from 3-D maps that
+// zero-fill rows past S, δ by one bulk copy; all 128 threads: the P rows as 16-byte cp.async chunks holding each
+// row's 64 or 128 floats at their 16-byte phase, then one cp.async arrival each. A first form with one bulk copy
+// per P row ran 1.4-2.7x slower than the serial kernels: small bulk copies are costly per request); the two
+// consumer warpgroups each own one 64-row block and release a stage
+// by one arrival per warp on its empty mbarrier, with no CTA barrier in the loop, so one warpgroup's element
+// math overlaps the other's products and no consumer instruction is spent on copies. P must be 16-byte
+// aligned with B·H·S² a multiple of 4 (attention_ws_unsupported), so that every aligned chunk lies inside it.
+namespace ws {
+constexpr int kThreads3 = 3 * kThreads;               // producer warpgroup + two consumers
+constexpr int kLdP2 = 2 * kRows + 4;                  // dK/dV kernel: P rows of 128 keys (+ phase), 528 bytes
+constexpr int kStageBytes = 51200;                    // one stage, a multiple of 1024 (tiles stay aligned)
+constexpr int kOffStages = 2 * kTileBytes;            // after the two resident tiles (dO or V, one per consumer)
+// dQ stage: K | V | P [128][kLdP]; dK/dV stage: Q | dO | P [64][kLdP2] | δ [64]
+static_assert(2 * kTileBytes + 2 * kRows * kLdP * 4 <= kStageBytes, "dQ stage");
+static_assert(2 * kTileBytes + kRows * kLdP2 * 4 + kRows * 4 <= kStageBytes, "dK/dV stage");
+__host__ __device__ constexpr int off_red(int stages) { return kOffStages + stages * kStageBytes; }  // 2 KB per consumer
+__host__ __device__ constexpr int off_bar(int stages) { return off_red(stages) + 2 * 2048; }
+constexpr std::size_t smem(int stages) { return static_cast<std::size_t>(off_bar(stages)) + (2 * stages + 1) * 8 + 1024; }
+}  // namespace ws
 
 #if defined(ATTNBWD_SM90_DEVICE)
 
@@ -335,12 +361,344 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dkv_wg(const AttnPa
   store_part(p, dv, c, 2, sP + 4 * kD);
 }
 
+// ---- warp-specialised form: the kernels (see above) ----
+namespace ws {
+
+// The consumer warpgroup's own copy of mma16::cta_column_sums (named barrier 1 + wgi instead of the CTA's;
+// ct: the thread's index inside its warpgroup). The same order, so the same bits.
+__device__ __forceinline__ void wg_column_sums(float (&cs)[8][2], float* red, float* out, int ct, int wgi) {
+  constexpr int kCols = 64;
+  const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int o = 4; o < 32; o *= 2)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      cs[j][0] += __shfl_xor_sync(0xffffffffu, cs[j][0], o);
+      cs[j][1] += __shfl_xor_sync(0xffffffffu, cs[j][1], o);
+    }
+  if (g == 0)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) red[w * kCols + j * 8 + 2 * t] = cs[j][0], red[w * kCols + j * 8 + 2 * t + 1] = cs[j][1];
+  named_barrier(1 + wgi, kThreads);
+  if (ct < kCols) out[ct] = ((red[ct] + red[kCols + ct]) + red[2 * kCols + ct]) + red[3 * kCols + ct];
+}
+
+// attn::store_part for a consumer warpgroup.
+__device__ __forceinline__ void store_part_wg(const AttnParams& p, const float (&acc)[8][4], const Cta& c, int part,
+                                              float* red, int ct, int wgi) {
+  const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
+  const int64_t E = static_cast<int64_t>(p.H) * kD, E3 = 3 * E;
+  __half* out = p.dqkv + (c.b * p.S + c.r0) * E3 + part * E + static_cast<int64_t>(c.h) * kD;
+  const int lo = w * 16 + g, hi = lo + 8;
+  float cs[8][2];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int col = j * 8 + 2 * t;
+    float v0 = acc[j][0], v1 = acc[j][1], v2 = acc[j][2], v3 = acc[j][3];
+    if (lo < c.rows)
+      *reinterpret_cast<uint32_t*>(out + lo * E3 + col) = half2_bits(v0, v1);
+    else
+      v0 = v1 = 0.0f;
+    if (hi < c.rows)
+      *reinterpret_cast<uint32_t*>(out + hi * E3 + col) = half2_bits(v2, v3);
+    else
+      v2 = v3 = 0.0f;
+    cs[j][0] = v0 + v2;
+    cs[j][1] = v1 + v3;
+  }
+  wg_column_sums(cs, red, p.partial + (c.b * attn_blocks(p.S) + c.blk) * E3 + part * E + static_cast<int64_t>(c.h) * kD,
+                 ct, wgi);
+}
+
+// The 64-row block a consumer warpgroup owns: rows r0 = first + 64·wgi of head bh.
+__device__ __forceinline__ Cta wg_block(const AttnParams& p, int64_t bh, int64_t first, int wgi) {
+  Cta c;
+  c.bh = bh;
+  c.b = bh / p.H;
+  c.h = static_cast<int>(bh - c.b * p.H);
+  c.r0 = first + static_cast<int64_t>(kRows) * wgi;
+  c.rows = static_cast<int>(p.S - c.r0 < kRows ? p.S - c.r0 : kRows);
+  c.blk = c.r0 / kRows;
+  return c;
+}
+
+// Producer warpgroup (128 threads, pt = its thread index): cp.async copies of P rows row0 + r (r < kRowsT; rows
+// ≥ S skipped) × columns [c0, c0 + cols) into rows of kLd floats at s, each row's element 0 at its 16-byte phase
+// (row_shift) as in attn::issue_p_rows: 8 threads per row, thread i copying chunks i, i + 8, ... of the row's
+// ⌈(phase + cols)/4⌉ aligned 16-byte chunks (never past the last one holding a wanted element).
+template <int kRowsT, int kLd>
+__device__ __forceinline__ void issue_p_ws(float* s, const float* __restrict__ Pbh, int64_t S, int64_t row0, int64_t c0,
+                                           int cols, int pt) {
+  constexpr int kRowsPerPass = kThreads / 8, kMaxChunks = kLd / 4;
+  const int i = pt & 7;
+  int64_t row = row0 + (pt >> 3);
+  float* dst = s + (pt >> 3) * kLd;
+#pragma unroll 1
+  for (int pass = 0; pass < kRowsT / kRowsPerPass; ++pass) {
+    if (row < S) {
+      const int64_t at = row * S + c0;
+      const int sh = row_shift(Pbh, at);
+      const float* src = Pbh + at - sh;
+      const int need = (sh + cols + 3) >> 2;
+#pragma unroll
+      for (int u = 0; u < (kMaxChunks + 7) / 8; ++u) {
+        const int ch = i + 8 * u;
+        if (ch < need) mma16::cp_async16(dst + 4 * ch, src + 4 * ch, true);
+      }
+    }
+    row += kRowsPerPass;
+    dst += kRowsPerPass * kLd;
+  }
+}
+
+template <int kStages>
+__global__ void __launch_bounds__(kThreads3, 1)
+    attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
+               const __grid_constant__ CUtensorMap mdO, const __grid_constant__ AttnParams p) {
+  const int64_t S = p.S, nq = (S + 2 * kRows - 1) / (2 * kRows), nk = attn_blocks(S);
+  const int64_t bh = blockIdx.x / nq, Q0 = (blockIdx.x - bh * nq) * 2 * kRows;
+  const int nact = S - Q0 > kRows ? 2 : 1;  // consumer warpgroups with rows
+  extern __shared__ float4 smem4[];
+  std::uint8_t* base = align_smem_1024(smem4);
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(base + off_bar(kStages));
+  std::uint64_t* empty = full + kStages;
+  std::uint64_t* dobar = empty + kStages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], kThreads + 1);  // every producer thread's cp.async arrival + thread 0's TMA arrival
+      mbar_init(&empty[s], 4 * nact);     // one arrival per consumer warp
+    }
+    mbar_init(dobar, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const float* Pbh = p.P + bh * S * S;
+  const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
+
+  if (threadIdx.x < kThreads) {  // producer warpgroup: thread 0 the TMA tiles, all 128 the P rows by cp.async
+    setmaxnreg_dec<40>();
+    const int pt = static_cast<int>(threadIdx.x);
+    if (pt == 0) {
+      mbar_arrive_expect_tx(dobar, nact * kTileBytes);
+      for (int i = 0; i < nact; ++i)
+        tma_load_3d(base + i * kTileBytes, &mdO, dobar, h * kD, static_cast<int>(Q0 + i * kRows), b);
+    }
+    int s = 0;
+    std::uint32_t phase = 0;
+    for (int64_t kb = 0; kb < nk; ++kb) {
+      const int64_t k1 = kb * kRows;
+      const int cols = static_cast<int>(S - k1 < kRows ? S - k1 : kRows);
+      mbar_wait(&empty[s], phase ^ 1);
+      std::uint8_t* st = base + kOffStages + s * kStageBytes;
+      if (pt == 0) {
+        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes);
+        tma_load_3d(st, &mK, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
+        tma_load_3d(st + kTileBytes, &mV, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
+      }
+      issue_p_ws<2 * kRows, kLdP>(reinterpret_cast<float*>(st + 2 * kTileBytes), Pbh, S, Q0, k1, cols, pt);
+      cp_async_mbar_arrive_noinc(&full[s]);
+      if (++s == kStages) s = 0, phase ^= 1;
+    }
+    return;
+  }
+  // consumer warpgroups
+  setmaxnreg_inc<232>();
+  const int wgi = static_cast<int>(threadIdx.x) / kThreads - 1, ct = static_cast<int>(threadIdx.x) % kThreads;
+  if (wgi >= nact) return;
+  const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
+  const Cta c = wg_block(p, bh, Q0, wgi);
+  const std::uint8_t* sdO = base + wgi * kTileBytes;
+  const int row_lo = kRows * wgi + w * 16 + g;  // this lane's rows of the stage's P tile: row_lo, row_lo + 8
+  const int sh_lo = row_shift(Pbh, (Q0 + row_lo) * S), sh_hi = row_shift(Pbh, (Q0 + row_lo + 8) * S);
+  float x[8][4], y[8][4];
+  mma16::zero(x);
+  mma16::zero(y);
+  float dsum[2] = {0.0f, 0.0f};
+  mbar_wait(dobar, 0);
+  int s = 0;
+  std::uint32_t phase = 0;
+  for (int64_t kb = 0; kb < nk; ++kb) {
+    mbar_wait(&full[s], phase);
+    const std::uint8_t* cK = base + kOffStages + s * kStageBytes;
+    const std::uint8_t* cV = cK + kTileBytes;
+    const float* cP = reinterpret_cast<const float*>(cK + 2 * kTileBytes);
+    float dp[8][4];
+    mma16::zero(dp);
+    fence_acc(dp);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dp, kmajor(sdO, kk), kmajor(cV, kk), kk);
+    wgmma_commit();
+    float pr[8][4];
+    load_p(cP + row_lo * kLdP + sh_lo + 2 * t, cP + (row_lo + 8) * kLdP + sh_hi + 2 * t, pr);
+    const int cols = static_cast<int>(S - kb * kRows);
+    if (cols < kRows) {  // the sequence's last block: columns past S are not copied
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          if (j * 8 + 2 * t + (r & 1) >= cols) pr[j][r] = 0.0f;
+    }
+    wgmma_wait<0>();
+    fence_acc(dp);
+    p_and_w(pr, dp, dsum);
+    std::uint32_t ap[4][4], aw[4][4];
+    to_afrag(ap, pr);
+    to_afrag(aw, dp);
+    rs_products(y, ap, cK, x, aw, cK);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[s]);
+    if (++s == kStages) s = 0, phase ^= 1;
+  }
+  // attn::finish_dq with δ at its padded row (rows past S get 0: the dK/dV kernel reads whole 64-row blocks)
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
+  }
+  const int lo = w * 16 + g;
+  if (t == 0) {
+    float* d = p.delta + bh * p.delta_ld + c.r0;
+    d[lo] = lo < c.rows ? dsum[0] : 0.0f;
+    d[lo + 8] = lo + 8 < c.rows ? dsum[1] : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) x[j][r] = (x[j][r] * (1.0f / kDsScale) - dsum[r >> 1] * y[j][r]) * p.scale;
+  store_part_wg(p, x, c, 0, reinterpret_cast<float*>(base + off_red(kStages) + wgi * 2048), ct, wgi);
+}
+
+template <int kStages>
+__global__ void __launch_bounds__(kThreads3, 1)
+    attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
+                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ AttnParams p) {
+  const int64_t S = p.S, nk2 = (S + 2 * kRows - 1) / (2 * kRows), nq = attn_blocks(S);
+  const int64_t bh = blockIdx.x / nk2, K0 = (blockIdx.x - bh * nk2) * 2 * kRows;
+  const int nact = S - K0 > kRows ? 2 : 1;
+  const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
+  extern __shared__ float4 smem4[];
+  std::uint8_t* base = align_smem_1024(smem4);
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(base + off_bar(kStages));
+  std::uint64_t* empty = full + kStages;
+  std::uint64_t* vbar = empty + kStages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], kThreads + 1);
+      mbar_init(&empty[s], 4 * nact);
+    }
+    mbar_init(vbar, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const float* Pbh = p.P + bh * S * S;
+  const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
+  constexpr int kP = 2 * kTileBytes, kDl = kP + kRows * kLdP2 * 4;  // stage offsets of P and δ
+
+  if (threadIdx.x < kThreads) {  // producer warpgroup, as in attn_dq_ws
+    setmaxnreg_dec<40>();
+    const int pt = static_cast<int>(threadIdx.x);
+    if (pt == 0) {
+      mbar_arrive_expect_tx(vbar, nact * kTileBytes);
+      for (int i = 0; i < nact; ++i)
+        tma_load_3d(base + i * kTileBytes, &mV, vbar, 0, static_cast<int>(K0 + i * kRows), static_cast<int>(bh));
+    }
+    int s = 0;
+    std::uint32_t phase = 0;
+    for (int64_t qb = 0; qb < nq; ++qb) {
+      const int64_t q1 = qb * kRows;
+      mbar_wait(&empty[s], phase ^ 1);
+      std::uint8_t* st = base + kOffStages + s * kStageBytes;
+      if (pt == 0) {
+        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4);
+        tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
+        tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
+        bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
+      }
+      issue_p_ws<kRows, kLdP2>(reinterpret_cast<float*>(st + kP), Pbh, S, q1, K0, kcols, pt);
+      cp_async_mbar_arrive_noinc(&full[s]);
+      if (++s == kStages) s = 0, phase ^= 1;
+    }
+    return;
+  }
+  setmaxnreg_inc<232>();
+  const int wgi = static_cast<int>(threadIdx.x) / kThreads - 1, ct = static_cast<int>(threadIdx.x) % kThreads;
+  if (wgi >= nact) return;
+  const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
+  const Cta c = wg_block(p, bh, K0, wgi);
+  const std::uint8_t* sV = base + wgi * kTileBytes;
+  const int col0 = kRows * wgi + w * 16 + g;  // this lane's first key column in the stage's P tile
+  float dk[8][4], dv[8][4];
+  mma16::zero(dk);
+  mma16::zero(dv);
+  mbar_wait(vbar, 0);
+  int s = 0;
+  std::uint32_t phase = 0;
+  for (int64_t qb = 0; qb < nq; ++qb) {
+    const int64_t q1 = qb * kRows;
+    mbar_wait(&full[s], phase);
+    const std::uint8_t* cQ = base + kOffStages + s * kStageBytes;
+    const std::uint8_t* cdO = cQ + kTileBytes;
+    const float* cP = reinterpret_cast<const float*>(cQ + kP);
+    const float* cDl = reinterpret_cast<const float*>(cQ + kDl);
+    const int sh0 = row_shift(Pbh, (q1 + 2 * t) * S + K0), sh1 = row_shift(Pbh, (q1 + 2 * t + 1) * S + K0);
+    float dpt[8][4];
+    mma16::zero(dpt);
+    fence_acc(dpt);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dpt, kmajor(sV, kk), kmajor(cdO, kk), kk);
+    wgmma_commit();
+    float pt[8][4];  // attn::p_transposed on the CTA's 128-key rows
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP2 + ((r & 1) ? sh1 : sh0) + col0 + 8 * (r >> 1)];
+    const int qrows = static_cast<int>(S - q1);
+    if (qrows < kRows) {  // the sequence's last block: query rows past S are not copied
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          if (j * 8 + 2 * t + (r & 1) >= qrows) pt[j][r] = 0.0f;
+    }
+    std::uint32_t ap[4][4], as[4][4];
+    to_afrag(ap, pt);
+    wgmma_wait<0>();
+    fence_acc(dpt);
+    ds_transposed(pt, dpt, cDl);
+    to_afrag(as, dpt);
+    rs_products(dv, ap, cdO, dk, as, cQ);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[s]);
+    if (++s == kStages) s = 0, phase ^= 1;
+  }
+  mma16::scale_acc(dk, p.scale / kDsScale);
+  float* red = reinterpret_cast<float*>(base + off_red(kStages) + wgi * 2048);
+  store_part_wg(p, dk, c, 1, red, ct, wgi);
+  store_part_wg(p, dv, c, 2, red + 4 * kD, ct, wgi);
+}
+
+}  // namespace ws
 #else  // other passes of the fatbin: never launched there (the caller runs these on sm_90 devices only)
 
 template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void attn_dq_wg(const AttnParams) { __trap(); }
 template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
+namespace ws {
+template <int kStages>
+__global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                           const __grid_constant__ CUtensorMap, const __grid_constant__ AttnParams) {
+  __trap();
+}
+template <int kStages>
+__global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                            const __grid_constant__ CUtensorMap, const __grid_constant__ AttnParams) {
+  __trap();
+}
+}  // namespace ws
 
 #endif
 
@@ -370,6 +728,52 @@ void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, in
     case 3: return launch_sm90<3, 3>(p, stream);
     default: return launch_sm90<3, 0>(p, stream);
   }
+}
+
+std::string attention_ws_unsupported_input(const AttnParams& p) {
+  if (reinterpret_cast<std::uintptr_t>(p.P) % 16 != 0) return "attn_weights not 16-byte aligned";
+  if ((p.B * p.H * p.S * p.S) % 4 != 0)
+    return "batch·heads·seq_len² not a multiple of 4 (the last 16-byte chunk of attn_weights would pass its end)";
+  return {};
+}
+
+std::string attention_ws_unsupported(const AttnParams& p) {
+  const auto a16 = [](const void* x) { return reinterpret_cast<std::uintptr_t>(x) % 16 == 0; };
+  if (const std::string why = attention_ws_unsupported_input(p); !why.empty()) return why;
+  if (!a16(p.dO) || !a16(p.q) || !a16(p.k) || !a16(p.v) || !a16(p.delta)) return "operands not 16-byte aligned";
+  if (p.delta_ld % kRows != 0 || p.delta_ld < attn_blocks(p.S) * kRows) return "delta_ld not a padded row stride";
+  const std::int64_t ctas = p.B * p.H * ((p.S + 2 * kRows - 1) / (2 * kRows));
+  if (ctas >= (std::int64_t{1} << 31) || p.B * p.H >= (std::int64_t{1} << 31) || p.S >= (std::int64_t{1} << 31))
+    return "grid or TMA coordinates past 32 bits";
+  return {};
+}
+
+namespace {
+template <int kStages>
+void launch_ws(const AttnParams& p, cudaStream_t stream) {
+  const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
+  const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
+  const CUtensorMap mQ = head_map(p.q), mK = head_map(p.k), mV = head_map(p.v);
+  const CUtensorMap mdO = sm90::tensor_map_3d_f16(p.dO, E, S, p.B, E, S * E, kRows);
+  const std::size_t bytes = ws::smem(kStages);
+  ATTNBWD_CUDA_CHECK(
+      cudaFuncSetAttribute(ws::attn_dq_ws<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(bytes)));
+  const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
+  ws::attn_dq_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+  ws::attn_dkv_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(mQ, mV, mdO, p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+}  // namespace
+
+void attention_backward_sm90_ws(const AttnParams& p, int stages, cudaStream_t stream) {
+  const std::string why = attention_ws_unsupported(p);
+  if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
+  if (stages == 3) return launch_ws<3>(p, stream);
+  if (stages == 4) return launch_ws<4>(p, stream);
+  fail("attention_backward_sm90_ws", __FILE__, __LINE__, "stages must be 3 or 4");
 }
 
 }  // namespace attnbwd::cuda::mha

@@ -189,6 +189,68 @@ TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
   }
 }
 
+// The warp-specialised wgmma kernels (ATTNBWD_CUDA_MHA_WGMMA=ws: 4 buffers, ws3: 3) compute the same products in
+// the same order as serial3, so every output has serial3's bits; and they match the oracle. Shapes with B·H·S² a
+// multiple of 4 (where they run): one to ten 64-row blocks, CTAs with one or two consumer blocks, tails of 1, 3
+// and 8 rows, a single row.
+TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  ATTNBWD_SEED_TRACE();
+  const Shape shapes[] = {{2, 131, 2, 64}, {1, 256, 2, 64}, {1, 577, 4, 64}, {1, 65, 4, 64}, {4, 1, 1, 64},
+                          {1, 200, 4, 64}};
+  std::uint64_t tag = 400;
+  for (const Shape& c : shapes) {
+    const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
+    SCOPED_TRACE(tools::axes_to_string(axes));
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
+    HostCase<Args> serial(in, axes);
+    {
+      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "serial3");
+      run_cuda(serial, Precision::Default);
+    }
+    for (const char* scheme : {"ws", "ws3"}) {
+      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+      HostCase<Args> got(in, axes);
+      run_cuda(got, Precision::Default);
+      expect_same_bits(got, serial, std::string("ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
+    }
+    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "ws");
+    check(in, axes, smallest_atol(kOp));
+  }
+}
+
+// Forced where they cannot run (B·H·S² not a multiple of 4, or P not 16-byte aligned) the warp-specialised
+// kernels are an Error naming ATTNBWD_CUDA_MHA_WGMMA, raised before any output is written.
+TEST(CudaVisionMhaNorm, ForcedWarpSpecialisedAttentionWhereItCannotRunIsAnError) {
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  struct Case {
+    Shape shape;
+    std::size_t offset;
+  };
+  for (const Case& k : {Case{{2, 131, 3, 64}, 0}, Case{{1, 128, 2, 64}, 4}}) {
+    const tools::Axes axes = axes_of(k.shape.B, k.shape.S, k.shape.H, k.shape.D);
+    SCOPED_TRACE(tools::axes_to_string(axes) + " offset " + std::to_string(k.offset));
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(320));
+    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "ws");
+    HostCase<Args> c(in, axes);  // outputs poisoned (every byte 0xff), copied to the device as they are
+    ShiftedArgs<Args> device(c.args, k.offset);
+    try {
+      detail::run(Kokkos::Cuda(), device.args, Options{});
+      ADD_FAILURE() << "expected attnbwd::Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_MHA_WGMMA");
+    }
+    Kokkos::Cuda().fence();
+    device.outputs_to(c.args);
+    for (std::size_t i = 0; i < c.outputs.size(); ++i) {
+      const auto& o = c.outputs[i];
+      std::size_t written = 0;
+      for (const auto byte : o) written += static_cast<unsigned char>(byte) != 0xffu;
+      EXPECT_EQ(written, 0u) << "output " << i << " was written";
+    }
+  }
+}
+
 // No order-dependent atomics: two runs give the same bits, in both modes.
 TEST(CudaVisionMhaNorm, RunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
