@@ -23,7 +23,7 @@
 //  6. GQA sums (fp32 over the group's bf16 dK₃₂/dV₃₂, one rounding), RoPE backward (each product
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp.
 //  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
-//     (bf16 each) on the main stream, then grad_hidden_states = bf16(bf16(dXq + dXk) + dXv). At T ≤ 320 on
+//     (bf16 each) on the main stream, then grad_hidden_states = bf16(bf16(dXq + dXk) + dXv). At T ≤ 256 on
 //     sm_90 (ATTNBWD_CUDA_GQA_QKV) all of it is one grouped launch of linear_backward_sm90.cu, whose
 //     grad_hidden_states is one fp32 sum over the q, k and v columns with one rounding (not three: within
 //     the spec's tolerance, and closer to the exact sum than the reference's).
@@ -369,15 +369,15 @@ bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on"
 // three sm_90a launches with ATTNBWD_CUDA_GQA_PROJ=sm90) followed by the three-way add, or as one grouped
 // sm_90a launch (grouped: dX = Σ_s dXp_s·W_s summed in fp32 over all gradient columns with one rounding, so
 // no dXk/dXv and no add; the three weight gradients by row segment; sm_90 only). auto = grouped where
-// T ≤ 320 with ATTNBWD_CUDA_GQA_PROJ=auto where the kernel takes the call, else separate. Measured on an
+// T ≤ 256 with ATTNBWD_CUDA_GQA_PROJ=auto where the kernel takes the call, else separate. Measured on an
 // H200 (2026-12-01, eighth session, all 16 workloads, two runs each): grouped 1.14x at T = 128 (#11),
 // 1.00-1.02x at T = 131 and 256, 0.88-0.97x at T ≥ 512 (there cuBLASLt's weight gradients on the side
 // stream beside its dX GEMMs beat one launch of both). With the planner's fitted dW cost (tenth session)
 // and every nearby plan timed (eleventh session, perf/results/h200-2026-12-01-s11-gqa-grouped-plans-t293-898.json):
-// T = 293 1.025x with the planner's plan (no dX split, 60 dX CTAs), T = 512 0.95x, 691 0.99x, 898 0.94x at the
-// best plan tried; so the limit covers T = 293 and stops below 512.
+// T = 293 1.025x with the planner's plan in one call and 0.997x in another, T = 512 0.95x, 691 0.99x, 898 0.94x at
+// the best plan tried; so the limit stays at 256.
 enum class QkvPath { Auto, Separate, Grouped };
-constexpr int64_t kGroupedMaxTokens = 320;
+constexpr int64_t kGroupedMaxTokens = 256;
 QkvPath qkv_path() {
   return static_cast<QkvPath>(env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped"}));
 }

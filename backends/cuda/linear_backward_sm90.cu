@@ -608,6 +608,19 @@ CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, s
   return m;
 }
 
+CUtensorMap tensor_map_2d_f32(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t ld1, int box0, int box1) {
+  CUtensorMap m{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld1) * 4};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box0), static_cast<cuuint32_t>(box1)};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<void*>(base), dims, strides, box,
+                                 estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled (2-D fp32)", __FILE__, __LINE__, "CUresult " + std::to_string(r));
+  return m;
+}
+
 CUtensorMap tensor_map_3d_f16(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t d2, std::int64_t ld1,
                               std::int64_t ld2, int box1) {
   CUtensorMap m{};

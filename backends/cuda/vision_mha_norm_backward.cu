@@ -98,22 +98,31 @@ MhaAttn mha_attn_switch() {
 // session; B = 1 and 3 take the same number of waves either way and stay on serial3). A
 // pipelined loop (block j + 1's dP product overlapping block j's element math) measured 4-6 % slower and
 // was removed (perf/NOTES.md; code in commit 8241966).
-// ws, ws3: the warp-specialised kernels (one producer warp, two consumer warpgroups per CTA, 4 or 3 buffers;
-// the same bits as serial2/serial3); forced where they cannot run (attention_ws_unsupported: P not 16-byte aligned,
-// or B·H·S² not a multiple of 4) is an Error naming the switch.
+// ws, wstma, wscp: the warp-specialised kernels (a producer warpgroup and two consumer warpgroups per CTA, 4 buffers
+// on mbarriers; the same bits as serial2/serial3), P's tiles by TMA through a view of P as rows of 4·S floats for
+// the dQ kernel and by the producer's cp.async for the dK/dV kernel (ws: the fastest of the forms measured on an
+// H200, eleventh session of 2026-12-01: ncu on #8 dQ 281 µs by TMA / 318 by cp.async, dK/dV 341 / 320; serial
+// 308 / 367), by TMA for both (wstma) or cp.async for both (wscp). auto = ws where the kernels can run
+// (attention_ws_unsupported_input: P 16-byte aligned, B·H·S a multiple of 4; the model's H = 16 always is) and no
+// split is asked for: measured 1.02-1.12x per call on 15 workloads, 0.99x on #4 (B = 2); else the former rule
+// (legacy: occ3 where the grid has ≥ 6 CTAs per SM or 3 per SM take fewer waves, else serial3). Forcing a ws form
+// where it cannot run is an Error naming the switch.
 struct WgmmaScheme {
   int stages, min_blocks;
-  bool ws = false;
+  bool ws = false, tma_dq = false, tma_dkv = false;
 };
-WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count) {
-  switch (env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3", "occ3", "ws", "ws3"})) {
+WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
+  const int v = env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy"});
+  switch (v) {
     case 1: return {2, 2};
     case 2: return {3, 2};
     case 3: return {2, 3};
-    case 4: return {4, 1, true};
-    case 5: return {3, 1, true};
+    case 4: return {4, 1, true, true, false};
+    case 5: return {4, 1, true, true, true};
+    case 6: return {4, 1, true, false, false};
     default: {
-      // occ3 where it takes fewer waves than 2 CTAs per SM, or the grid is deep (≥ 6 CTAs per SM).
+      if (v == 0 && ws_ok) return {4, 1, true, true, false};
+      // legacy: occ3 where it takes fewer waves than 2 CTAs per SM, or the grid is deep (≥ 6 CTAs per SM).
       const int64_t slots2 = 2 * static_cast<int64_t>(sm_count), slots3 = 3 * static_cast<int64_t>(sm_count);
       const bool fewer_waves = (ctas + slots3 - 1) / slots3 < (ctas + slots2 - 1) / slots2;
       return ctas >= 6 * static_cast<int64_t>(sm_count) || fewer_waves ? WgmmaScheme{2, 3} : WgmmaScheme{3, 2};
@@ -170,14 +179,13 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   WgmmaScheme wgmma{3, 2};
   if (wgmma_attn) {
     split = mha_split_switch();
-    wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count());
-    copy = mha_copy_switch();
-    if (wgmma.ws) {
-      mha::AttnParams q;  // what attention_ws_unsupported looks at, before any output is written
-      q.B = B, q.S = S, q.H = static_cast<int>(H), q.P = a.attn_weights.data;
-      if (const std::string why = mha::attention_ws_unsupported_input(q); !why.empty())
-        throw Error("ATTNBWD_CUDA_MHA_WGMMA", "the warp-specialised kernels cannot run here: " + why);
-    }
+    mha::AttnParams q;  // what attention_ws_unsupported_input looks at, before anything is enqueued
+    q.B = B, q.S = S, q.H = static_cast<int>(H), q.P = a.attn_weights.data;
+    const std::string ws_why = mha::attention_ws_unsupported_input(q);
+    copy = mha_copy_switch();  // the copy variants are the serial kernels': auto takes ws only with the default
+    wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count(), ws_why.empty() && split == 1 && copy == 0);
+    if (wgmma.ws && !ws_why.empty())
+      throw Error("ATTNBWD_CUDA_MHA_WGMMA", "the warp-specialised kernels cannot run here: " + ws_why);
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
@@ -284,7 +292,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.delta = f32(o_delta), p.delta_ld = delta_ld, p.dqkv = dQKVh, p.partial = part_qkv;
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
     if (wgmma_attn && wgmma.ws) {
-      mha::attention_backward_sm90_ws(p, wgmma.stages, stream);
+      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream);
     } else if (wgmma_attn) {
       mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {

@@ -53,11 +53,14 @@ void attention_backward(const AttnParams& p, cudaStream_t stream);
 // the same in either order: deterministic.
 void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, int copy, int split,
                              cudaStream_t stream);
-// The warp-specialised form of the sm_90a kernels (one producer warp feeding two consumer warpgroups of 64 rows
-// each through `stages` (3 or 4) buffers on mbarriers; the same products in the same order as
-// attention_backward_sm90 unsplit: the same bits). p.delta has p.delta_ld floats per head. Why it cannot run on
-// p (empty when it can): P must be 16-byte aligned with B·H·S² % 4 == 0, the fp16 operands 16-byte aligned.
+// The warp-specialised form of the sm_90a kernels (a producer warpgroup feeding two consumer warpgroups of 64 rows
+// each through 4 buffers on mbarriers; the same products in the same order as attention_backward_sm90 unsplit: the
+// same bits). Each kernel takes P's tiles by TMA through a view of P as rows of 4·S floats (tma_dq, tma_dkv) or by
+// the producer's cp.async; built for TMA in both, cp.async in both, and TMA for dQ with cp.async for dK/dV (the
+// measured fastest). p.delta has p.delta_ld floats per head. Why it cannot run on p (empty when it can): P 16-byte
+// aligned with B·H·S % 4 == 0, the fp16 operands 16-byte aligned.
 std::string attention_ws_unsupported(const AttnParams& p);
+void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream);
 // The part of it that depends on the caller's inputs alone (B, S, H, P): checked before anything is enqueued.
 std::string attention_ws_unsupported_input(const AttnParams& p);
 void attention_backward_sm90_ws(const AttnParams& p, int stages, cudaStream_t stream);

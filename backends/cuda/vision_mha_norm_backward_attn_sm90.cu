@@ -59,6 +59,11 @@ constexpr int kThreads3 = 3 * kThreads;               // producer warpgroup + tw
 constexpr int kLdP2 = 2 * kRows + 4;                  // dK/dV kernel: P rows of 128 keys (+ phase), 528 bytes
 constexpr int kStageBytes = 51200;                    // one stage, a multiple of 1024 (tiles stay aligned)
 constexpr int kOffStages = 2 * kTileBytes;            // after the two resident tiles (dO or V, one per consumer)
+// P by TMA through a view of P as rows of 4·S floats (issue_p_view): per stage four boxes (slots) of rows of kLdP
+// (dQ kernel: 32 rows) or kLdP2 floats (dK/dV kernel: 16 rows), the same bytes as the cp.async tiles
+constexpr int kViewRowsQ = 2 * kRows / 4, kViewRowsK = kRows / 4;
+constexpr int kViewBoxQ = kViewRowsQ * kLdP * 4, kViewBoxK = kViewRowsK * kLdP2 * 4;  // 8704 and 8448 bytes
+static_assert(kViewBoxQ % 128 == 0 && kViewBoxK % 128 == 0, "TMA boxes 128-byte aligned in shared memory");
 // dQ stage: K | V | P [128][kLdP]; dK/dV stage: Q | dO | P [64][kLdP2] | δ [64]
 static_assert(2 * kTileBytes + 2 * kRows * kLdP * 4 <= kStageBytes, "dQ stage");
 static_assert(2 * kTileBytes + kRows * kLdP2 * 4 + kRows * 4 <= kStageBytes, "dK/dV stage");
@@ -451,10 +456,32 @@ __device__ __forceinline__ void issue_p_ws(float* s, const float* __restrict__ P
   }
 }
 
-template <int kStages>
+// Producer (one thread): the stage's P tile through mP, a map of P viewed as rows of 4·S floats, whose row stride is
+// a multiple of 16 bytes where P's own (S floats) is not. The tile's rows R + i (R: the first row's index among
+// P's B·H·S rows; i < 4·kRowsT) fall into four slots i % 4; a slot's rows are 4·S floats apart, i.e. consecutive
+// view rows from (R + slot) / 4, at view column x = ((R + slot) % 4)·S + c0. A box starts at a 16-byte boundary
+// (TMA refuses others), so slot s's box starts at x − phase(s) (view_phase) and is kLd floats wide: element (i, c)
+// of the tile sits at slot·kRowsT·kLd + (i / 4)·kLd + phase(slot) + c, in boxes of kRowsT rows. Columns past the
+// row's end come from the next row (or zeros past the view): the consumers mask them.
+__device__ __forceinline__ int view_phase(int64_t R, int slot, int64_t S) {
+  return static_cast<int>((((R + slot) & 3) * S) & 3);  // c0 is a multiple of 4
+}
+template <int kRowsT, int kLd>
+__device__ __forceinline__ void issue_p_view(std::uint8_t* dst, const CUtensorMap* mP, std::uint64_t* bar, int64_t R,
+                                             int64_t S, int64_t c0) {
+#pragma unroll
+  for (int slot = 0; slot < 4; ++slot) {
+    const int64_t r = R + slot;
+    const int x = static_cast<int>((r & 3) * S + c0) - view_phase(R, slot, S);
+    tma_load_2d(dst + slot * kRowsT * kLd * 4, mP, bar, x, static_cast<int>(r >> 2));
+  }
+}
+
+template <int kStages, bool kTmaP>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
-               const __grid_constant__ CUtensorMap mdO, const __grid_constant__ AttnParams p) {
+               const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
+               const __grid_constant__ AttnParams p) {
   const int64_t S = p.S, nq = (S + 2 * kRows - 1) / (2 * kRows), nk = attn_blocks(S);
   const int64_t bh = blockIdx.x / nq, Q0 = (blockIdx.x - bh * nq) * 2 * kRows;
   const int nact = S - Q0 > kRows ? 2 : 1;  // consumer warpgroups with rows
@@ -465,8 +492,9 @@ __global__ void __launch_bounds__(kThreads3, 1)
   std::uint64_t* dobar = empty + kStages;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], kThreads + 1);  // every producer thread's cp.async arrival + thread 0's TMA arrival
-      mbar_init(&empty[s], 4 * nact);     // one arrival per consumer warp
+      // thread 0's TMA arrival (+ every producer thread's cp.async arrival)
+      mbar_init(&full[s], kTmaP ? 1 : kThreads + 1);
+      mbar_init(&empty[s], 4 * nact);  // one arrival per consumer warp
     }
     mbar_init(dobar, 1);
     mbar_init_fence();
@@ -491,12 +519,15 @@ __global__ void __launch_bounds__(kThreads3, 1)
       mbar_wait(&empty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kStageBytes;
       if (pt == 0) {
-        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes);
+        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + (kTmaP ? 4 * kViewBoxQ : 0));
         tma_load_3d(st, &mK, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mV, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
+        if constexpr (kTmaP) issue_p_view<kViewRowsQ, kLdP>(st + 2 * kTileBytes, &mP, &full[s], bh * S + Q0, S, k1);
       }
-      issue_p_ws<2 * kRows, kLdP>(reinterpret_cast<float*>(st + 2 * kTileBytes), Pbh, S, Q0, k1, cols, pt);
-      cp_async_mbar_arrive_noinc(&full[s]);
+      if constexpr (!kTmaP) {
+        issue_p_ws<2 * kRows, kLdP>(reinterpret_cast<float*>(st + 2 * kTileBytes), Pbh, S, Q0, k1, cols, pt);
+        cp_async_mbar_arrive_noinc(&full[s]);
+      }
       if (++s == kStages) s = 0, phase ^= 1;
     }
     return;
@@ -510,6 +541,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const std::uint8_t* sdO = base + wgi * kTileBytes;
   const int row_lo = kRows * wgi + w * 16 + g;  // this lane's rows of the stage's P tile: row_lo, row_lo + 8
   const int sh_lo = row_shift(Pbh, (Q0 + row_lo) * S), sh_hi = row_shift(Pbh, (Q0 + row_lo + 8) * S);
+  // view layout (issue_p_view): rows row_lo and row_lo + 8 share a slot and are two box rows apart
+  const int v_lo = (row_lo & 3) * kViewRowsQ * kLdP + (row_lo >> 2) * kLdP + view_phase(bh * S + Q0, row_lo & 3, S);
   float x[8][4], y[8][4];
   mma16::zero(x);
   mma16::zero(y);
@@ -530,7 +563,11 @@ __global__ void __launch_bounds__(kThreads3, 1)
     for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dp, kmajor(sdO, kk), kmajor(cV, kk), kk);
     wgmma_commit();
     float pr[8][4];
-    load_p(cP + row_lo * kLdP + sh_lo + 2 * t, cP + (row_lo + 8) * kLdP + sh_hi + 2 * t, pr);
+    if constexpr (kTmaP) {
+      load_p(cP + v_lo + 2 * t, cP + v_lo + 2 * kLdP + 2 * t, pr);
+    } else {
+      load_p(cP + row_lo * kLdP + sh_lo + 2 * t, cP + (row_lo + 8) * kLdP + sh_hi + 2 * t, pr);
+    }
     const int cols = static_cast<int>(S - kb * kRows);
     if (cols < kRows) {  // the sequence's last block: columns past S are not copied
 #pragma unroll
@@ -569,10 +606,11 @@ __global__ void __launch_bounds__(kThreads3, 1)
   store_part_wg(p, x, c, 0, reinterpret_cast<float*>(base + off_red(kStages) + wgi * 2048), ct, wgi);
 }
 
-template <int kStages>
+template <int kStages, bool kTmaP>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
-                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ AttnParams p) {
+                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
+                const __grid_constant__ AttnParams p) {
   const int64_t S = p.S, nk2 = (S + 2 * kRows - 1) / (2 * kRows), nq = attn_blocks(S);
   const int64_t bh = blockIdx.x / nk2, K0 = (blockIdx.x - bh * nk2) * 2 * kRows;
   const int nact = S - K0 > kRows ? 2 : 1;
@@ -584,7 +622,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   std::uint64_t* vbar = empty + kStages;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], kThreads + 1);
+      mbar_init(&full[s], kTmaP ? 1 : kThreads + 1);
       mbar_init(&empty[s], 4 * nact);
     }
     mbar_init(vbar, 1);
@@ -610,13 +648,16 @@ __global__ void __launch_bounds__(kThreads3, 1)
       mbar_wait(&empty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kStageBytes;
       if (pt == 0) {
-        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4);
+        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 + (kTmaP ? 4 * kViewBoxK : 0));
         tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
         bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
+        if constexpr (kTmaP) issue_p_view<kViewRowsK, kLdP2>(st + kP, &mP, &full[s], bh * S + q1, S, K0);
       }
-      issue_p_ws<kRows, kLdP2>(reinterpret_cast<float*>(st + kP), Pbh, S, q1, K0, kcols, pt);
-      cp_async_mbar_arrive_noinc(&full[s]);
+      if constexpr (!kTmaP) {
+        issue_p_ws<kRows, kLdP2>(reinterpret_cast<float*>(st + kP), Pbh, S, q1, K0, kcols, pt);
+        cp_async_mbar_arrive_noinc(&full[s]);
+      }
       if (++s == kStages) s = 0, phase ^= 1;
     }
     return;
@@ -650,11 +691,23 @@ __global__ void __launch_bounds__(kThreads3, 1)
     for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dpt, kmajor(sV, kk), kmajor(cdO, kk), kk);
     wgmma_commit();
     float pt[8][4];  // attn::p_transposed on the CTA's 128-key rows
+    if constexpr (kTmaP) {
+      // query 8j + 2t + e: slot 2(t & 1) + e, box row 2j + t / 2
+      const int64_t R = bh * S + q1;
+      const float* q0 = cP + (2 * (t & 1)) * kViewRowsK * kLdP2 + (t >> 1) * kLdP2 + col0 + view_phase(R, 2 * (t & 1), S);
+      const float* q1p =
+          cP + (2 * (t & 1) + 1) * kViewRowsK * kLdP2 + (t >> 1) * kLdP2 + col0 + view_phase(R, 2 * (t & 1) + 1, S);
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < 8; ++j)
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
-        pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP2 + ((r & 1) ? sh1 : sh0) + col0 + 8 * (r >> 1)];
+        for (int r = 0; r < 4; ++r) pt[j][r] = ((r & 1) ? q1p : q0)[2 * j * kLdP2 + 8 * (r >> 1)];
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP2 + ((r & 1) ? sh1 : sh0) + col0 + 8 * (r >> 1)];
+    }
     const int qrows = static_cast<int>(S - q1);
     if (qrows < kRows) {  // the sequence's last block: query rows past S are not copied
 #pragma unroll
@@ -688,14 +741,16 @@ __global__ void attn_dq_wg(const AttnParams) { __trap(); }
 template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 namespace ws {
-template <int kStages>
+template <int kStages, bool kTmaP>
 __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                           const __grid_constant__ CUtensorMap, const __grid_constant__ AttnParams) {
+                           const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                           const __grid_constant__ AttnParams) {
   __trap();
 }
-template <int kStages>
+template <int kStages, bool kTmaP>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                            const __grid_constant__ CUtensorMap, const __grid_constant__ AttnParams) {
+                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                            const __grid_constant__ AttnParams) {
   __trap();
 }
 }  // namespace ws
@@ -732,8 +787,8 @@ void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, in
 
 std::string attention_ws_unsupported_input(const AttnParams& p) {
   if (reinterpret_cast<std::uintptr_t>(p.P) % 16 != 0) return "attn_weights not 16-byte aligned";
-  if ((p.B * p.H * p.S * p.S) % 4 != 0)
-    return "batch·heads·seq_len² not a multiple of 4 (the last 16-byte chunk of attn_weights would pass its end)";
+  if ((p.B * p.H * p.S) % 4 != 0)  // P's rows in fours: the view map of P (and every 16-byte chunk inside P)
+    return "batch·heads·seq_len not a multiple of 4 (attn_weights cannot be viewed as rows of 4·seq_len floats)";
   return {};
 }
 
@@ -749,31 +804,35 @@ std::string attention_ws_unsupported(const AttnParams& p) {
 }
 
 namespace {
-template <int kStages>
+template <int kStages, bool kTmaQ, bool kTmaK>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
   const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
   const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
   const CUtensorMap mQ = head_map(p.q), mK = head_map(p.k), mV = head_map(p.v);
   const CUtensorMap mdO = sm90::tensor_map_3d_f16(p.dO, E, S, p.B, E, S * E, kRows);
+  CUtensorMap mPq{}, mPk{};  // P viewed as [B·H·S / 4][4·S] (the kernels taking P by TMA)
+  if constexpr (kTmaQ) mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, kLdP, ws::kViewRowsQ);
+  if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdP2, ws::kViewRowsK);
   const std::size_t bytes = ws::smem(kStages);
-  ATTNBWD_CUDA_CHECK(
-      cudaFuncSetAttribute(ws::attn_dq_ws<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(bytes)));
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
-  ws::attn_dq_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, p);
+  ws::attn_dq_ws<kStages, kTmaQ><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  ws::attn_dkv_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(mQ, mV, mdO, p);
+  ws::attn_dkv_ws<kStages, kTmaK><<<grid, ws::kThreads3, bytes, stream>>>(mQ, mV, mdO, mPk, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
 
-void attention_backward_sm90_ws(const AttnParams& p, int stages, cudaStream_t stream) {
+void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
-  if (stages == 3) return launch_ws<3>(p, stream);
-  if (stages == 4) return launch_ws<4>(p, stream);
-  fail("attention_backward_sm90_ws", __FILE__, __LINE__, "stages must be 3 or 4");
+  if (tma_dq && !tma_dkv) return launch_ws<4, true, false>(p, stream);
+  if (tma_dq && tma_dkv) return launch_ws<4, true, true>(p, stream);
+  if (!tma_dq && !tma_dkv) return launch_ws<4, false, false>(p, stream);
+  fail("attention_backward_sm90_ws", __FILE__, __LINE__, "not built: P by cp.async for dQ with TMA for dK/dV");
 }
 
 }  // namespace attnbwd::cuda::mha

@@ -119,6 +119,8 @@ const Variant kVariants[] = {
     {"ATTNBWD_CUDA_FP32_GEMM", "tf32", {2, 65, 3, 64}, "projection GEMMs in TF32 instead of fp16"},
     {"ATTNBWD_CUDA_MHA_ATTN", "gemm", {2, 131, 3, 64},
      "attention through the GEMM + row-kernel stages instead of the fp16 kernels (head_dim 64)"},
+    {"ATTNBWD_CUDA_MHA_WGMMA", "legacy", {2, 128, 2, 64},
+     "the one-warpgroup wgmma kernels by the rule before the warp-specialised ones (sm_90; elsewhere mma.sync)"},
     {"ATTNBWD_CUDA_MHA_ATTN", "mma", {2, 131, 3, 64},
      "attention through the mma.sync kernels (the default off sm_90) instead of the wgmma kernels"},
     {"ATTNBWD_CUDA_MHA_LN", "block", {1, 65, 4, 64},
@@ -189,10 +191,12 @@ TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
   }
 }
 
-// The warp-specialised wgmma kernels (ATTNBWD_CUDA_MHA_WGMMA=ws: 4 buffers, ws3: 3) compute the same products in
-// the same order as serial3, so every output has serial3's bits; and they match the oracle. Shapes with B·H·S² a
-// multiple of 4 (where they run): one to ten 64-row blocks, CTAs with one or two consumer blocks, tails of 1, 3
-// and 8 rows, a single row.
+// The warp-specialised wgmma kernels (ATTNBWD_CUDA_MHA_WGMMA=ws, the default on sm_90 where they run: P by TMA
+// through a view of rows of 4·S floats for dQ, by cp.async for dK/dV; wstma: TMA for both; wscp: cp.async for
+// both) compute the same products in the same order as serial3, so every
+// output has serial3's bits; and they match the oracle. Shapes with B·H·S a multiple of 4 (where they run): one to
+// ten 64-row blocks, CTAs with one or two consumer blocks, tails of 1, 3 and 8 rows, a single row, every row phase
+// of P (S odd) and view slots that start mid-row.
 TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   ATTNBWD_SEED_TRACE();
@@ -208,7 +212,7 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
       const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "serial3");
       run_cuda(serial, Precision::Default);
     }
-    for (const char* scheme : {"ws", "ws3"}) {
+    for (const char* scheme : {"ws", "wstma", "wscp"}) {
       const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
       HostCase<Args> got(in, axes);
       run_cuda(got, Precision::Default);
@@ -219,7 +223,7 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
   }
 }
 
-// Forced where they cannot run (B·H·S² not a multiple of 4, or P not 16-byte aligned) the warp-specialised
+// Forced where they cannot run (B·H·S not a multiple of 4, or P not 16-byte aligned) the warp-specialised
 // kernels are an Error naming ATTNBWD_CUDA_MHA_WGMMA, raised before any output is written.
 TEST(CudaVisionMhaNorm, ForcedWarpSpecialisedAttentionWhereItCannotRunIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
