@@ -43,17 +43,19 @@ constexpr std::size_t smem_dkv(int stages, bool delta_in_smem = true) {
          sizeof(float) * stages * (kTileP + (delta_in_smem ? kRows : 0)) + 1024;
 }
 
-// ---- warp-specialised form (ATTNBWD_CUDA_MHA_WGMMA=ws) ----------------------------------------------------
+// ---- warp-specialised form (ATTNBWD_CUDA_MHA_WGMMA=ws|wstma|wscp) ------------------------------------------
 // The same two kernels, products and order as attn_dq_wg / attn_dkv_wg (serial, unsplit: the same bits), with
-// one CTA of three warpgroups per 128 rows (two 64-row blocks of one head): the first warpgroup is the producer,
-// issuing every copy of a stage onto its full mbarrier (thread 0: the K/V or Q/dO tiles by TMA from 3-D maps that
-// zero-fill rows past S, δ by one bulk copy; all 128 threads: the P rows as 16-byte cp.async chunks holding each
-// row's 64 or 128 floats at their 16-byte phase, then one cp.async arrival each. A first form with one bulk copy
-// per P row ran 1.4-2.7x slower than the serial kernels: small bulk copies are costly per request); the two
-// consumer warpgroups each own one 64-row block and release a stage
-// by one arrival per warp on its empty mbarrier, with no CTA barrier in the loop, so one warpgroup's element
-// math overlaps the other's products and no consumer instruction is spent on copies. P must be 16-byte
-// aligned with B·H·S² a multiple of 4 (attention_ws_unsupported), so that every aligned chunk lies inside it.
+// one CTA of three warpgroups per 128 rows (two 64-row blocks of one head). The first warpgroup is the producer:
+// it issues every copy of a stage onto the stage's full mbarrier — thread 0 the K/V or Q/dO tiles by TMA from 3-D
+// maps that zero-fill rows past S, δ by one bulk copy, and P's tile either by TMA through a view of P as rows of
+// 4·S floats (kTmaP, issue_p_view: four boxes per tile) or as 16-byte cp.async chunks from all 128 threads, each
+// followed by a cp.async arrival (issue_p_ws). Either way a P row's 64 or 128 floats sit at their 16-byte phase
+// in rows of kLdP / kLdP2 floats, as in the serial kernels. (A first form with one bulk copy per P row ran
+// 1.4-2.7x slower than the serial kernels: small bulk copies are costly per request.) The two consumer
+// warpgroups each own one 64-row block and release a stage by one arrival per warp on its empty mbarrier, with
+// no CTA barrier in the loop, so one warpgroup's element math overlaps the other's products and no consumer
+// instruction is spent on copies. P must be 16-byte aligned with B·H·S a multiple of 4
+// (attention_ws_unsupported): the view's rows, and every aligned chunk, lie inside P.
 namespace ws {
 constexpr int kThreads3 = 3 * kThreads;               // producer warpgroup + two consumers
 constexpr int kLdP2 = 2 * kRows + 4;                  // dK/dV kernel: P rows of 128 keys (+ phase), 528 bytes
