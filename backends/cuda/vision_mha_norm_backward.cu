@@ -106,13 +106,14 @@ MhaAttn mha_attn_switch() {
 // (attention_ws_unsupported_input: P 16-byte aligned, B·H·S a multiple of 4; the model's H = 16 always is) and no
 // split is asked for: measured 1.02-1.12x per call on 15 workloads, 0.99x on #4 (B = 2); else the former rule
 // (legacy: occ3 where the grid has ≥ 6 CTAs per SM or 3 per SM take fewer waves, else serial3). Forcing a ws form
-// where it cannot run is an Error naming the switch.
+// where it cannot run is an Error naming the switch. wsp: ws with the dQ kernel's consumers overlapping their own
+// blocks in a 288-thread CTA (attn_dq_wsp; written after the eleventh session's device time was spent: not yet run).
 struct WgmmaScheme {
   int stages, min_blocks;
-  bool ws = false, tma_dq = false, tma_dkv = false;
+  bool ws = false, tma_dq = false, tma_dkv = false, pipe_dq = false;
 };
 WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
-  const int v = env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy"});
+  const int v = env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy", "wsp"});
   switch (v) {
     case 1: return {2, 2};
     case 2: return {3, 2};
@@ -120,6 +121,7 @@ WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
     case 4: return {4, 1, true, true, false};
     case 5: return {4, 1, true, true, true};
     case 6: return {4, 1, true, false, false};
+    case 8: return {4, 1, true, true, false, true};
     default: {
       if (v == 0 && ws_ok) return {4, 1, true, true, false};
       // legacy: occ3 where it takes fewer waves than 2 CTAs per SM, or the grid is deep (≥ 6 CTAs per SM).
@@ -292,7 +294,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.delta = f32(o_delta), p.delta_ld = delta_ld, p.dqkv = dQKVh, p.partial = part_qkv;
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
     if (wgmma_attn && wgmma.ws) {
-      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream);
+      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.pipe_dq);
     } else if (wgmma_attn) {
       mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {

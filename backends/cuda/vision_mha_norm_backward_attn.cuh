@@ -60,7 +60,10 @@ void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, in
 // measured fastest). p.delta has p.delta_ld floats per head. Why it cannot run on p (empty when it can): P 16-byte
 // aligned with B·H·S % 4 == 0, the fp16 operands 16-byte aligned.
 std::string attention_ws_unsupported(const AttnParams& p);
-void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream);
+// pipe_dq: the dQ kernel in a 288-thread CTA whose consumers overlap their own blocks (built with tma_dq and
+// cp.async for dK/dV).
+void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
+                                bool pipe_dq = false);
 // The part of it that depends on the caller's inputs alone (B, S, H, P): checked before anything is enqueued.
 std::string attention_ws_unsupported_input(const AttnParams& p);
 void attention_backward_sm90_ws(const AttnParams& p, int stages, cudaStream_t stream);

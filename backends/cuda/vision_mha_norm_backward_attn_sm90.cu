@@ -58,6 +58,7 @@ constexpr std::size_t smem_dkv(int stages, bool delta_in_smem = true) {
 // (attention_ws_unsupported): the view's rows, and every aligned chunk, lie inside P.
 namespace ws {
 constexpr int kThreads3 = 3 * kThreads;               // producer warpgroup + two consumers
+constexpr int kThreadsP = 2 * kThreads + 32;          // two consumers + one producer warp (attn_dq_wsp)
 constexpr int kLdP2 = 2 * kRows + 4;                  // dK/dV kernel: P rows of 128 keys (+ phase), 528 bytes
 constexpr int kStageBytes = 51200;                    // one stage, a multiple of 1024 (tiles stay aligned)
 constexpr int kOffStages = 2 * kTileBytes;            // after the two resident tiles (dO or V, one per consumer)
@@ -608,6 +609,156 @@ __global__ void __launch_bounds__(kThreads3, 1)
   store_part_wg(p, x, c, 0, reinterpret_cast<float*>(base + off_red(kStages) + wgi * 2048), ct, wgi);
 }
 
+// The dQ kernel with P by TMA (as attn_dq_ws<kStages, true>) in a CTA of 288 threads: the two consumer warpgroups
+// (threads 0-255) and one producer warp (256-287, lane 0 issues every copy), so ptxas may give every thread 224
+// registers (384 threads get 168 whatever setmaxnreg asks), room for each consumer to overlap its own blocks:
+// block i's P·K and (P⊙dP)·K products are issued, then block i + 1's dP product behind them, its P values are
+// loaded meanwhile, and only then is block i's group waited for (FA3's intra-warpgroup pipelining). The same
+// products in the same order: the same bits. ATTNBWD_CUDA_MHA_WGMMA=wsp.
+template <int kStages>
+__global__ void __launch_bounds__(kThreadsP, 1)
+    attn_dq_wsp(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
+                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
+                const __grid_constant__ AttnParams p) {
+  const int64_t S = p.S, nq = (S + 2 * kRows - 1) / (2 * kRows), nk = attn_blocks(S);
+  const int64_t bh = blockIdx.x / nq, Q0 = (blockIdx.x - bh * nq) * 2 * kRows;
+  const int nact = S - Q0 > kRows ? 2 : 1;
+  extern __shared__ float4 smem4[];
+  std::uint8_t* base = align_smem_1024(smem4);
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(base + off_bar(kStages));
+  std::uint64_t* empty = full + kStages;
+  std::uint64_t* dobar = empty + kStages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 4 * nact);
+    }
+    mbar_init(dobar, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
+
+  if (threadIdx.x >= 2 * kThreads) {  // producer warp
+    if (threadIdx.x != 2 * kThreads) return;
+    mbar_arrive_expect_tx(dobar, nact * kTileBytes);
+    for (int i = 0; i < nact; ++i)
+      tma_load_3d(base + i * kTileBytes, &mdO, dobar, h * kD, static_cast<int>(Q0 + i * kRows), b);
+    int s = 0;
+    std::uint32_t phase = 0;
+    for (int64_t kb = 0; kb < nk; ++kb) {
+      const int64_t k1 = kb * kRows;
+      mbar_wait(&empty[s], phase ^ 1);
+      std::uint8_t* st = base + kOffStages + s * kStageBytes;
+      mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + 4 * kViewBoxQ);
+      tma_load_3d(st, &mK, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
+      tma_load_3d(st + kTileBytes, &mV, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
+      issue_p_view<kViewRowsQ, kLdP>(st + 2 * kTileBytes, &mP, &full[s], bh * S + Q0, S, k1);
+      if (++s == kStages) s = 0, phase ^= 1;
+    }
+    return;
+  }
+  const int wgi = static_cast<int>(threadIdx.x) / kThreads, ct = static_cast<int>(threadIdx.x) % kThreads;
+  if (wgi >= nact) return;
+  const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
+  const Cta c = wg_block(p, bh, Q0, wgi);
+  const std::uint8_t* sdO = base + wgi * kTileBytes;
+  const int row_lo = kRows * wgi + w * 16 + g;
+  const int v_lo = (row_lo & 3) * kViewRowsQ * kLdP + (row_lo >> 2) * kLdP + view_phase(bh * S + Q0, row_lo & 3, S);
+  // block kb's dP product (into dp, committed, not waited for) and P values (pr, masked past S)
+  const auto stage_of = [&](int st) { return base + kOffStages + st * kStageBytes; };
+  const auto issue_dp = [&](float (&dp)[8][4], int st) {
+    const std::uint8_t* cV = stage_of(st) + kTileBytes;
+    wgmma_fence();  // dp's old values are never read: the first product overwrites them (accumulate 0)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dp, kmajor(sdO, kk), kmajor(cV, kk), kk);
+    wgmma_commit();
+  };
+  const auto load_pv = [&](float (&pr)[8][4], int st, int64_t kb) {
+    const float* cP = reinterpret_cast<const float*>(stage_of(st) + 2 * kTileBytes);
+    load_p(cP + v_lo + 2 * t, cP + v_lo + 2 * kLdP + 2 * t, pr);
+    const int cols = static_cast<int>(S - kb * kRows);
+    if (cols < kRows) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          if (j * 8 + 2 * t + (r & 1) >= cols) pr[j][r] = 0.0f;
+    }
+  };
+  float x[8][4], y[8][4];
+  mma16::zero(x);
+  mma16::zero(y);
+  float dsum[2] = {0.0f, 0.0f};
+  float dp[8][4], pr[8][4];
+  mbar_wait(dobar, 0);
+  int s = 0;
+  std::uint32_t phase = 0;
+  fence_acc(x);
+  fence_acc(y);
+  mma16::zero(dp);
+  mbar_wait(&full[0], 0);
+  issue_dp(dp, 0);
+  load_pv(pr, 0, 0);
+  wgmma_wait<0>();
+  fence_acc(dp);
+  for (int64_t kb = 0; kb < nk; ++kb) {
+    p_and_w(pr, dp, dsum);
+    std::uint32_t ap[4][4], aw[4][4];
+    to_afrag(ap, pr);
+    to_afrag(aw, dp);
+    const std::uint8_t* cK = stage_of(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(y, ap[kc], nmajor(cK, kc), 1);
+#pragma unroll
+    for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(x, aw[kc], nmajor(cK, kc), 1);
+    wgmma_commit();
+    int s1 = s + 1;
+    std::uint32_t phase1 = phase;
+    if (s1 == kStages) s1 = 0, phase1 ^= 1;
+    // x and y are touched by nothing but these products until the last block (no register fences on them while
+    // the next block's dP product is in flight: ptxas would serialise the products)
+    if (kb + 1 < nk) {
+      mbar_wait(&full[s1], phase1);
+      issue_dp(dp, s1);  // queued behind block kb's products
+      load_pv(pr, s1, kb + 1);
+      wgmma_wait<1>();  // block kb's products are done (block kb + 1's dP may still run)
+      fence_afrag(ap);
+      fence_afrag(aw);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
+      wgmma_wait<0>();
+      fence_acc(dp);
+    } else {
+      wgmma_wait<0>();
+      fence_afrag(ap);
+      fence_afrag(aw);
+      fence_acc(x);
+      fence_acc(y);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
+    }
+    s = s1, phase = phase1;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
+  }
+  const int lo = w * 16 + g;
+  if (t == 0) {
+    float* d = p.delta + bh * p.delta_ld + c.r0;
+    d[lo] = lo < c.rows ? dsum[0] : 0.0f;
+    d[lo + 8] = lo + 8 < c.rows ? dsum[1] : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) x[j][r] = (x[j][r] * (1.0f / kDsScale) - dsum[r >> 1] * y[j][r]) * p.scale;
+  store_part_wg(p, x, c, 0, reinterpret_cast<float*>(base + off_red(kStages) + wgi * 2048), ct, wgi);
+}
+
 template <int kStages, bool kTmaP>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
@@ -749,6 +900,12 @@ __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_con
                            const __grid_constant__ AttnParams) {
   __trap();
 }
+template <int kStages>
+__global__ void attn_dq_wsp(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                            const __grid_constant__ AttnParams) {
+  __trap();
+}
 template <int kStages, bool kTmaP>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
@@ -806,8 +963,9 @@ std::string attention_ws_unsupported(const AttnParams& p) {
 }
 
 namespace {
-template <int kStages, bool kTmaQ, bool kTmaK>
+template <int kStages, bool kTmaQ, bool kTmaK, bool kPipeQ = false>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
+  static_assert(!kPipeQ || kTmaQ, "the pipelined dQ kernel takes P by TMA");
   const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
   const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
   const CUtensorMap mQ = head_map(p.q), mK = head_map(p.k), mV = head_map(p.v);
@@ -816,21 +974,30 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   if constexpr (kTmaQ) mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, kLdP, ws::kViewRowsQ);
   if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdP2, ws::kViewRowsK);
   const std::size_t bytes = ws::smem(kStages);
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
+  if constexpr (kPipeQ)
+    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_wsp<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(bytes)));
+  else
+    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
-  ws::attn_dq_ws<kStages, kTmaQ><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
+  if constexpr (kPipeQ)
+    ws::attn_dq_wsp<kStages><<<grid, ws::kThreadsP, bytes, stream>>>(mK, mV, mdO, mPq, p);
+  else
+    ws::attn_dq_ws<kStages, kTmaQ><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   ws::attn_dkv_ws<kStages, kTmaK><<<grid, ws::kThreads3, bytes, stream>>>(mQ, mV, mdO, mPk, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
 
-void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream) {
+void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool pipe_dq) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
+  if (pipe_dq && tma_dq && !tma_dkv) return launch_ws<4, true, false, true>(p, stream);
+  if (pipe_dq) fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the pipelined dQ kernel is built with dK/dV by cp.async");
   if (tma_dq && !tma_dkv) return launch_ws<4, true, false>(p, stream);
   if (tma_dq && tma_dkv) return launch_ws<4, true, true>(p, stream);
   if (!tma_dq && !tma_dkv) return launch_ws<4, false, false>(p, stream);
