@@ -125,11 +125,12 @@ __device__ __forceinline__ void stream_blocks_deep(std::int64_t start, std::int6
 // 4 apart, the same order on every lane), then over the 4 warps in warp order through red (4·8·NT floats
 // of shared memory no other thread is using), into out[0, 8·NT). Every thread of the CTA must call it;
 // red is still being read when it returns (a caller reusing red puts a barrier first). Fixed order: the
-// same bits on every run.
-template <int NT>
-__device__ __forceinline__ void cta_column_sums(float (&cs)[NT][2], float* red, float* out) {
+// same bits on every run. column_sums_128: the same for any 128 threads (tid: the thread's index among them)
+// that meet at `sync` (a barrier over exactly those threads).
+template <int NT, class Tid, class Sync>
+__device__ __forceinline__ void column_sums_128(float (&cs)[NT][2], float* red, float* out, Tid tid, Sync&& sync) {
   constexpr int kCols = 8 * NT, kCtaThreads = 128;
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int w = tid / 32, lane = tid & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int o = 4; o < 32; o *= 2)
 #pragma unroll
@@ -140,13 +141,17 @@ __device__ __forceinline__ void cta_column_sums(float (&cs)[NT][2], float* red, 
   if (g == 0)
 #pragma unroll
     for (int j = 0; j < NT; ++j) red[w * kCols + j * 8 + 2 * t] = cs[j][0], red[w * kCols + j * 8 + 2 * t + 1] = cs[j][1];
-  __syncthreads();
+  sync();
   const auto add = [&](int c) { out[c] = ((red[c] + red[kCols + c]) + red[2 * kCols + c]) + red[3 * kCols + c]; };
   if constexpr (kCols < kCtaThreads) {
-    if (threadIdx.x < kCols) add(threadIdx.x);
+    if (tid < kCols) add(tid);
   } else {
-    for (int c = threadIdx.x; c < kCols; c += kCtaThreads) add(c);
+    for (int c = tid; c < kCols; c += kCtaThreads) add(c);
   }
+}
+template <int NT>
+__device__ __forceinline__ void cta_column_sums(float (&cs)[NT][2], float* red, float* out) {
+  column_sums_128(cs, red, out, threadIdx.x, [] { __syncthreads(); });
 }
 
 __device__ __forceinline__ std::uint32_t half2_bits(float lo, float hi) {

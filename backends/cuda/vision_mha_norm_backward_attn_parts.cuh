@@ -113,14 +113,14 @@ __device__ __forceinline__ void issue_p_rows(float* s, const float* __restrict__
 // Epilogue: this warp's 16 rows of acc (rows ≥ rows dropped) into columns part·E + h·64 of p.dqkv's
 // rows b·S + r0 + row (fp16), and the CTA's column sums of the fp32 values into its partial row.
 // red: 4·64 floats of shared memory no other warp is using (mma16::cta_column_sums). Ends with every
-// thread past a barrier.
-__device__ __forceinline__ void store_part(const AttnParams& p, const float (&acc)[8][4], const Cta& c, int part,
-                                           float* red) {
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+// thread past a barrier. store_rows: the stores alone, for a thread of warp w (of 4) and lane `lane`, with its
+// column sums in cs (rows past the block count as zeros); returns where the block's partial row goes.
+__device__ __forceinline__ float* store_rows(const AttnParams& p, const float (&acc)[8][4], const Cta& c, int part,
+                                             int w, int lane, float (&cs)[8][2]) {
+  const int g = lane >> 2, t = lane & 3;
   const int64_t E = static_cast<int64_t>(p.H) * kD, E3 = 3 * E;
   __half* out = p.dqkv + (c.b * p.S + c.r0) * E3 + part * E + static_cast<int64_t>(c.h) * kD;
   const int lo = w * 16 + g, hi = lo + 8;
-  float cs[8][2];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int col = j * 8 + 2 * t;
@@ -136,8 +136,13 @@ __device__ __forceinline__ void store_part(const AttnParams& p, const float (&ac
     cs[j][0] = v0 + v2;
     cs[j][1] = v1 + v3;
   }
-  mma16::cta_column_sums(
-      cs, red, p.partial + (c.b * attn_blocks(p.S) + c.blk) * E3 + part * E + static_cast<int64_t>(c.h) * kD);
+  return p.partial + (c.b * attn_blocks(p.S) + c.blk) * E3 + part * E + static_cast<int64_t>(c.h) * kD;
+}
+__device__ __forceinline__ void store_part(const AttnParams& p, const float (&acc)[8][4], const Cta& c, int part,
+                                           float* red) {
+  float cs[8][2];
+  float* out = store_rows(p, acc, c, part, threadIdx.x / 32, threadIdx.x & 31, cs);
+  mma16::cta_column_sums(cs, red, out);
 }
 
 // ---- the element math of the two kernels (the accumulators are the mma.sync C layout of each warp's 16
@@ -164,14 +169,18 @@ __device__ __forceinline__ void p_and_w(const float (&pr)[8][4], float (&dp)[8][
 
 // Query-major, after the last block: δ of rows g, g + 8 (the quad's partial sums) into p.delta, and
 // x ← dQ = (X/kDsScale − δ·Y)·scale.
-__device__ __forceinline__ void finish_dq(const AttnParams& p, const Cta& c, float (&dsum)[2], float (&x)[8][4],
-                                          const float (&y)[8][4]) {
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+// The quad's partial row sums (lanes 4g .. 4g + 3) added, the same order on every lane.
+__device__ __forceinline__ void quad_sums(float (&dsum)[2]) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
     dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
   }
+}
+__device__ __forceinline__ void finish_dq(const AttnParams& p, const Cta& c, float (&dsum)[2], float (&x)[8][4],
+                                          const float (&y)[8][4]) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  quad_sums(dsum);
   const int lo = w * 16 + g;
   if (t == 0) {
     if (lo < c.rows) p.delta[c.bh * p.S + c.r0 + lo] = dsum[0];

@@ -372,50 +372,51 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attn_dkv_wg(const AttnPa
 // ---- warp-specialised form: the kernels (see above) ----
 namespace ws {
 
-// The consumer warpgroup's own copy of mma16::cta_column_sums (named barrier 1 + wgi instead of the CTA's;
-// ct: the thread's index inside its warpgroup). The same order, so the same bits.
-__device__ __forceinline__ void wg_column_sums(float (&cs)[8][2], float* red, float* out, int ct, int wgi) {
-  constexpr int kCols = 64;
-  const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int o = 4; o < 32; o *= 2)
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      cs[j][0] += __shfl_xor_sync(0xffffffffu, cs[j][0], o);
-      cs[j][1] += __shfl_xor_sync(0xffffffffu, cs[j][1], o);
-    }
-  if (g == 0)
-#pragma unroll
-    for (int j = 0; j < 8; ++j) red[w * kCols + j * 8 + 2 * t] = cs[j][0], red[w * kCols + j * 8 + 2 * t + 1] = cs[j][1];
-  named_barrier(1 + wgi, kThreads);
-  if (ct < kCols) out[ct] = ((red[ct] + red[kCols + ct]) + red[2 * kCols + ct]) + red[3 * kCols + ct];
-}
-
-// attn::store_part for a consumer warpgroup.
+// attn::store_part for a consumer warpgroup (ct: the thread's index inside it; its column sums meet at named
+// barrier 1 + wgi instead of the CTA's barrier).
 __device__ __forceinline__ void store_part_wg(const AttnParams& p, const float (&acc)[8][4], const Cta& c, int part,
                                               float* red, int ct, int wgi) {
-  const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
-  const int64_t E = static_cast<int64_t>(p.H) * kD, E3 = 3 * E;
-  __half* out = p.dqkv + (c.b * p.S + c.r0) * E3 + part * E + static_cast<int64_t>(c.h) * kD;
-  const int lo = w * 16 + g, hi = lo + 8;
   float cs[8][2];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int col = j * 8 + 2 * t;
-    float v0 = acc[j][0], v1 = acc[j][1], v2 = acc[j][2], v3 = acc[j][3];
-    if (lo < c.rows)
-      *reinterpret_cast<uint32_t*>(out + lo * E3 + col) = half2_bits(v0, v1);
-    else
-      v0 = v1 = 0.0f;
-    if (hi < c.rows)
-      *reinterpret_cast<uint32_t*>(out + hi * E3 + col) = half2_bits(v2, v3);
-    else
-      v2 = v3 = 0.0f;
-    cs[j][0] = v0 + v2;
-    cs[j][1] = v1 + v3;
+  float* out = store_rows(p, acc, c, part, ct / 32, ct & 31, cs);
+  mma16::column_sums_128(cs, red, out, ct, [&] { named_barrier(1 + wgi, kThreads); });
+}
+
+// The stage barriers at the end of the shared memory: full[kStages], empty[kStages], then one more (the resident
+// tiles' barrier). Thread 0 initialises them (full: full_count arrivals; empty: one per warp of the nact
+// consumer warpgroups; the last: 1); the caller's __syncthreads makes them visible.
+template <int kStages>
+struct Bars {
+  std::uint64_t *full, *empty, *tiles;
+  __device__ __forceinline__ Bars(std::uint8_t* base, unsigned full_count, int nact)
+      : full(reinterpret_cast<std::uint64_t*>(base + off_bar(kStages))), empty(full + kStages), tiles(empty + kStages) {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < kStages; ++s) {
+        mbar_init(&full[s], full_count);
+        mbar_init(&empty[s], 4 * nact);
+      }
+      mbar_init(tiles, 1);
+      mbar_init_fence();
+    }
   }
-  wg_column_sums(cs, red, p.partial + (c.b * attn_blocks(p.S) + c.blk) * E3 + part * E + static_cast<int64_t>(c.h) * kD,
-                 ct, wgi);
+};
+
+// attn::finish_dq for a consumer warpgroup, with δ at its padded row (rows past S get 0: the dK/dV kernel reads
+// whole 64-row blocks), then the epilogue.
+__device__ __forceinline__ void finish_dq_wg(const AttnParams& p, const Cta& c, float (&dsum)[2], float (&x)[8][4],
+                                             const float (&y)[8][4], float* red, int ct, int wgi) {
+  const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
+  quad_sums(dsum);
+  const int lo = w * 16 + g;
+  if (t == 0) {
+    float* d = p.delta + c.bh * p.delta_ld + c.r0;
+    d[lo] = lo < c.rows ? dsum[0] : 0.0f;
+    d[lo + 8] = lo + 8 < c.rows ? dsum[1] : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) x[j][r] = (x[j][r] * (1.0f / kDsScale) - dsum[r >> 1] * y[j][r]) * p.scale;
+  store_part_wg(p, x, c, 0, red, ct, wgi);
 }
 
 // The 64-row block a consumer warpgroup owns: rows r0 = first + 64·wgi of head bh.
@@ -490,18 +491,9 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const int nact = S - Q0 > kRows ? 2 : 1;  // consumer warpgroups with rows
   extern __shared__ float4 smem4[];
   std::uint8_t* base = align_smem_1024(smem4);
-  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(base + off_bar(kStages));
-  std::uint64_t* empty = full + kStages;
-  std::uint64_t* dobar = empty + kStages;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      // thread 0's TMA arrival (+ every producer thread's cp.async arrival)
-      mbar_init(&full[s], kTmaP ? 1 : kThreads + 1);
-      mbar_init(&empty[s], 4 * nact);  // one arrival per consumer warp
-    }
-    mbar_init(dobar, 1);
-    mbar_init_fence();
-  }
+  // full: thread 0's TMA arrival (+ every producer thread's cp.async arrival)
+  const Bars<kStages> bars(base, kTmaP ? 1 : kThreads + 1, nact);
+  std::uint64_t *full = bars.full, *empty = bars.empty, *dobar = bars.tiles;
   __syncthreads();
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
@@ -538,8 +530,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
   // consumer warpgroups
   setmaxnreg_inc<232>();
   const int wgi = static_cast<int>(threadIdx.x) / kThreads - 1, ct = static_cast<int>(threadIdx.x) % kThreads;
-  if (wgi >= nact) return;
   const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
+  if (wgi >= nact) return;
   const Cta c = wg_block(p, bh, Q0, wgi);
   const std::uint8_t* sdO = base + wgi * kTileBytes;
   const int row_lo = kRows * wgi + w * 16 + g;  // this lane's rows of the stage's P tile: row_lo, row_lo + 8
@@ -590,23 +582,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
     if (lane == 0) mbar_arrive(&empty[s]);
     if (++s == kStages) s = 0, phase ^= 1;
   }
-  // attn::finish_dq with δ at its padded row (rows past S get 0: the dK/dV kernel reads whole 64-row blocks)
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
-    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
-  }
-  const int lo = w * 16 + g;
-  if (t == 0) {
-    float* d = p.delta + bh * p.delta_ld + c.r0;
-    d[lo] = lo < c.rows ? dsum[0] : 0.0f;
-    d[lo + 8] = lo + 8 < c.rows ? dsum[1] : 0.0f;
-  }
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) x[j][r] = (x[j][r] * (1.0f / kDsScale) - dsum[r >> 1] * y[j][r]) * p.scale;
-  store_part_wg(p, x, c, 0, reinterpret_cast<float*>(base + off_red(kStages) + wgi * 2048), ct, wgi);
+  finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(base + off_red(kStages) + wgi * 2048), ct, wgi);
 }
 
 // The dQ kernel with P by TMA (as attn_dq_ws<kStages, true>) in a CTA of 288 threads: the two consumer warpgroups
@@ -625,17 +601,8 @@ __global__ void __launch_bounds__(kThreadsP, 1)
   const int nact = S - Q0 > kRows ? 2 : 1;
   extern __shared__ float4 smem4[];
   std::uint8_t* base = align_smem_1024(smem4);
-  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(base + off_bar(kStages));
-  std::uint64_t* empty = full + kStages;
-  std::uint64_t* dobar = empty + kStages;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 4 * nact);
-    }
-    mbar_init(dobar, 1);
-    mbar_init_fence();
-  }
+  const Bars<kStages> bars(base, 1, nact);
+  std::uint64_t *full = bars.full, *empty = bars.empty, *dobar = bars.tiles;
   __syncthreads();
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
 
@@ -659,8 +626,8 @@ __global__ void __launch_bounds__(kThreadsP, 1)
     return;
   }
   const int wgi = static_cast<int>(threadIdx.x) / kThreads, ct = static_cast<int>(threadIdx.x) % kThreads;
-  if (wgi >= nact) return;
   const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
+  if (wgi >= nact) return;
   const Cta c = wg_block(p, bh, Q0, wgi);
   const std::uint8_t* sdO = base + wgi * kTileBytes;
   const int row_lo = kRows * wgi + w * 16 + g;
@@ -741,22 +708,7 @@ __global__ void __launch_bounds__(kThreadsP, 1)
     }
     s = s1, phase = phase1;
   }
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
-    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
-  }
-  const int lo = w * 16 + g;
-  if (t == 0) {
-    float* d = p.delta + bh * p.delta_ld + c.r0;
-    d[lo] = lo < c.rows ? dsum[0] : 0.0f;
-    d[lo + 8] = lo + 8 < c.rows ? dsum[1] : 0.0f;
-  }
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) x[j][r] = (x[j][r] * (1.0f / kDsScale) - dsum[r >> 1] * y[j][r]) * p.scale;
-  store_part_wg(p, x, c, 0, reinterpret_cast<float*>(base + off_red(kStages) + wgi * 2048), ct, wgi);
+  finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(base + off_red(kStages) + wgi * 2048), ct, wgi);
 }
 
 template <int kStages, bool kTmaP>
@@ -770,17 +722,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
   extern __shared__ float4 smem4[];
   std::uint8_t* base = align_smem_1024(smem4);
-  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(base + off_bar(kStages));
-  std::uint64_t* empty = full + kStages;
-  std::uint64_t* vbar = empty + kStages;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], kTmaP ? 1 : kThreads + 1);
-      mbar_init(&empty[s], 4 * nact);
-    }
-    mbar_init(vbar, 1);
-    mbar_init_fence();
-  }
+  const Bars<kStages> bars(base, kTmaP ? 1 : kThreads + 1, nact);
+  std::uint64_t *full = bars.full, *empty = bars.empty, *vbar = bars.tiles;
   __syncthreads();
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
@@ -817,8 +760,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
   }
   setmaxnreg_inc<232>();
   const int wgi = static_cast<int>(threadIdx.x) / kThreads - 1, ct = static_cast<int>(threadIdx.x) % kThreads;
-  if (wgi >= nact) return;
   const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
+  if (wgi >= nact) return;
   const Cta c = wg_block(p, bh, K0, wgi);
   const std::uint8_t* sV = base + wgi * kTileBytes;
   const int col0 = kRows * wgi + w * 16 + g;  // this lane's first key column in the stage's P tile
