@@ -608,7 +608,8 @@ CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, s
   return m;
 }
 
-CUtensorMap tensor_map_2d_f32(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t ld1, int box0, int box1) {
+CUtensorMap tensor_map_2d_f32(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t ld1, int box0,
+                              int box1) {
   CUtensorMap m{};
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld1) * 4};

@@ -104,7 +104,7 @@ MhaAttn mha_attn_switch() {
 // H200, eleventh session of 2026-12-01: ncu on #8 dQ 281 µs by TMA / 318 by cp.async, dK/dV 341 / 320; serial
 // 308 / 367), by TMA for both (wstma) or cp.async for both (wscp). auto = ws where the kernels can run
 // (attention_ws_unsupported_input: P 16-byte aligned, B·H·S a multiple of 4; the model's H = 16 always is) and no
-// split is asked for: measured 1.02-1.12x per call on 15 workloads, 0.99x on #4 (B = 2); else the former rule
+// split is asked for: measured 1.04-1.18x per call on 15 workloads, 0.99x on #4 (B = 2); else the former rule
 // (legacy: occ3 where the grid has ≥ 6 CTAs per SM or 3 per SM take fewer waves, else serial3). Forcing a ws form
 // where it cannot run is an Error naming the switch. wsp: ws with the dQ kernel's consumers overlapping their own
 // blocks in a 288-thread CTA (attn_dq_wsp; written after the eleventh session's device time was spent: not yet run).
@@ -113,7 +113,8 @@ struct WgmmaScheme {
   bool ws = false, tma_dq = false, tma_dkv = false, pipe_dq = false;
 };
 WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
-  const int v = env_switch("ATTNBWD_CUDA_MHA_WGMMA", {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy", "wsp"});
+  const int v = env_switch("ATTNBWD_CUDA_MHA_WGMMA",
+                           {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy", "wsp"});
   switch (v) {
     case 1: return {2, 2};
     case 2: return {3, 2};

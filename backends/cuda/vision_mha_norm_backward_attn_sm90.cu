@@ -70,9 +70,12 @@ static_assert(kViewBoxQ % 128 == 0 && kViewBoxK % 128 == 0, "TMA boxes 128-byte 
 // dQ stage: K | V | P [128][kLdP]; dK/dV stage: Q | dO | P [64][kLdP2] | δ [64]
 static_assert(2 * kTileBytes + 2 * kRows * kLdP * 4 <= kStageBytes, "dQ stage");
 static_assert(2 * kTileBytes + kRows * kLdP2 * 4 + kRows * 4 <= kStageBytes, "dK/dV stage");
-__host__ __device__ constexpr int off_red(int stages) { return kOffStages + stages * kStageBytes; }  // 2 KB per consumer
+// 2 KB of column-sum scratch per consumer after the stages, then the barriers
+__host__ __device__ constexpr int off_red(int stages) { return kOffStages + stages * kStageBytes; }
 __host__ __device__ constexpr int off_bar(int stages) { return off_red(stages) + 2 * 2048; }
-constexpr std::size_t smem(int stages) { return static_cast<std::size_t>(off_bar(stages)) + (2 * stages + 1) * 8 + 1024; }
+constexpr std::size_t smem(int stages) {
+  return static_cast<std::size_t>(off_bar(stages)) + (2 * stages + 1) * 8 + 1024;
+}
 }  // namespace ws
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -790,7 +793,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
     if constexpr (kTmaP) {
       // query 8j + 2t + e: slot 2(t & 1) + e, box row 2j + t / 2
       const int64_t R = bh * S + q1;
-      const float* q0 = cP + (2 * (t & 1)) * kViewRowsK * kLdP2 + (t >> 1) * kLdP2 + col0 + view_phase(R, 2 * (t & 1), S);
+      const float* q0 =
+          cP + (2 * (t & 1)) * kViewRowsK * kLdP2 + (t >> 1) * kLdP2 + col0 + view_phase(R, 2 * (t & 1), S);
       const float* q1p =
           cP + (2 * (t & 1) + 1) * kViewRowsK * kLdP2 + (t >> 1) * kLdP2 + col0 + view_phase(R, 2 * (t & 1) + 1, S);
 #pragma unroll
@@ -940,7 +944,8 @@ void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, 
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
   if (pipe_dq && tma_dq && !tma_dkv) return launch_ws<4, true, false, true>(p, stream);
-  if (pipe_dq) fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the pipelined dQ kernel is built with dK/dV by cp.async");
+  if (pipe_dq)
+    fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the pipelined dQ kernel is built with dK/dV by cp.async");
   if (tma_dq && !tma_dkv) return launch_ws<4, true, false>(p, stream);
   if (tma_dq && tma_dkv) return launch_ws<4, true, true>(p, stream);
   if (!tma_dq && !tma_dkv) return launch_ws<4, false, false>(p, stream);
