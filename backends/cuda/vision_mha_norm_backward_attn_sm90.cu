@@ -61,20 +61,29 @@ constexpr int kThreads3 = 3 * kThreads;               // producer warpgroup + tw
 constexpr int kThreadsP = 2 * kThreads + 32;          // two consumers + one producer warp (attn_dq_wsp)
 constexpr int kLdP2 = 2 * kRows + 4;                  // dK/dV kernel: P rows of 128 keys (+ phase), 528 bytes
 constexpr int kStageBytes = 51200;                    // one stage, a multiple of 1024 (tiles stay aligned)
+constexpr int kStageBytesWide = 52224;                // the dK/dV kernel's stage with P by TMA (rows of kLdPV2)
 constexpr int kOffStages = 2 * kTileBytes;            // after the two resident tiles (dO or V, one per consumer)
 // P by TMA through a view of P as rows of 4·S floats (issue_p_view): per stage four boxes (slots) of rows of kLdP
-// (dQ kernel: 32 rows) or kLdP2 floats (dK/dV kernel: 16 rows), the same bytes as the cp.async tiles
+// (dQ kernel: 32 rows) or kLdPV2 floats (dK/dV kernel: 16 rows). kLdPV2 = 136, not 132: with 132 the transposed
+// reads of a warp hit each bank 4 times per load, with 136 twice, as the cp.async rows of 132 do (a model of the
+// lane addresses, perf/NOTES.md eleventh session).
+constexpr int kLdPV2 = 2 * kRows + 8;
 constexpr int kViewRowsQ = 2 * kRows / 4, kViewRowsK = kRows / 4;
-constexpr int kViewBoxQ = kViewRowsQ * kLdP * 4, kViewBoxK = kViewRowsK * kLdP2 * 4;  // 8704 and 8448 bytes
+constexpr int kViewBoxQ = kViewRowsQ * kLdP * 4, kViewBoxK = kViewRowsK * kLdPV2 * 4;  // 8704 bytes each
 static_assert(kViewBoxQ % 128 == 0 && kViewBoxK % 128 == 0, "TMA boxes 128-byte aligned in shared memory");
 // dQ stage: K | V | P [128][kLdP]; dK/dV stage: Q | dO | P [64][kLdP2] | δ [64]
 static_assert(2 * kTileBytes + 2 * kRows * kLdP * 4 <= kStageBytes, "dQ stage");
 static_assert(2 * kTileBytes + kRows * kLdP2 * 4 + kRows * 4 <= kStageBytes, "dK/dV stage");
+static_assert(2 * kTileBytes + 4 * kViewBoxK + kRows * 4 <= kStageBytesWide, "dK/dV stage, P by TMA");
 // 2 KB of column-sum scratch per consumer after the stages, then the barriers
-__host__ __device__ constexpr int off_red(int stages) { return kOffStages + stages * kStageBytes; }
-__host__ __device__ constexpr int off_bar(int stages) { return off_red(stages) + 2 * 2048; }
-constexpr std::size_t smem(int stages) {
-  return static_cast<std::size_t>(off_bar(stages)) + (2 * stages + 1) * 8 + 1024;
+__host__ __device__ constexpr int off_red(int stages, int stage_bytes = kStageBytes) {
+  return kOffStages + stages * stage_bytes;
+}
+__host__ __device__ constexpr int off_bar(int stages, int stage_bytes = kStageBytes) {
+  return off_red(stages, stage_bytes) + 2 * 2048;
+}
+constexpr std::size_t smem(int stages, int stage_bytes = kStageBytes) {
+  return static_cast<std::size_t>(off_bar(stages, stage_bytes)) + (2 * stages + 1) * 8 + 1024;
 }
 }  // namespace ws
 
@@ -387,11 +396,13 @@ __device__ __forceinline__ void store_part_wg(const AttnParams& p, const float (
 // The stage barriers at the end of the shared memory: full[kStages], empty[kStages], then one more (the resident
 // tiles' barrier). Thread 0 initialises them (full: full_count arrivals; empty: one per warp of the nact
 // consumer warpgroups; the last: 1); the caller's __syncthreads makes them visible.
-template <int kStages>
+template <int kStages, int kStageB = kStageBytes>
 struct Bars {
   std::uint64_t *full, *empty, *tiles;
   __device__ __forceinline__ Bars(std::uint8_t* base, unsigned full_count, int nact)
-      : full(reinterpret_cast<std::uint64_t*>(base + off_bar(kStages))), empty(full + kStages), tiles(empty + kStages) {
+      : full(reinterpret_cast<std::uint64_t*>(base + off_bar(kStages, kStageB))),
+        empty(full + kStages),
+        tiles(empty + kStages) {
     if (threadIdx.x == 0) {
       for (int s = 0; s < kStages; ++s) {
         mbar_init(&full[s], full_count);
@@ -725,12 +736,13 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
   extern __shared__ float4 smem4[];
   std::uint8_t* base = align_smem_1024(smem4);
-  const Bars<kStages> bars(base, kTmaP ? 1 : kThreads + 1, nact);
+  constexpr int kSB = kTmaP ? kStageBytesWide : kStageBytes;
+  const Bars<kStages, kSB> bars(base, kTmaP ? 1 : kThreads + 1, nact);
   std::uint64_t *full = bars.full, *empty = bars.empty, *vbar = bars.tiles;
   __syncthreads();
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
-  constexpr int kP = 2 * kTileBytes, kDl = kP + kRows * kLdP2 * 4;  // stage offsets of P and δ
+  constexpr int kP = 2 * kTileBytes, kDl = kP + (kTmaP ? 4 * kViewBoxK : kRows * kLdP2 * 4);  // P and δ in a stage
 
   if (threadIdx.x < kThreads) {  // producer warpgroup, as in attn_dq_ws
     setmaxnreg_dec<40>();
@@ -745,13 +757,13 @@ __global__ void __launch_bounds__(kThreads3, 1)
     for (int64_t qb = 0; qb < nq; ++qb) {
       const int64_t q1 = qb * kRows;
       mbar_wait(&empty[s], phase ^ 1);
-      std::uint8_t* st = base + kOffStages + s * kStageBytes;
+      std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
         mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 + (kTmaP ? 4 * kViewBoxK : 0));
         tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
         bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
-        if constexpr (kTmaP) issue_p_view<kViewRowsK, kLdP2>(st + kP, &mP, &full[s], bh * S + q1, S, K0);
+        if constexpr (kTmaP) issue_p_view<kViewRowsK, kLdPV2>(st + kP, &mP, &full[s], bh * S + q1, S, K0);
       }
       if constexpr (!kTmaP) {
         issue_p_ws<kRows, kLdP2>(reinterpret_cast<float*>(st + kP), Pbh, S, q1, K0, kcols, pt);
@@ -777,7 +789,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   for (int64_t qb = 0; qb < nq; ++qb) {
     const int64_t q1 = qb * kRows;
     mbar_wait(&full[s], phase);
-    const std::uint8_t* cQ = base + kOffStages + s * kStageBytes;
+    const std::uint8_t* cQ = base + kOffStages + s * kSB;
     const std::uint8_t* cdO = cQ + kTileBytes;
     const float* cP = reinterpret_cast<const float*>(cQ + kP);
     const float* cDl = reinterpret_cast<const float*>(cQ + kDl);
@@ -794,13 +806,13 @@ __global__ void __launch_bounds__(kThreads3, 1)
       // query 8j + 2t + e: slot 2(t & 1) + e, box row 2j + t / 2
       const int64_t R = bh * S + q1;
       const float* q0 =
-          cP + (2 * (t & 1)) * kViewRowsK * kLdP2 + (t >> 1) * kLdP2 + col0 + view_phase(R, 2 * (t & 1), S);
+          cP + (2 * (t & 1)) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1), S);
       const float* q1p =
-          cP + (2 * (t & 1) + 1) * kViewRowsK * kLdP2 + (t >> 1) * kLdP2 + col0 + view_phase(R, 2 * (t & 1) + 1, S);
+          cP + (2 * (t & 1) + 1) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1) + 1, S);
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) pt[j][r] = ((r & 1) ? q1p : q0)[2 * j * kLdP2 + 8 * (r >> 1)];
+        for (int r = 0; r < 4; ++r) pt[j][r] = ((r & 1) ? q1p : q0)[2 * j * kLdPV2 + 8 * (r >> 1)];
     } else {
 #pragma unroll
       for (int j = 0; j < 8; ++j)
@@ -828,7 +840,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
     if (++s == kStages) s = 0, phase ^= 1;
   }
   mma16::scale_acc(dk, p.scale / kDsScale);
-  float* red = reinterpret_cast<float*>(base + off_red(kStages) + wgi * 2048);
+  float* red = reinterpret_cast<float*>(base + off_red(kStages, kSB) + wgi * 2048);
   store_part_wg(p, dk, c, 1, red, ct, wgi);
   store_part_wg(p, dv, c, 2, red + 4 * kD, ct, wgi);
 }
@@ -919,8 +931,9 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   const CUtensorMap mdO = sm90::tensor_map_3d_f16(p.dO, E, S, p.B, E, S * E, kRows);
   CUtensorMap mPq{}, mPk{};  // P viewed as [B·H·S / 4][4·S] (the kernels taking P by TMA)
   if constexpr (kTmaQ) mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, kLdP, ws::kViewRowsQ);
-  if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdP2, ws::kViewRowsK);
+  if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
   const std::size_t bytes = ws::smem(kStages);
+  const std::size_t bytes_kv = ws::smem(kStages, kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
   if constexpr (kPipeQ)
     ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_wsp<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(bytes)));
@@ -928,14 +941,14 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
     ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
   const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
   if constexpr (kPipeQ)
     ws::attn_dq_wsp<kStages><<<grid, ws::kThreadsP, bytes, stream>>>(mK, mV, mdO, mPq, p);
   else
     ws::attn_dq_ws<kStages, kTmaQ><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  ws::attn_dkv_ws<kStages, kTmaK><<<grid, ws::kThreads3, bytes, stream>>>(mQ, mV, mdO, mPk, p);
+  ws::attn_dkv_ws<kStages, kTmaK><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
