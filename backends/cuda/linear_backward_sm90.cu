@@ -513,18 +513,28 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
+// Every tensor map of the fast path: `rank` dimensions (dims[0] contiguous), strides of dims 1.. in bytes, boxes of
+// `box` elements (element strides 1), no interleave, zeros for elements outside the tensor. `what` names the map
+// in the error.
+CUtensorMap encode(CUtensorMapDataType type, int rank, const void* base, const cuuint64_t* dims,
+                   const cuuint64_t* strides_bytes, const cuuint32_t* box, CUtensorMapSwizzle swizzle,
+                   CUtensorMapL2promotion promotion, const char* what) {
+  CUtensorMap m{};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  const CUresult r = encode_fn()(&m, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides_bytes,
+                                 box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) fail(what, __FILE__, __LINE__, "CUresult " + std::to_string(r));
+  return m;
+}
+
 // 3-D bf16 tensor [d2][d1][d0] (d0 contiguous) seen by TMA for 64x64 stores (box {64, 64, 1}).
 CUtensorMap store_map(void* base, std::int64_t d0, std::int64_t d1, std::int64_t d2) {
-  CUtensorMap m{};
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1), static_cast<cuuint64_t>(d2)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(d0) * 2, static_cast<cuuint64_t>(d0 * d1) * 2};
   const cuuint32_t box[3] = {64, 64, 1};
-  const cuuint32_t estr[3] = {1, 1, 1};
-  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, estr,
-                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled (store)", __FILE__, __LINE__, "CUresult " + std::to_string(r));
-  return m;
+  return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_NONE, "cuTensorMapEncodeTiled (store)");
 }
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
@@ -596,44 +606,29 @@ int resident_ctas(int size, int sms) {
 // of box_cols x box_rows.
 CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld, int box_cols,
                        int box_rows) {
-  CUtensorMap m{};
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box,
-                                 estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled", __FILE__, __LINE__, "CUresult " + std::to_string(r));
-  return m;
+  return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "cuTensorMapEncodeTiled");
 }
 
 CUtensorMap tensor_map_2d_f32(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t ld1, int box0,
                               int box1) {
-  CUtensorMap m{};
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld1) * 4};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(box0), static_cast<cuuint32_t>(box1)};
-  const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<void*>(base), dims, strides, box,
-                                 estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled (2-D fp32)", __FILE__, __LINE__, "CUresult " + std::to_string(r));
-  return m;
+  return encode(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "cuTensorMapEncodeTiled (2-D fp32)");
 }
 
 CUtensorMap tensor_map_3d_f16(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t d2, std::int64_t ld1,
                               std::int64_t ld2, int box1) {
-  CUtensorMap m{};
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1), static_cast<cuuint64_t>(d2)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld1) * 2, static_cast<cuuint64_t>(ld2) * 2};
   const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box1), 1};
-  const cuuint32_t estr[3] = {1, 1, 1};
-  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, const_cast<void*>(base), dims, strides, box,
-                                 estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) fail("cuTensorMapEncodeTiled (3-D fp16)", __FILE__, __LINE__, "CUresult " + std::to_string(r));
-  return m;
+  return encode(CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "cuTensorMapEncodeTiled (3-D fp16)");
 }
 
 std::string linear_backward_unsupported(const LinearBackward& p) {

@@ -82,13 +82,14 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
 CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld, int box_cols,
                        int box_rows);
 
-// TMA descriptor of a 3-D fp16 tensor [d2][d1][d0] (d0 contiguous; strides ld1, ld2 in elements, multiples of 8),
-// 128-byte-swizzled boxes of 64 × box1 × 1; elements outside the tensor read as zeros. An Error where the driver
-// refuses it (mha's warp-specialised attention kernels).
 // TMA descriptor of a 2-D fp32 matrix [d1][d0] (row stride ld1 elements, a multiple of 4), unswizzled boxes of
 // box0 (a multiple of 4, ≤ 256) × box1; elements outside it read as zeros (mha's view of P as rows of 4·S floats).
 // A box must start at a 16-byte boundary (a multiple of 4 in d0).
 CUtensorMap tensor_map_2d_f32(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t ld1, int box0, int box1);
+
+// TMA descriptor of a 3-D fp16 tensor [d2][d1][d0] (d0 contiguous; strides ld1, ld2 in elements, multiples of 8),
+// 128-byte-swizzled boxes of 64 × box1 × 1; elements outside the tensor read as zeros. An Error where the driver
+// refuses it (mha's warp-specialised attention kernels).
 CUtensorMap tensor_map_3d_f16(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t d2, std::int64_t ld1,
                               std::int64_t ld2, int box1);
 
