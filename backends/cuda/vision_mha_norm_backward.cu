@@ -182,9 +182,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   WgmmaScheme wgmma{3, 2};
   if (wgmma_attn) {
     split = mha_split_switch();
-    mha::AttnParams q;  // what attention_ws_unsupported_input looks at, before anything is enqueued
-    q.B = B, q.S = S, q.H = static_cast<int>(H), q.P = a.attn_weights.data;
-    const std::string ws_why = mha::attention_ws_unsupported_input(q);
+    const std::string ws_why = mha::attention_ws_unsupported_input(B, S, static_cast<int>(H), a.attn_weights.data);
     copy = mha_copy_switch();  // the copy variants are the serial kernels': auto takes ws only with the default
     wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count(), ws_why.empty() && split == 1 && copy == 0);
     if (wgmma.ws && !ws_why.empty())
@@ -206,7 +204,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const std::size_t o_dKh = fp16_attn ? 0 : c.take(N * E, f4);
   const std::size_t o_dVh = fp16_attn ? 0 : c.take(N * E, f4);
   const std::size_t o_dS = fp16_attn ? 0 : c.take(std::max(BH * S * ld, N * E3), f4);
-  const int64_t delta_ld = mha::attn_blocks(S) * mha::kAttnBlock;  // δ rows padded to whole blocks (ws kernels)
+  const int64_t delta_ld = round_up(S, mha::kAttnBlock);  // δ rows padded to whole blocks (ws kernels)
   const std::size_t o_delta = fp16_attn ? c.take(BH * delta_ld, f4) : 0;
   const std::size_t o_pqkv = c.take((fp16_attn ? attn_chunks : chunks) * E3, f4);
   const std::size_t o_pln = c.take(mha::layer_norm_max_blocks(N, ctx.sm_count()) * E3, f4);

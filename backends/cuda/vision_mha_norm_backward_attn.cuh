@@ -64,8 +64,8 @@ std::string attention_ws_unsupported(const AttnParams& p);
 // cp.async for dK/dV).
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
                                 bool pipe_dq = false);
-// The part of it that depends on the caller's inputs alone (B, S, H, P): checked before anything is enqueued.
-std::string attention_ws_unsupported_input(const AttnParams& p);
+// The part of it that depends on the caller's inputs alone: checked before anything is enqueued.
+std::string attention_ws_unsupported_input(std::int64_t B, std::int64_t S, int H, const float* P);
 void attention_backward_sm90_ws(const AttnParams& p, int stages, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda::mha

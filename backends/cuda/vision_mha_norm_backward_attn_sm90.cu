@@ -903,16 +903,16 @@ void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, in
   }
 }
 
-std::string attention_ws_unsupported_input(const AttnParams& p) {
-  if (reinterpret_cast<std::uintptr_t>(p.P) % 16 != 0) return "attn_weights not 16-byte aligned";
-  if ((p.B * p.H * p.S) % 4 != 0)  // P's rows in fours: the view map of P (and every 16-byte chunk inside P)
+std::string attention_ws_unsupported_input(std::int64_t B, std::int64_t S, int H, const float* P) {
+  if (reinterpret_cast<std::uintptr_t>(P) % 16 != 0) return "attn_weights not 16-byte aligned";
+  if ((B * H * S) % 4 != 0)  // P's rows in fours: the view map of P (and every 16-byte chunk inside P)
     return "batch·heads·seq_len not a multiple of 4 (attn_weights cannot be viewed as rows of 4·seq_len floats)";
   return {};
 }
 
 std::string attention_ws_unsupported(const AttnParams& p) {
   const auto a16 = [](const void* x) { return reinterpret_cast<std::uintptr_t>(x) % 16 == 0; };
-  if (const std::string why = attention_ws_unsupported_input(p); !why.empty()) return why;
+  if (const std::string why = attention_ws_unsupported_input(p.B, p.S, p.H, p.P); !why.empty()) return why;
   if (!a16(p.dO) || !a16(p.q) || !a16(p.k) || !a16(p.v) || !a16(p.delta)) return "operands not 16-byte aligned";
   if (p.delta_ld % kRows != 0 || p.delta_ld < attn_blocks(p.S) * kRows) return "delta_ld not a padded row stride";
   const std::int64_t ctas = p.B * p.H * ((p.S + 2 * kRows - 1) / (2 * kRows));
