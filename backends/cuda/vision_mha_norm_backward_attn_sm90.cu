@@ -433,6 +433,18 @@ __device__ __forceinline__ void finish_dq_wg(const AttnParams& p, const Cta& c, 
   store_part_wg(p, x, c, 0, red, ct, wgi);
 }
 
+// Zeroes this lane's accumulator-layout values whose column (8j + 2t + e) is n or past it, where n < 64: the
+// sequence's last block, whose columns past S were not copied (stale or never-written shared memory).
+__device__ __forceinline__ void zero_past(float (&v)[8][4], int t, int n) {
+  if (n < kRows) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        if (j * 8 + 2 * t + (r & 1) >= n) v[j][r] = 0.0f;
+  }
+}
+
 // The 64-row block a consumer warpgroup owns: rows r0 = first + 64·wgi of head bh.
 __device__ __forceinline__ Cta wg_block(const AttnParams& p, int64_t bh, int64_t first, int wgi) {
   Cta c;
@@ -577,14 +589,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
     } else {
       load_p(cP + row_lo * kLdP + sh_lo + 2 * t, cP + (row_lo + 8) * kLdP + sh_hi + 2 * t, pr);
     }
-    const int cols = static_cast<int>(S - kb * kRows);
-    if (cols < kRows) {  // the sequence's last block: columns past S are not copied
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-          if (j * 8 + 2 * t + (r & 1) >= cols) pr[j][r] = 0.0f;
-    }
+    zero_past(pr, t, static_cast<int>(S - kb * kRows));
     wgmma_wait<0>();
     fence_acc(dp);
     p_and_w(pr, dp, dsum);
@@ -658,14 +663,7 @@ __global__ void __launch_bounds__(kThreadsP, 1)
   const auto load_pv = [&](float (&pr)[8][4], int st, int64_t kb) {
     const float* cP = reinterpret_cast<const float*>(stage_of(st) + 2 * kTileBytes);
     load_p(cP + v_lo + 2 * t, cP + v_lo + 2 * kLdP + 2 * t, pr);
-    const int cols = static_cast<int>(S - kb * kRows);
-    if (cols < kRows) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-          if (j * 8 + 2 * t + (r & 1) >= cols) pr[j][r] = 0.0f;
-    }
+    zero_past(pr, t, static_cast<int>(S - kb * kRows));
   };
   float x[8][4], y[8][4];
   mma16::zero(x);
@@ -820,14 +818,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
         for (int r = 0; r < 4; ++r)
           pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP2 + ((r & 1) ? sh1 : sh0) + col0 + 8 * (r >> 1)];
     }
-    const int qrows = static_cast<int>(S - q1);
-    if (qrows < kRows) {  // the sequence's last block: query rows past S are not copied
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-          if (j * 8 + 2 * t + (r & 1) >= qrows) pt[j][r] = 0.0f;
-    }
+    zero_past(pt, t, static_cast<int>(S - q1));  // query rows past S
     std::uint32_t ap[4][4], as[4][4];
     to_afrag(ap, pt);
     wgmma_wait<0>();
