@@ -100,14 +100,17 @@ MhaAttn mha_attn_switch() {
 // was removed (perf/NOTES.md; code in commit 8241966).
 // ws, wstma, wscp: the warp-specialised kernels (a producer warpgroup and two consumer warpgroups per CTA, 4 buffers
 // on mbarriers; the same bits as serial2/serial3), P's tiles by TMA through a view of P as rows of 4·S floats for
-// the dQ kernel and by the producer's cp.async for the dK/dV kernel (ws: the fastest of the forms measured on an
-// H200, eleventh session of 2026-12-01: ncu on #8 dQ 281 µs by TMA / 318 by cp.async, dK/dV 341 / 320; serial
-// 308 / 367), by TMA for both (wstma) or cp.async for both (wscp). auto = ws where the kernels can run
-// (attention_ws_unsupported_input: P 16-byte aligned, B·H·S a multiple of 4; the model's H = 16 always is) and no
-// split is asked for: measured 1.04-1.18x per call on 15 workloads, 0.99x on #4 (B = 2); else the former rule
-// (legacy: occ3 where the grid has ≥ 6 CTAs per SM or 3 per SM take fewer waves, else serial3). Forcing a ws form
-// where it cannot run is an Error naming the switch. wsp: ws with the dQ kernel's consumers overlapping their own
-// blocks in a 288-thread CTA (attn_dq_wsp; written after the eleventh session's device time was spent: not yet run).
+// the dQ kernel and by the producer's cp.async for the dK/dV kernel (ws), by TMA for both (wstma; the dK/dV
+// kernel's view rows 136 floats wide, which halves the bank conflicts of its transposed P reads) or cp.async for
+// both (wscp). Measured on an H200 (ncu on #8, dQ / dK/dV µs): serial 308 / 367; ws 273 / 308; wstma 273 / 284
+// (twelfth session of 2026-12-01; with 132-float rows the dK/dV kernel had taken 341). auto = wstma where the
+// kernels can run (attention_ws_unsupported_input: P 16-byte aligned, B·H·S a multiple of 4; the model's H = 16
+// always is) and no split is asked for: ws measured 0.99-1.18x per call over legacy on the 16 workloads, wstma
+// 1.007-1.072x over ws (geomean 1.025x); else the former rule (legacy: occ3 where the grid has ≥ 6 CTAs per SM or
+// 3 per SM take fewer waves, else serial3). Forcing a ws form where it cannot run is an Error naming the switch.
+// wsp: ws with the dQ kernel's consumers overlapping their own blocks in a 288-thread CTA (attn_dq_wsp): the same
+// bits, but 307 µs instead of 273 on #8 (168 registers with spills: 21 % of its stall samples on local-memory
+// reloads), 0.978x geomean per call; kept opt-in as the measured negative.
 struct WgmmaScheme {
   int stages, min_blocks;
   bool ws = false, tma_dq = false, tma_dkv = false, pipe_dq = false;
@@ -124,7 +127,7 @@ WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
     case 6: return {4, 1, true, false, false};
     case 8: return {4, 1, true, true, false, true};
     default: {
-      if (v == 0 && ws_ok) return {4, 1, true, true, false};
+      if (v == 0 && ws_ok) return {4, 1, true, true, true};
       // legacy: occ3 where it takes fewer waves than 2 CTAs per SM, or the grid is deep (≥ 6 CTAs per SM).
       const int64_t slots2 = 2 * static_cast<int64_t>(sm_count), slots3 = 3 * static_cast<int64_t>(sm_count);
       const bool fewer_waves = (ctas + slots3 - 1) / slots3 < (ctas + slots2 - 1) / slots2;
