@@ -110,14 +110,16 @@ MhaAttn mha_attn_switch() {
 // 3 per SM take fewer waves, else serial3). Forcing a ws form where it cannot run is an Error naming the switch.
 // wsp: ws with the dQ kernel's consumers overlapping their own blocks in a 288-thread CTA (attn_dq_wsp): the same
 // bits, but 307 µs instead of 273 on #8 (168 registers with spills: 21 % of its stall samples on local-memory
-// reloads), 0.978x geomean per call; kept opt-in as the measured negative.
+// reloads), 0.978x geomean per call; kept opt-in as the measured negative. wstmaw: wstma with the dQ kernel's view
+// rows 72 floats wide (2-way instead of 4-way bank conflicts on its P reads; built, not yet run).
 struct WgmmaScheme {
   int stages, min_blocks;
-  bool ws = false, tma_dq = false, tma_dkv = false, pipe_dq = false;
+  bool ws = false, tma_dq = false, tma_dkv = false;
+  mha::WsDq dq = mha::WsDq::Plain;
 };
 WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
   const int v = env_switch("ATTNBWD_CUDA_MHA_WGMMA",
-                           {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy", "wsp"});
+                           {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy", "wsp", "wstmaw"});
   switch (v) {
     case 1: return {2, 2};
     case 2: return {3, 2};
@@ -125,7 +127,8 @@ WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
     case 4: return {4, 1, true, true, false};
     case 5: return {4, 1, true, true, true};
     case 6: return {4, 1, true, false, false};
-    case 8: return {4, 1, true, true, false, true};
+    case 8: return {4, 1, true, true, false, mha::WsDq::Pipelined};
+    case 9: return {4, 1, true, true, true, mha::WsDq::Wide};
     default: {
       if (v == 0 && ws_ok) return {4, 1, true, true, true};
       // legacy: occ3 where it takes fewer waves than 2 CTAs per SM, or the grid is deep (≥ 6 CTAs per SM).
@@ -296,7 +299,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.delta = f32(o_delta), p.delta_ld = delta_ld, p.dqkv = dQKVh, p.partial = part_qkv;
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
     if (wgmma_attn && wgmma.ws) {
-      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.pipe_dq);
+      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.dq);
     } else if (wgmma_attn) {
       mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {

@@ -60,12 +60,13 @@ void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, in
 // measured fastest). p.delta has p.delta_ld floats per head. Why it cannot run on p (empty when it can): P 16-byte
 // aligned with B·H·S % 4 == 0, the fp16 operands 16-byte aligned.
 std::string attention_ws_unsupported(const AttnParams& p);
-// pipe_dq: the dQ kernel in a 288-thread CTA whose consumers overlap their own blocks (built with tma_dq and
-// cp.async for dK/dV).
+// The dQ kernel's form: Pipelined — a 288-thread CTA whose consumers overlap their own blocks (built with tma_dq and
+// cp.async for dK/dV); Wide — P's view rows 72 floats wide instead of 68 (fewer bank conflicts; built with TMA for
+// both kernels).
+enum class WsDq { Plain, Pipelined, Wide };
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
-                                bool pipe_dq = false);
+                                WsDq dq = WsDq::Plain);
 // The part of it that depends on the caller's inputs alone: checked before anything is enqueued.
 std::string attention_ws_unsupported_input(std::int64_t B, std::int64_t S, int H, const float* P);
-void attention_backward_sm90_ws(const AttnParams& p, int stages, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda::mha

@@ -68,6 +68,11 @@ constexpr int kOffStages = 2 * kTileBytes;            // after the two resident 
 // reads of a warp hit each bank 4 times per load, with 136 twice, as the cp.async rows of 132 do (a model of the
 // lane addresses, perf/NOTES.md eleventh session).
 constexpr int kLdPV2 = 2 * kRows + 8;
+// The dQ kernel's view rows of kLdP = 68 floats put a warp's loads of P 4 ways on each bank (its 8 row groups fall
+// in 4 slots whose boxes start on the same bank, the model above); rows of kLdPQ = 72 floats make that 2 ways, as
+// the cp.async rows are. The stage grows to 52 KB: 4 of them fit only with the column-sum scratch moved into the
+// consumer's own dO tile, free once its loop is done (kRedInTile). ATTNBWD_CUDA_MHA_WGMMA=wstmaw.
+constexpr int kLdPQ = kLdP + 4;
 constexpr int kViewRowsQ = 2 * kRows / 4, kViewRowsK = kRows / 4;
 constexpr int kViewBoxQ = kViewRowsQ * kLdP * 4, kViewBoxK = kViewRowsK * kLdPV2 * 4;  // 8704 bytes each
 static_assert(kViewBoxQ % 128 == 0 && kViewBoxK % 128 == 0, "TMA boxes 128-byte aligned in shared memory");
@@ -75,16 +80,20 @@ static_assert(kViewBoxQ % 128 == 0 && kViewBoxK % 128 == 0, "TMA boxes 128-byte 
 static_assert(2 * kTileBytes + 2 * kRows * kLdP * 4 <= kStageBytes, "dQ stage");
 static_assert(2 * kTileBytes + kRows * kLdP2 * 4 + kRows * 4 <= kStageBytes, "dK/dV stage");
 static_assert(2 * kTileBytes + 4 * kViewBoxK + kRows * 4 <= kStageBytesWide, "dK/dV stage, P by TMA");
-// 2 KB of column-sum scratch per consumer after the stages, then the barriers
+constexpr int kStageBytesQ = 2 * kTileBytes + 4 * kViewRowsQ * kLdPQ * 4;  // 53248: the dQ stage with rows of kLdPQ
+static_assert(kStageBytesQ % 1024 == 0 && (kViewRowsQ * kLdPQ * 4) % 128 == 0, "dQ wide stage and boxes aligned");
+// 2 KB of column-sum scratch per consumer after the stages (red_bytes 0: none, kRedInTile), then the barriers
+constexpr int kRedBytes = 2 * 2048;
 __host__ __device__ constexpr int off_red(int stages, int stage_bytes = kStageBytes) {
   return kOffStages + stages * stage_bytes;
 }
-__host__ __device__ constexpr int off_bar(int stages, int stage_bytes = kStageBytes) {
-  return off_red(stages, stage_bytes) + 2 * 2048;
+__host__ __device__ constexpr int off_bar(int stages, int stage_bytes = kStageBytes, int red_bytes = kRedBytes) {
+  return off_red(stages, stage_bytes) + red_bytes;
 }
-constexpr std::size_t smem(int stages, int stage_bytes = kStageBytes) {
-  return static_cast<std::size_t>(off_bar(stages, stage_bytes)) + (2 * stages + 1) * 8 + 1024;
+constexpr std::size_t smem(int stages, int stage_bytes = kStageBytes, int red_bytes = kRedBytes) {
+  return static_cast<std::size_t>(off_bar(stages, stage_bytes, red_bytes)) + (2 * stages + 1) * 8 + 1024;
 }
+static_assert(smem(4, kStageBytesQ, 0) <= 232448, "four wide dQ stages fit the SM's 227 KB");
 }  // namespace ws
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -396,11 +405,11 @@ __device__ __forceinline__ void store_part_wg(const AttnParams& p, const float (
 // The stage barriers at the end of the shared memory: full[kStages], empty[kStages], then one more (the resident
 // tiles' barrier). Thread 0 initialises them (full: full_count arrivals; empty: one per warp of the nact
 // consumer warpgroups; the last: 1); the caller's __syncthreads makes them visible.
-template <int kStages, int kStageB = kStageBytes>
+template <int kStages, int kStageB = kStageBytes, int kRedB = kRedBytes>
 struct Bars {
   std::uint64_t *full, *empty, *tiles;
   __device__ __forceinline__ Bars(std::uint8_t* base, unsigned full_count, int nact)
-      : full(reinterpret_cast<std::uint64_t*>(base + off_bar(kStages, kStageB))),
+      : full(reinterpret_cast<std::uint64_t*>(base + off_bar(kStages, kStageB, kRedB))),
         empty(full + kStages),
         tiles(empty + kStages) {
     if (threadIdx.x == 0) {
@@ -507,7 +516,7 @@ __device__ __forceinline__ void issue_p_view(std::uint8_t* dst, const CUtensorMa
   }
 }
 
-template <int kStages, bool kTmaP>
+template <int kStages, bool kTmaP, int kLdQ = kLdP>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -517,8 +526,11 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const int nact = S - Q0 > kRows ? 2 : 1;  // consumer warpgroups with rows
   extern __shared__ float4 smem4[];
   std::uint8_t* base = align_smem_1024(smem4);
+  static_assert(kLdQ == kLdP || (kTmaP && kLdQ == kLdPQ), "wide view rows are built for P by TMA");
+  constexpr bool kRedInTile = kLdQ != kLdP;  // the column-sum scratch in the consumer's dO tile after its loop
+  constexpr int kSB = kRedInTile ? kStageBytesQ : kStageBytes;
   // full: thread 0's TMA arrival (+ every producer thread's cp.async arrival)
-  const Bars<kStages> bars(base, kTmaP ? 1 : kThreads + 1, nact);
+  const Bars<kStages, kSB, kRedInTile ? 0 : kRedBytes> bars(base, kTmaP ? 1 : kThreads + 1, nact);
   std::uint64_t *full = bars.full, *empty = bars.empty, *dobar = bars.tiles;
   __syncthreads();
   const float* Pbh = p.P + bh * S * S;
@@ -538,12 +550,12 @@ __global__ void __launch_bounds__(kThreads3, 1)
       const int64_t k1 = kb * kRows;
       const int cols = static_cast<int>(S - k1 < kRows ? S - k1 : kRows);
       mbar_wait(&empty[s], phase ^ 1);
-      std::uint8_t* st = base + kOffStages + s * kStageBytes;
+      std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
-        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + (kTmaP ? 4 * kViewBoxQ : 0));
+        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + (kTmaP ? 4 * kViewRowsQ * kLdQ * 4 : 0));
         tma_load_3d(st, &mK, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mV, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
-        if constexpr (kTmaP) issue_p_view<kViewRowsQ, kLdP>(st + 2 * kTileBytes, &mP, &full[s], bh * S + Q0, S, k1);
+        if constexpr (kTmaP) issue_p_view<kViewRowsQ, kLdQ>(st + 2 * kTileBytes, &mP, &full[s], bh * S + Q0, S, k1);
       }
       if constexpr (!kTmaP) {
         issue_p_ws<2 * kRows, kLdP>(reinterpret_cast<float*>(st + 2 * kTileBytes), Pbh, S, Q0, k1, cols, pt);
@@ -563,7 +575,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const int row_lo = kRows * wgi + w * 16 + g;  // this lane's rows of the stage's P tile: row_lo, row_lo + 8
   const int sh_lo = row_shift(Pbh, (Q0 + row_lo) * S), sh_hi = row_shift(Pbh, (Q0 + row_lo + 8) * S);
   // view layout (issue_p_view): rows row_lo and row_lo + 8 share a slot and are two box rows apart
-  const int v_lo = (row_lo & 3) * kViewRowsQ * kLdP + (row_lo >> 2) * kLdP + view_phase(bh * S + Q0, row_lo & 3, S);
+  const int v_lo = (row_lo & 3) * kViewRowsQ * kLdQ + (row_lo >> 2) * kLdQ + view_phase(bh * S + Q0, row_lo & 3, S);
   float x[8][4], y[8][4];
   mma16::zero(x);
   mma16::zero(y);
@@ -573,7 +585,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   std::uint32_t phase = 0;
   for (int64_t kb = 0; kb < nk; ++kb) {
     mbar_wait(&full[s], phase);
-    const std::uint8_t* cK = base + kOffStages + s * kStageBytes;
+    const std::uint8_t* cK = base + kOffStages + s * kSB;
     const std::uint8_t* cV = cK + kTileBytes;
     const float* cP = reinterpret_cast<const float*>(cK + 2 * kTileBytes);
     float dp[8][4];
@@ -585,7 +597,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
     wgmma_commit();
     float pr[8][4];
     if constexpr (kTmaP) {
-      load_p(cP + v_lo + 2 * t, cP + v_lo + 2 * kLdP + 2 * t, pr);
+      load_p(cP + v_lo + 2 * t, cP + v_lo + 2 * kLdQ + 2 * t, pr);
     } else {
       load_p(cP + row_lo * kLdP + sh_lo + 2 * t, cP + (row_lo + 8) * kLdP + sh_hi + 2 * t, pr);
     }
@@ -601,7 +613,9 @@ __global__ void __launch_bounds__(kThreads3, 1)
     if (lane == 0) mbar_arrive(&empty[s]);
     if (++s == kStages) s = 0, phase ^= 1;
   }
-  finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(base + off_red(kStages) + wgi * 2048), ct, wgi);
+  // kRedInTile: every product reading this warpgroup's dO tile was waited for in its last block
+  std::uint8_t* red = kRedInTile ? base + wgi * kTileBytes : base + off_red(kStages) + wgi * 2048;
+  finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(red), ct, wgi);
 }
 
 // The dQ kernel with P by TMA (as attn_dq_ws<kStages, true>) in a CTA of 288 threads: the two consumer warpgroups
@@ -844,7 +858,7 @@ __global__ void attn_dq_wg(const AttnParams) { __trap(); }
 template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 namespace ws {
-template <int kStages, bool kTmaP>
+template <int kStages, bool kTmaP, int kLdQ = kLdP>
 __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ AttnParams) {
@@ -913,23 +927,25 @@ std::string attention_ws_unsupported(const AttnParams& p) {
 }
 
 namespace {
-template <int kStages, bool kTmaQ, bool kTmaK, bool kPipeQ = false>
+template <int kStages, bool kTmaQ, bool kTmaK, WsDq kDq = WsDq::Plain>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
-  static_assert(!kPipeQ || kTmaQ, "the pipelined dQ kernel takes P by TMA");
+  constexpr bool kPipeQ = kDq == WsDq::Pipelined;
+  constexpr int kLdQ = kDq == WsDq::Wide ? ws::kLdPQ : kLdP;
+  static_assert(kDq == WsDq::Plain || kTmaQ, "the pipelined and wide dQ kernels take P by TMA");
   const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
   const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
   const CUtensorMap mQ = head_map(p.q), mK = head_map(p.k), mV = head_map(p.v);
   const CUtensorMap mdO = sm90::tensor_map_3d_f16(p.dO, E, S, p.B, E, S * E, kRows);
   CUtensorMap mPq{}, mPk{};  // P viewed as [B·H·S / 4][4·S] (the kernels taking P by TMA)
-  if constexpr (kTmaQ) mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, kLdP, ws::kViewRowsQ);
+  if constexpr (kTmaQ) mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, kLdQ, ws::kViewRowsQ);
   if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
-  const std::size_t bytes = ws::smem(kStages);
+  const std::size_t bytes = kDq == WsDq::Wide ? ws::smem(kStages, ws::kStageBytesQ, 0) : ws::smem(kStages);
   const std::size_t bytes_kv = ws::smem(kStages, kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
   if constexpr (kPipeQ)
     ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_wsp<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(bytes)));
   else
-    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ>,
+    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
@@ -937,19 +953,21 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   if constexpr (kPipeQ)
     ws::attn_dq_wsp<kStages><<<grid, ws::kThreadsP, bytes, stream>>>(mK, mV, mdO, mPq, p);
   else
-    ws::attn_dq_ws<kStages, kTmaQ><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
+    ws::attn_dq_ws<kStages, kTmaQ, kLdQ><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   ws::attn_dkv_ws<kStages, kTmaK><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
 
-void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool pipe_dq) {
+void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, WsDq dq) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
-  if (pipe_dq && tma_dq && !tma_dkv) return launch_ws<4, true, false, true>(p, stream);
-  if (pipe_dq)
-    fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the pipelined dQ kernel is built with dK/dV by cp.async");
+  if (dq == WsDq::Pipelined && tma_dq && !tma_dkv) return launch_ws<4, true, false, WsDq::Pipelined>(p, stream);
+  if (dq == WsDq::Wide && tma_dq && tma_dkv) return launch_ws<4, true, true, WsDq::Wide>(p, stream);
+  if (dq != WsDq::Plain)
+    fail("attention_backward_sm90_ws", __FILE__, __LINE__,
+         "built: the pipelined dQ kernel with dK/dV by cp.async, the wide-row dQ kernel with dK/dV by TMA");
   if (tma_dq && !tma_dkv) return launch_ws<4, true, false>(p, stream);
   if (tma_dq && tma_dkv) return launch_ws<4, true, true>(p, stream);
   if (!tma_dq && !tma_dkv) return launch_ws<4, false, false>(p, stream);

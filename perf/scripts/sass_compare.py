@@ -13,6 +13,14 @@ Two steps, both without a GPU:
 it prints the kernels that differ (with their sizes), the ones only one side has, and a count of identical ones,
 and exits 1 when any kernel differs or is missing on one side (0 when all are identical). How the eleventh
 session of 2026-12-01 checked its de-duplication of the mha kernels (perf/NOTES.md).
+
+When a change adds a template parameter (the mangled names change) or adds kernels:
+
+  python3 perf/scripts/sass_compare.py compare before.cubin after.cubin \
+      --rename 'ILi4ELb1EEE=ILi4ELb1ELi68EEE' --new-ok
+
+`--rename OLD=NEW` (repeatable) replaces the substring OLD by NEW in the first cubin's kernel names before
+matching; `--new-ok` lists kernels only the second cubin has as new without counting them as differences.
 """
 import argparse
 import shlex
@@ -45,17 +53,33 @@ def text_sections(path):
     return out
 
 
-def compare(a_path, b_path, out=sys.stdout):
-    """Prints the comparison; returns the number of kernels that differ or exist on one side only."""
-    a, b = text_sections(a_path), text_sections(b_path)
+def renamed(name, rename):
+    for old, new in rename:
+        name = name.replace(old, new)
+    return name
+
+
+def compare(a_path, b_path, out=sys.stdout, rename=(), new_ok=False):
+    """Prints the comparison; returns the number of kernels that differ or exist on one side only (with new_ok,
+    kernels only b has are listed as new and not counted). rename: (old, new) substrings replaced in a's names."""
+    a = {}
+    for k, v in text_sections(a_path).items():
+        k2 = renamed(k, rename)
+        if k2 in a:
+            raise SystemExit(f"sass_compare: --rename maps two kernels of {a_path} to {k2}")
+        a[k2] = v
+    b = text_sections(b_path)
     bad = 0
     for k in sorted(set(a) | set(b)):
         if k not in b:
             print(f"only in {a_path}: {k}", file=out)
             bad += 1
         elif k not in a:
-            print(f"only in {b_path}: {k}", file=out)
-            bad += 1
+            if new_ok:
+                print(f"new in {b_path}: {k}", file=out)
+            else:
+                print(f"only in {b_path}: {k}", file=out)
+                bad += 1
         elif a[k] != b[k]:
             print(f"differs ({len(a[k])} -> {len(b[k])} bytes): {k}", file=out)
             bad += 1
@@ -106,11 +130,19 @@ def main(argv=None):
     d = sub.add_parser("compare", help="compare the kernels of two cubins")
     d.add_argument("a")
     d.add_argument("b")
+    d.add_argument("--rename", action="append", default=[], metavar="OLD=NEW",
+                   help="replace the substring OLD by NEW in the first cubin's kernel names (repeatable)")
+    d.add_argument("--new-ok", action="store_true", help="kernels only the second cubin has are not differences")
     args = ap.parse_args(argv)
     if args.cmd == "cubin":
         make_cubin(args.build, args.source, args.arch, args.output)
         return 0
-    return 1 if compare(args.a, args.b) else 0
+    rename = []
+    for r in args.rename:
+        if "=" not in r or not r.split("=", 1)[0]:
+            ap.error(f"--rename wants OLD=NEW, got {r!r}")
+        rename.append(tuple(r.split("=", 1)))
+    return 1 if compare(args.a, args.b, rename=rename, new_ok=args.new_ok) else 0
 
 
 if __name__ == "__main__":

@@ -92,6 +92,26 @@ class SassCompare(unittest.TestCase):
         self.assertIn("only in " + str(self.d / "b") + ": new", text)
         self.assertIn("0 kernels identical, 3 not", text)
 
+    def test_renamed_kernels_match_and_new_kernels_may_be_allowed(self):
+        write_elf(self.d / "a", {".text.kILb1EE": b"\x01" * 32, ".text.kILb0EE": b"\x02" * 32})
+        write_elf(self.d / "b", {".text.kILb1ELi68EE": b"\x01" * 32, ".text.kILb0ELi68EE": b"\x02" * 32,
+                                 ".text.kILb1ELi72EE": b"\x03" * 32})
+        bad, text = self.run_compare(self.d / "a", self.d / "b")
+        self.assertEqual(bad, 5)  # without the rename nothing matches
+        rename = ["EE=ELi68EE"]
+        self.assertEqual(sc.main(["compare", str(self.d / "a"), str(self.d / "b"), "--rename", rename[0]]), 1)
+        out = io.StringIO()
+        bad = sc.compare(str(self.d / "a"), str(self.d / "b"), out=out, rename=[("EE", "ELi68EE")], new_ok=True)
+        self.assertEqual(bad, 0)
+        self.assertIn("new in " + str(self.d / "b") + ": kILb1ELi72EE", out.getvalue())
+        self.assertIn("2 kernels identical, 0 not", out.getvalue())
+        self.assertEqual(sc.main(["compare", str(self.d / "a"), str(self.d / "b"), "--rename", rename[0],
+                                  "--new-ok"]), 0)
+        # a changed kernel under its new name is still a difference
+        write_elf(self.d / "b", {".text.kILb1ELi68EE": b"\x01" * 31 + b"\x09", ".text.kILb0ELi68EE": b"\x02" * 32})
+        self.assertEqual(sc.main(["compare", str(self.d / "a"), str(self.d / "b"), "--rename", rename[0],
+                                  "--new-ok"]), 1)
+
     def test_a_file_that_is_not_elf_is_refused(self):
         (self.d / "x").write_bytes(b"not an elf file at all" * 4)
         write_elf(self.d / "b", {".text.k1": b"\x01"})
