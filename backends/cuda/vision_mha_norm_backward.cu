@@ -103,7 +103,7 @@ MhaAttn mha_attn_switch() {
 // the dQ kernel and by the producer's cp.async for the dK/dV kernel (ws), by TMA for both (wstma; the dK/dV
 // kernel's view rows 136 floats wide, which halves the bank conflicts of its transposed P reads) or cp.async for
 // both (wscp). Measured on an H200 (ncu on #8, dQ / dK/dV µs): serial 308 / 367; ws 273 / 308; wstma 273 / 284
-// (twelfth session of 2026-12-01; with 132-float rows the dK/dV kernel had taken 341). auto = wstma where the
+// (twelfth session of 2026-12-01; with 132-float rows the dK/dV kernel had taken 341). auto = wstmaw (below) where the
 // kernels can run (attention_ws_unsupported_input: P 16-byte aligned, B·H·S a multiple of 4; the model's H = 16
 // always is) and no split is asked for: ws measured 0.99-1.18x per call over legacy on the 16 workloads, wstma
 // 1.007-1.072x over ws (geomean 1.025x); else the former rule (legacy: occ3 where the grid has ≥ 6 CTAs per SM or
@@ -111,7 +111,9 @@ MhaAttn mha_attn_switch() {
 // wsp: ws with the dQ kernel's consumers overlapping their own blocks in a 288-thread CTA (attn_dq_wsp): the same
 // bits, but 307 µs instead of 273 on #8 (168 registers with spills: 21 % of its stall samples on local-memory
 // reloads), 0.978x geomean per call; kept opt-in as the measured negative. wstmaw: wstma with the dQ kernel's view
-// rows 72 floats wide (2-way instead of 4-way bank conflicts on its P reads; built, not yet run).
+// rows 72 floats wide (2-way instead of 4-way bank conflicts on its P reads: ncu on #8 shared-load bank conflicts
+// 14.2 M -> 4.7 M, the dQ kernel 277 -> 242 µs; whole op 0.98-1.04x per workload, geomean 1.011x): auto since the
+// twelfth session.
 struct WgmmaScheme {
   int stages, min_blocks;
   bool ws = false, tma_dq = false, tma_dkv = false;
@@ -130,7 +132,7 @@ WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
     case 8: return {4, 1, true, true, false, mha::WsDq::Pipelined};
     case 9: return {4, 1, true, true, true, mha::WsDq::Wide};
     default: {
-      if (v == 0 && ws_ok) return {4, 1, true, true, true};
+      if (v == 0 && ws_ok) return {4, 1, true, true, true, mha::WsDq::Wide};
       // legacy: occ3 where it takes fewer waves than 2 CTAs per SM, or the grid is deep (≥ 6 CTAs per SM).
       const int64_t slots2 = 2 * static_cast<int64_t>(sm_count), slots3 = 3 * static_cast<int64_t>(sm_count);
       const bool fewer_waves = (ctas + slots3 - 1) / slots3 < (ctas + slots2 - 1) / slots2;
