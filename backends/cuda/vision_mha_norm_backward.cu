@@ -108,9 +108,11 @@ MhaAttn mha_attn_switch() {
 // always is) and no split is asked for: ws measured 0.99-1.18x per call over legacy on the 16 workloads, wstma
 // 1.007-1.072x over ws (geomean 1.025x); else the former rule (legacy: occ3 where the grid has ≥ 6 CTAs per SM or
 // 3 per SM take fewer waves, else serial3). Forcing a ws form where it cannot run is an Error naming the switch.
-// wsp: ws with the dQ kernel's consumers overlapping their own blocks in a 288-thread CTA (attn_dq_wsp): the same
-// bits, but 307 µs instead of 273 on #8 (168 registers with spills: 21 % of its stall samples on local-memory
-// reloads), 0.978x geomean per call; kept opt-in as the measured negative. wstmaw: wstma with the dQ kernel's view
+// wsp: wstmaw with the dQ kernel's consumers overlapping their own blocks (attn_dq_wsp; the same bits). Its first
+// form (a 288-thread CTA, ws's dQ view rows) ran 307 µs instead of 273 on #8 with 168 registers and spills
+// (0.978x per call); now a 384-thread CTA whose consumers get 232 registers by setmaxnreg (ptxas: no spills) —
+// built, not yet run. wspp: wsp with the dK/dV kernel's consumers overlapping their blocks as well (attn_dkv_wsp;
+// the same bits; built, not yet run). wstmaw: wstma with the dQ kernel's view
 // rows 72 floats wide (2-way instead of 4-way bank conflicts on its P reads: ncu on #8 shared-load bank conflicts
 // 14.2 M -> 4.7 M, the dQ kernel 277 -> 242 µs; whole op 0.98-1.04x per workload, geomean 1.011x): auto since the
 // twelfth session.
@@ -121,7 +123,8 @@ struct WgmmaScheme {
 };
 WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
   const int v = env_switch("ATTNBWD_CUDA_MHA_WGMMA",
-                           {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy", "wsp", "wstmaw"});
+                           {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy", "wsp", "wstmaw",
+                            "wspp"});
   switch (v) {
     case 1: return {2, 2};
     case 2: return {3, 2};
@@ -129,8 +132,9 @@ WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
     case 4: return {4, 1, true, true, false};
     case 5: return {4, 1, true, true, true};
     case 6: return {4, 1, true, false, false};
-    case 8: return {4, 1, true, true, false, mha::WsDq::Pipelined};
+    case 8: return {4, 1, true, true, true, mha::WsDq::Pipelined};
     case 9: return {4, 1, true, true, true, mha::WsDq::Wide};
+    case 10: return {4, 1, true, true, true, mha::WsDq::PipelinedBoth};
     default: {
       if (v == 0 && ws_ok) return {4, 1, true, true, true, mha::WsDq::Wide};
       // legacy: occ3 where it takes fewer waves than 2 CTAs per SM, or the grid is deep (≥ 6 CTAs per SM).

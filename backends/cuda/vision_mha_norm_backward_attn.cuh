@@ -60,10 +60,10 @@ void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, in
 // measured fastest). p.delta has p.delta_ld floats per head. Why it cannot run on p (empty when it can): P 16-byte
 // aligned with B·H·S % 4 == 0, the fp16 operands 16-byte aligned.
 std::string attention_ws_unsupported(const AttnParams& p);
-// The dQ kernel's form: Pipelined — a 288-thread CTA whose consumers overlap their own blocks (built with tma_dq and
-// cp.async for dK/dV); Wide — P's view rows 72 floats wide instead of 68 (fewer bank conflicts; built with TMA for
-// both kernels).
-enum class WsDq { Plain, Pipelined, Wide };
+// The dQ kernel's form: Wide — P's view rows 72 floats wide instead of 68 (fewer bank conflicts); Pipelined — Wide
+// with consumers that overlap their own blocks; PipelinedBoth — that and the dK/dV kernel's consumers overlapping
+// their blocks too. All three are built with TMA for both kernels.
+enum class WsDq { Plain, Pipelined, Wide, PipelinedBoth };
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
                                 WsDq dq = WsDq::Plain);
 // The part of it that depends on the caller's inputs alone: checked before anything is enqueued.
