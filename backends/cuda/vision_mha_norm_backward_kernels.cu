@@ -192,7 +192,10 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_kernel(
 // element (64 per lane and token at E = 1024; a division is a ~10-instruction sequence): within 1-2 ulp
 // of the quotients. ncu of the division form (#8): 11.6 cycles per issued instruction, ~1,300 instructions
 // per token and warp.
-template <int V4, bool Rcp>
+// Pre: the same arithmetic (the same bits) with the loads reordered: the token's σ² and mean are loaded one token
+// ahead, and its dY row is loaded with its dXn and x rows, so a token costs one DRAM round trip instead of three
+// (ncu of the rcp form on #8: its stalls sit at the first uses of var, of the dXn/x rows and of the dY row).
+template <int V4, bool Rcp, bool Pre = false>
 __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
     const float* __restrict__ dxn, const float* __restrict__ x, const float* __restrict__ mean,
     const float* __restrict__ var, const float* __restrict__ gamma, const float* __restrict__ dy,
@@ -209,8 +212,17 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[s][k][i] = 0.0f;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * tpb, t1 = t0 + tpb < N ? t0 + tpb : N;
+  float var_next = 0.0f, mean_next = 0.0f;  // Pre: the next token's
+  if (Pre && t0 + warp < t1) var_next = var[t0 + warp], mean_next = mean[t0 + warp];
   for (int64_t t = t0 + warp; t < t1; t += kWarps) {
-    const float sigma = sqrtf(var[t] + eps), m = mean[t];
+    float dyv[Pre ? V4 : 1][4];
+    if constexpr (Pre) {
+#pragma unroll
+      for (int k = 0; k < V4; ++k) load<4>(dy + t * E + (lane + 32 * k) * 4, dyv[k]);
+    }
+    const float var_t = Pre ? var_next : var[t], m = Pre ? mean_next : mean[t];
+    if (Pre && t + kWarps < t1) var_next = var[t + kWarps], mean_next = mean[t + kWarps];
+    const float sigma = sqrtf(var_t + eps);
     const float inv_sigma = 1.0f / sigma;  // Rcp only
     float gs[V4][4], xc[V4][4];
     float s_gs = 0.0f, s_gxc = 0.0f;
@@ -238,7 +250,12 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
     for (int k = 0; k < V4; ++k) {
       const int col = (lane + 32 * k) * 4;
       float d[4], out[4];
-      load<4>(dy + t * E + col, d);
+      if constexpr (Pre) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) d[i] = dyv[k][i];
+      } else {
+        load<4>(dy + t * E + col, d);
+      }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         out[i] = d[i] + (gs[k][i] - mean_gs - xc[k][i] * quirk);
@@ -334,12 +351,13 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
   // float4 rows need 16-byte row starts: E % 4 == 0 and every base aligned (the scratch always is).
   const bool vec4 = E % 4 == 0 && aligned16(dxn) && aligned16(x) && aligned16(gamma) && aligned16(dy) &&
                     aligned16(grad_x) && aligned16(partial);
-  // ATTNBWD_CUDA_MHA_LN=auto|block|rcp|div: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8) with one
+  // ATTNBWD_CUDA_MHA_LN=auto|block|rcp|div|pre: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8) with one
   // reciprocal of σ per token (auto = rcp), or the block-per-token one (block), or the warp-per-token kernel
-  // with two IEEE divisions per element (div, the form before rcp). A/B timing. Measured on an H200
+  // with two IEEE divisions per element (div, the form before rcp), or rcp with its loads ahead (pre: the same
+  // bits; built, not yet run). A/B timing. Measured on an H200
   // (2026-12-01, eighth session): rcp 1.020-1.058x per call on 15 of 16 workloads (geomean 1.035x), the
   // kernel 115 -> 63 us on #8 (perf/NOTES.md).
-  const int ln = env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block", "rcp", "div"});
+  const int ln = env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block", "rcp", "div", "pre"});
   const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && ln != 1;
   if (warps) {
     // One block per SM at most (239 registers × 256 threads at E = 1024), a multiple of 8 tokens each.
@@ -347,7 +365,10 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
     const int64_t tpb = std::max<int64_t>(8, (per + 7) / 8 * 8), blocks = (N + tpb - 1) / tpb;
     const auto run = [&](auto v4) {
       constexpr int V4 = decltype(v4)::value;
-      if (ln != 3)
+      if (ln == 4)
+        layer_norm_backward_warps<V4, true, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+            dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
+      else if (ln != 3)
         layer_norm_backward_warps<V4, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
             dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
       else

@@ -129,6 +129,10 @@ const Variant kVariants[] = {
      "LayerNorm one warp per token with two divisions per element instead of a reciprocal of sigma (E = 256)"},
     {"ATTNBWD_CUDA_MHA_LN", "div", {1, 577, 16, 64},
      "LayerNorm one warp per token with two divisions per element (E = 1024, the model's width)"},
+    {"ATTNBWD_CUDA_MHA_LN", "pre", {2, 65, 4, 64},
+     "LayerNorm one warp per token with the next token's statistics and the dY row loaded early (E = 256)"},
+    {"ATTNBWD_CUDA_MHA_LN", "pre", {3, 577, 16, 64},
+     "LayerNorm with loads ahead at the model's width, blocks of several tokens per warp (E = 1024)"},
 };
 
 TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
