@@ -158,6 +158,13 @@ int mha_split_switch() { return env_switch("ATTNBWD_CUDA_MHA_SPLIT", {"auto", "1
 // workloads (a wash: the copies' integer work is not what bounds the kernels), so auto stays the default.
 int mha_copy_switch() { return env_switch("ATTNBWD_CUDA_MHA_COPY", {"auto", "prows", "trows", "rows"}); }
 
+// ATTNBWD_CUDA_MHA_CONVERT=auto|joint|late: the fp16 path's conversions of the inputs. joint (auto): dY, A and Wo in
+// one launch on the main stream before dA, q, k, v on the side stream after it, x_norm and Wqkv on the side stream
+// after grad_out_weight. late: the side stream starts with q, k, v at the op's start, the main stream converts only
+// dY and Wo before dA (A is read by grad_out_weight alone), and A, x_norm and Wqkv go in one launch on the side
+// stream under the attention kernels (#8: ~20 µs less on the main stream before dA; built, not yet run).
+bool mha_late_a_switch() { return env_switch("ATTNBWD_CUDA_MHA_CONVERT", {"auto", "joint", "late"}) == 2; }
+
 // Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
 // fp16 dO, they write the fp16 dQKV operand), head_dim 64, a grid of at most 2³¹ − 1 CTAs.
 bool fp16_attention(const VisionMhaShape& s, bool use_fp16, MhaAttn attn) {
@@ -185,6 +192,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const bool use_fp16 = o.precision != Precision::Strict && fp16_gemms();
   const MhaAttn attn = mha_attn_switch();
   const bool fp16_attn = fp16_attention(s, use_fp16, attn);
+  const bool late_a = fp16_attn && mha_late_a_switch();  // read before anything is enqueued
   const int64_t attn_chunks = B * mha::attn_blocks(S);  // partial rows of the fp16 attention kernels
   // The sm_90a wgmma attention kernels: their scheme, copies and split (split blocks, only ever asked for,
   // need occ3 or serial3 with the default copies).
@@ -282,11 +290,21 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     __half* dAh = f16(o_dAh);
     __half* qh = f16(o_qh);
     // Conversions of several tensors share a launch (small B pays per launch).
-    convert_to_half({{dY, dYh, N * E}, {a.attn_output.data, Ah, N * E}, {a.out_weight.data, Woh, E * E}}, stream);
-    stages.mark("to_half_dY_A_Wo");
-    stages.fork(ctx);  // side: after dYh and Ah exist
-    convert_to_half({{a.q.data, qh, N * E}, {a.k.data, qh + N * E, N * E}, {a.v.data, qh + 2 * N * E, N * E}}, side);
-    stages.mark("to_half_qkv");
+    if (late_a) {  // the side stream from the op's start; A (read by grad_out_weight only) converted later there
+      stages.fork(ctx);
+      convert_to_half({{a.q.data, qh, N * E}, {a.k.data, qh + N * E, N * E}, {a.v.data, qh + 2 * N * E, N * E}},
+                      side);
+      stages.mark("to_half_qkv");
+      convert_to_half({{dY, dYh, N * E}, {a.out_weight.data, Woh, E * E}}, stream);
+      stages.mark("to_half_dY_Wo");
+    } else {
+      convert_to_half({{dY, dYh, N * E}, {a.attn_output.data, Ah, N * E}, {a.out_weight.data, Woh, E * E}}, stream);
+      stages.mark("to_half_dY_A_Wo");
+      stages.fork(ctx);  // side: after dYh and Ah exist
+      convert_to_half({{a.q.data, qh, N * E}, {a.k.data, qh + N * E, N * E}, {a.v.data, qh + 2 * N * E, N * E}},
+                      side);
+      stages.mark("to_half_qkv");
+    }
     {
       Gemm g;
       g.M = N, g.N = E, g.K = E, g.lda = E, g.ldb = E, g.ldc = E;
@@ -296,9 +314,17 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
       stages.mark("dA");
     }
     stages.join(ctx);  // main: after q, k, v are fp16
-    dW_out(side);
-    convert_to_half({{a.x_norm.data, Xnh, N * E}, {a.qkv_weight.data, Wqkvh, E3 * E}}, side);
-    stages.mark("to_half_Xn_Wqkv");
+    if (late_a) {
+      stages.fork(ctx);  // side: after dYh exists
+      convert_to_half({{a.attn_output.data, Ah, N * E}, {a.x_norm.data, Xnh, N * E}, {a.qkv_weight.data, Wqkvh, E3 * E}},
+                      side);
+      stages.mark("to_half_A_Xn_Wqkv");
+      dW_out(side);
+    } else {
+      dW_out(side);
+      convert_to_half({{a.x_norm.data, Xnh, N * E}, {a.qkv_weight.data, Wqkvh, E3 * E}}, side);
+      stages.mark("to_half_Xn_Wqkv");
+    }
     mha::AttnParams p;
     p.B = B, p.S = S, p.H = static_cast<int>(H), p.scale = scale;
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;

@@ -352,9 +352,10 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
   const bool vec4 = E % 4 == 0 && aligned16(dxn) && aligned16(x) && aligned16(gamma) && aligned16(dy) &&
                     aligned16(grad_x) && aligned16(partial);
   // ATTNBWD_CUDA_MHA_LN=auto|block|rcp|div|pre: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8) with one
-  // reciprocal of σ per token (auto = rcp), or the block-per-token one (block), or the warp-per-token kernel
-  // with two IEEE divisions per element (div, the form before rcp), or rcp with its loads ahead (pre: the same
-  // bits; built, not yet run). A/B timing. Measured on an H200
+  // reciprocal of σ per token and its loads ahead (auto = pre: rcp's bits), or without the loads ahead (rcp), or
+  // the block-per-token one (block), or the warp-per-token kernel with two IEEE divisions per element (div, the
+  // form before rcp). A/B timing. pre vs rcp on an H200 (twelfth session of 2026-12-01, ncu): #8 66.0 -> 63.4 µs,
+  // #13 152.1 -> 150.1, #10 8.3 -> 8.0; whole op 1.004x geomean (within the noise), outputs byte-identical. Measured on an H200
   // (2026-12-01, eighth session): rcp 1.020-1.058x per call on 15 of 16 workloads (geomean 1.035x), the
   // kernel 115 -> 63 us on #8 (perf/NOTES.md).
   const int ln = env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block", "rcp", "div", "pre"});
@@ -365,7 +366,7 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
     const int64_t tpb = std::max<int64_t>(8, (per + 7) / 8 * 8), blocks = (N + tpb - 1) / tpb;
     const auto run = [&](auto v4) {
       constexpr int V4 = decltype(v4)::value;
-      if (ln == 4)
+      if (ln == 4 || ln == 0)
         layer_norm_backward_warps<V4, true, true><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
             dxn, x, mean, var, gamma, dy, grad_x, partial, N, eps, tpb);
       else if (ln != 3)

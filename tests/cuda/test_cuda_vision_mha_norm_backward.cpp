@@ -129,10 +129,12 @@ const Variant kVariants[] = {
      "LayerNorm one warp per token with two divisions per element instead of a reciprocal of sigma (E = 256)"},
     {"ATTNBWD_CUDA_MHA_LN", "div", {1, 577, 16, 64},
      "LayerNorm one warp per token with two divisions per element (E = 1024, the model's width)"},
-    {"ATTNBWD_CUDA_MHA_LN", "pre", {2, 65, 4, 64},
-     "LayerNorm one warp per token with the next token's statistics and the dY row loaded early (E = 256)"},
-    {"ATTNBWD_CUDA_MHA_LN", "pre", {3, 577, 16, 64},
-     "LayerNorm with loads ahead at the model's width, blocks of several tokens per warp (E = 1024)"},
+    {"ATTNBWD_CUDA_MHA_CONVERT", "late", {2, 131, 3, 64},
+     "A, x_norm and Wqkv converted together on the side stream, q, k, v from the op's start (fp16 attention)"},
+    {"ATTNBWD_CUDA_MHA_LN", "rcp", {2, 65, 4, 64},
+     "LayerNorm one warp per token without the loads ahead of the default (E = 256)"},
+    {"ATTNBWD_CUDA_MHA_LN", "rcp", {3, 577, 16, 64},
+     "LayerNorm without the loads ahead at the model's width, blocks of several tokens per warp (E = 1024)"},
 };
 
 TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
