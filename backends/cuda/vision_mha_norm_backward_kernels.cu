@@ -283,10 +283,8 @@ __global__ void __launch_bounds__(kThreads) layer_norm_backward_warps(
 }
 
 // Block: 32 columns × kSumGroups row groups; group g adds rows g, g + kSumGroups, ... in double, then
-// the groups' sums are added in group order. Fixed order: the same bits on every run. A group loads kAhead of its
-// rows before adding them (in the same order): the loop had one dependent load per row, ~5 µs of latency chain
-// for the 132 rows of the LayerNorm partials on an H200 (ncu: 4.8-5.3 µs at the op's end).
-constexpr int kSumGroups = kThreads / 32, kAhead = 8;
+// the groups' sums are added in group order. Fixed order: the same bits on every run.
+constexpr int kSumGroups = kThreads / 32;
 __global__ void __launch_bounds__(kThreads) sum_partials_kernel(const float* __restrict__ partial, int64_t chunks,
                                                                 int64_t width, int64_t seg, float* out0,
                                                                 float* out1, float* out2) {
@@ -295,17 +293,7 @@ __global__ void __launch_bounds__(kThreads) sum_partials_kernel(const float* __r
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + cx;
   double s = 0.0;
   if (c < width)
-    for (int64_t j0 = grp; j0 < chunks; j0 += kAhead * kSumGroups) {
-      float v[kAhead];
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u) {
-        const int64_t j = j0 + u * kSumGroups;
-        v[u] = j < chunks ? partial[j * width + c] : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < kAhead; ++u)
-        if (j0 + u * kSumGroups < chunks) s += v[u];
-    }
+    for (int64_t j = grp; j < chunks; j += kSumGroups) s += partial[j * width + c];
   part[grp][cx] = s;
   __syncthreads();
   if (grp != 0 || c >= width) return;
