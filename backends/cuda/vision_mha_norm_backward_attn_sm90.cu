@@ -150,12 +150,16 @@ __device__ __forceinline__ void issue_tile(std::uint8_t* s, const __half* __rest
 }
 
 // Descriptors of a swizzled tile: K-major (k step kk: 16 columns = 32 bytes along the row) and N-major
-// (k step kk: 16 rows = 2048 bytes; one 64-wide N chunk, so the leading offset is never used).
+// (k step kk: 16 rows = 2048 bytes; one 64-wide N chunk, so the leading offset is never used). The step is added
+// to the encoded descriptor (its address field holds bytes / 16; a shared address + 3 · 2048 stays below 2^18, so
+// the field never carries): the tile's descriptor is formed once for the four steps. Forming it per step, with
+// the 18-bit mask of every address, cost ~70 uniform-datapath and integer instructions per block and warp in
+// the ws kernels (ncu on #8, twelfth session: ULOP3, UIADD3, UMOV, USHF, R2UR 18 % of the dQ kernel's).
 __device__ __forceinline__ std::uint64_t kmajor(const std::uint8_t* tile, int kk) {
-  return smem_desc(smem_addr(tile) + 32 * kk, 16, 1024);
+  return smem_desc(smem_addr(tile), 16, 1024) + static_cast<std::uint64_t>(2 * kk);
 }
 __device__ __forceinline__ std::uint64_t nmajor(const std::uint8_t* tile, int kk) {
-  return smem_desc(smem_addr(tile) + 2048 * kk, kTileBytes, 1024);
+  return smem_desc(smem_addr(tile), kTileBytes, 1024) + static_cast<std::uint64_t>(128 * kk);
 }
 
 // Keeps A fragments live until this point: wgmma reads its register operands asynchronously, so their
