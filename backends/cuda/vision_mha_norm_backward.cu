@@ -111,8 +111,9 @@ MhaAttn mha_attn_switch() {
 // wsp: wstmaw with the dQ kernel's consumers overlapping their own blocks (attn_dq_wsp; the same bits). Its first
 // form (a 288-thread CTA, ws's dQ view rows) ran 307 µs instead of 273 on #8 with 168 registers and spills
 // (0.978x per call); now a 384-thread CTA whose consumers get 232 registers by setmaxnreg (ptxas: no spills) —
-// built, not yet run. wspp: wsp with the dK/dV kernel's consumers overlapping their blocks as well (attn_dkv_wsp;
-// the same bits; built, not yet run). wstmaw: wstma with the dQ kernel's view
+// measured 256 µs against wstmaw's 247 on #8, 0.999x per call. wspp: wsp with the dK/dV kernel's consumers
+// overlapping their blocks as well (attn_dkv_wsp; the same bits): dK/dV 291 -> 280 µs, 1.007x per call (within
+// the noise). Both kept opt-in. wstmaw: wstma with the dQ kernel's view
 // rows 72 floats wide (2-way instead of 4-way bank conflicts on its P reads: ncu on #8 shared-load bank conflicts
 // 14.2 M -> 4.7 M, the dQ kernel 277 -> 242 µs; whole op 0.98-1.04x per workload, geomean 1.011x): auto since the
 // twelfth session.
@@ -162,7 +163,8 @@ int mha_copy_switch() { return env_switch("ATTNBWD_CUDA_MHA_COPY", {"auto", "pro
 // one launch on the main stream before dA, q, k, v on the side stream after it, x_norm and Wqkv on the side stream
 // after grad_out_weight. late: the side stream starts with q, k, v at the op's start, the main stream converts only
 // dY and Wo before dA (A is read by grad_out_weight alone), and A, x_norm and Wqkv go in one launch on the side
-// stream under the attention kernels (#8: ~20 µs less on the main stream before dA; built, not yet run).
+// stream under the attention kernels. Predicted ~20 µs less on #8's main stream before dA; measured 0.992x per call
+// (#8 0.976x: q, k, v's conversion then competes with dY's for DRAM from the start). Kept opt-in.
 bool mha_late_a_switch() { return env_switch("ATTNBWD_CUDA_MHA_CONVERT", {"auto", "joint", "late"}) == 2; }
 
 // Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
