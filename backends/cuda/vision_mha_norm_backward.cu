@@ -108,24 +108,19 @@ MhaAttn mha_attn_switch() {
 // always is) and no split is asked for: ws measured 0.99-1.18x per call over legacy on the 16 workloads, wstma
 // 1.007-1.072x over ws (geomean 1.025x); else the former rule (legacy: occ3 where the grid has ≥ 6 CTAs per SM or
 // 3 per SM take fewer waves, else serial3). Forcing a ws form where it cannot run is an Error naming the switch.
-// wsp: wstmaw with the dQ kernel's consumers overlapping their own blocks (attn_dq_wsp; the same bits). Its first
-// form (a 288-thread CTA, ws's dQ view rows) ran 307 µs instead of 273 on #8 with 168 registers and spills
-// (0.978x per call); now a 384-thread CTA whose consumers get 232 registers by setmaxnreg (ptxas: no spills) —
-// measured 256 µs against wstmaw's 247 on #8, 0.999x per call. wspp: wsp with the dK/dV kernel's consumers
-// overlapping their blocks as well (attn_dkv_wsp; the same bits): dK/dV 291 -> 280 µs, 1.007x per call (within
-// the noise). Both kept opt-in. wstmaw: wstma with the dQ kernel's view
+// Consumers overlapping their own blocks (FA3's intra-warpgroup pipelining; the same bits) were measured and
+// removed (perf/NOTES.md, twelfth session; code in commit 2c3d03f): dQ 256 µs against 247 on #8, dK/dV 291 ->
+// 280 µs, whole op 0.999x and 1.007x per call. wstmaw: wstma with the dQ kernel's view
 // rows 72 floats wide (2-way instead of 4-way bank conflicts on its P reads: ncu on #8 shared-load bank conflicts
 // 14.2 M -> 4.7 M, the dQ kernel 277 -> 242 µs; whole op 0.98-1.04x per workload, geomean 1.011x): auto since the
 // twelfth session.
 struct WgmmaScheme {
   int stages, min_blocks;
-  bool ws = false, tma_dq = false, tma_dkv = false;
-  mha::WsDq dq = mha::WsDq::Plain;
+  bool ws = false, tma_dq = false, tma_dkv = false, wide_dq = false;
 };
 WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
   const int v = env_switch("ATTNBWD_CUDA_MHA_WGMMA",
-                           {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy", "wsp", "wstmaw",
-                            "wspp"});
+                           {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy", "wstmaw"});
   switch (v) {
     case 1: return {2, 2};
     case 2: return {3, 2};
@@ -133,11 +128,9 @@ WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
     case 4: return {4, 1, true, true, false};
     case 5: return {4, 1, true, true, true};
     case 6: return {4, 1, true, false, false};
-    case 8: return {4, 1, true, true, true, mha::WsDq::Pipelined};
-    case 9: return {4, 1, true, true, true, mha::WsDq::Wide};
-    case 10: return {4, 1, true, true, true, mha::WsDq::PipelinedBoth};
+    case 8: return {4, 1, true, true, true, true};
     default: {
-      if (v == 0 && ws_ok) return {4, 1, true, true, true, mha::WsDq::Wide};
+      if (v == 0 && ws_ok) return {4, 1, true, true, true, true};
       // legacy: occ3 where it takes fewer waves than 2 CTAs per SM, or the grid is deep (≥ 6 CTAs per SM).
       const int64_t slots2 = 2 * static_cast<int64_t>(sm_count), slots3 = 3 * static_cast<int64_t>(sm_count);
       const bool fewer_waves = (ctas + slots3 - 1) / slots3 < (ctas + slots2 - 1) / slots2;
@@ -333,7 +326,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.delta = f32(o_delta), p.delta_ld = delta_ld, p.dqkv = dQKVh, p.partial = part_qkv;
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
     if (wgmma_attn && wgmma.ws) {
-      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.dq);
+      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq);
     } else if (wgmma_attn) {
       mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {

@@ -60,12 +60,10 @@ void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, in
 // measured fastest). p.delta has p.delta_ld floats per head. Why it cannot run on p (empty when it can): P 16-byte
 // aligned with B·H·S % 4 == 0, the fp16 operands 16-byte aligned.
 std::string attention_ws_unsupported(const AttnParams& p);
-// The dQ kernel's form: Wide — P's view rows 72 floats wide instead of 68 (fewer bank conflicts); Pipelined — Wide
-// with consumers that overlap their own blocks; PipelinedBoth — that and the dK/dV kernel's consumers overlapping
-// their blocks too. All three are built with TMA for both kernels.
-enum class WsDq { Plain, Pipelined, Wide, PipelinedBoth };
+// wide_dq: the dQ kernel's view rows of P 72 floats wide instead of 68 (fewer bank conflicts; built with TMA for
+// both kernels).
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
-                                WsDq dq = WsDq::Plain);
+                                bool wide_dq = false);
 // The part of it that depends on the caller's inputs alone: checked before anything is enqueued.
 std::string attention_ws_unsupported_input(std::int64_t B, std::int64_t S, int H, const float* P);
 

@@ -621,128 +621,6 @@ __global__ void __launch_bounds__(kThreads3, 1)
   finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(red), ct, wgi);
 }
 
-// The dQ kernel with P by TMA through view rows of kLdPQ floats (as attn_dq_ws<kStages, true, kLdPQ>), whose
-// consumers overlap their own blocks: block i's P·K and (P⊙dP)·K products are issued, then block i + 1's dP product
-// behind them, its P values are loaded meanwhile, and only then is block i's group waited for (FA3's
-// intra-warpgroup pipelining). The same products in the same order: the same bits. ATTNBWD_CUDA_MHA_WGMMA=wsp.
-// The consumers are warpgroups 0 and 1 with setmaxnreg 232, the producer warpgroup 2 (setmaxnreg 40; thread 256
-// issues every copy): ptxas compiles the consumer code without spills this way. (The first form, a 288-thread CTA
-// without setmaxnreg, got 168 registers and spilled: 307 µs against 273 for attn_dq_ws on #8, twelfth session.)
-template <int kStages>
-__global__ void __launch_bounds__(kThreads3, 1)
-    attn_dq_wsp(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
-                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
-                const __grid_constant__ AttnParams p) {
-  const int64_t S = p.S, nq = (S + 2 * kRows - 1) / (2 * kRows), nk = attn_blocks(S);
-  const int64_t bh = blockIdx.x / nq, Q0 = (blockIdx.x - bh * nq) * 2 * kRows;
-  const int nact = S - Q0 > kRows ? 2 : 1;
-  extern __shared__ float4 smem4[];
-  std::uint8_t* base = align_smem_1024(smem4);
-  const Bars<kStages, kStageBytesQ, 0> bars(base, 1, nact);  // the column-sum scratch in the dO tiles
-  std::uint64_t *full = bars.full, *empty = bars.empty, *dobar = bars.tiles;
-  __syncthreads();
-  const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
-
-  if (threadIdx.x >= 2 * kThreads) {  // producer warpgroup
-    setmaxnreg_dec<40>();
-    if (threadIdx.x != 2 * kThreads) return;
-    mbar_arrive_expect_tx(dobar, nact * kTileBytes);
-    for (int i = 0; i < nact; ++i)
-      tma_load_3d(base + i * kTileBytes, &mdO, dobar, h * kD, static_cast<int>(Q0 + i * kRows), b);
-    int s = 0;
-    std::uint32_t phase = 0;
-    for (int64_t kb = 0; kb < nk; ++kb) {
-      const int64_t k1 = kb * kRows;
-      mbar_wait(&empty[s], phase ^ 1);
-      std::uint8_t* st = base + kOffStages + s * kStageBytesQ;
-      mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + 4 * kViewRowsQ * kLdPQ * 4);
-      tma_load_3d(st, &mK, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
-      tma_load_3d(st + kTileBytes, &mV, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
-      issue_p_view<kViewRowsQ, kLdPQ>(st + 2 * kTileBytes, &mP, &full[s], bh * S + Q0, S, k1);
-      if (++s == kStages) s = 0, phase ^= 1;
-    }
-    return;
-  }
-  setmaxnreg_inc<232>();
-  const int wgi = static_cast<int>(threadIdx.x) / kThreads, ct = static_cast<int>(threadIdx.x) % kThreads;
-  const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
-  if (wgi >= nact) return;
-  const Cta c = wg_block(p, bh, Q0, wgi);
-  std::uint8_t* sdO = base + wgi * kTileBytes;
-  const int row_lo = kRows * wgi + w * 16 + g;
-  const int v_lo = (row_lo & 3) * kViewRowsQ * kLdPQ + (row_lo >> 2) * kLdPQ + view_phase(bh * S + Q0, row_lo & 3, S);
-  // block kb's dP product (into dp, committed, not waited for) and P values (pr, masked past S)
-  const auto stage_of = [&](int st) { return base + kOffStages + st * kStageBytesQ; };
-  const auto issue_dp = [&](float (&dp)[8][4], int st) {
-    const std::uint8_t* cV = stage_of(st) + kTileBytes;
-    wgmma_fence();  // dp's old values are never read: the first product overwrites them (accumulate 0)
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dp, kmajor(sdO, kk), kmajor(cV, kk), kk);
-    wgmma_commit();
-  };
-  const auto load_pv = [&](float (&pr)[8][4], int st, int64_t kb) {
-    const float* cP = reinterpret_cast<const float*>(stage_of(st) + 2 * kTileBytes);
-    load_p(cP + v_lo + 2 * t, cP + v_lo + 2 * kLdPQ + 2 * t, pr);
-    zero_past(pr, t, static_cast<int>(S - kb * kRows));
-  };
-  float x[8][4], y[8][4];
-  mma16::zero(x);
-  mma16::zero(y);
-  float dsum[2] = {0.0f, 0.0f};
-  float dp[8][4], pr[8][4];
-  mbar_wait(dobar, 0);
-  int s = 0;
-  std::uint32_t phase = 0;
-  fence_acc(x);
-  fence_acc(y);
-  mma16::zero(dp);
-  mbar_wait(&full[0], 0);
-  issue_dp(dp, 0);
-  load_pv(pr, 0, 0);
-  wgmma_wait<0>();
-  fence_acc(dp);
-  for (int64_t kb = 0; kb < nk; ++kb) {
-    p_and_w(pr, dp, dsum);
-    std::uint32_t ap[4][4], aw[4][4];
-    to_afrag(ap, pr);
-    to_afrag(aw, dp);
-    const std::uint8_t* cK = stage_of(s);
-    wgmma_fence();
-#pragma unroll
-    for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(y, ap[kc], nmajor(cK, kc), 1);
-#pragma unroll
-    for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(x, aw[kc], nmajor(cK, kc), 1);
-    wgmma_commit();
-    int s1 = s + 1;
-    std::uint32_t phase1 = phase;
-    if (s1 == kStages) s1 = 0, phase1 ^= 1;
-    // x and y are touched by nothing but these products until the last block (no register fences on them while
-    // the next block's dP product is in flight: ptxas would serialise the products)
-    if (kb + 1 < nk) {
-      mbar_wait(&full[s1], phase1);
-      issue_dp(dp, s1);  // queued behind block kb's products
-      load_pv(pr, s1, kb + 1);
-      wgmma_wait<1>();  // block kb's products are done (block kb + 1's dP may still run)
-      fence_afrag(ap);
-      fence_afrag(aw);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
-      wgmma_wait<0>();
-      fence_acc(dp);
-    } else {
-      wgmma_wait<0>();
-      fence_afrag(ap);
-      fence_afrag(aw);
-      fence_acc(x);
-      fence_acc(y);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
-    }
-    s = s1, phase = phase1;
-  }
-  finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(sdO), ct, wgi);  // every product on sdO waited for
-}
-
 template <int kStages, bool kTmaP>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
@@ -857,138 +735,6 @@ __global__ void __launch_bounds__(kThreads3, 1)
 }
 
 
-// attn_dkv_ws<kStages, true> whose consumers overlap their own blocks, as attn_dq_wsp does: block i's Pᵀ·dO and
-// dSᵀ·Q products are issued, then block i + 1's dPᵀ product behind them while its Pᵀ values are loaded, and only
-// then is block i's group waited for. The same products in the same order: the same bits.
-// ATTNBWD_CUDA_MHA_WGMMA=wspp (with attn_dq_wsp).
-template <int kStages>
-__global__ void __launch_bounds__(kThreads3, 1)
-    attn_dkv_wsp(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
-                 const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
-                 const __grid_constant__ AttnParams p) {
-  const int64_t S = p.S, nk2 = (S + 2 * kRows - 1) / (2 * kRows), nq = attn_blocks(S);
-  const int64_t bh = blockIdx.x / nk2, K0 = (blockIdx.x - bh * nk2) * 2 * kRows;
-  const int nact = S - K0 > kRows ? 2 : 1;
-  extern __shared__ float4 smem4[];
-  std::uint8_t* base = align_smem_1024(smem4);
-  constexpr int kSB = kStageBytesWide;
-  const Bars<kStages, kSB> bars(base, 1, nact);
-  std::uint64_t *full = bars.full, *empty = bars.empty, *vbar = bars.tiles;
-  __syncthreads();
-  const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
-  constexpr int kP = 2 * kTileBytes, kDl = kP + 4 * kViewBoxK;  // P and δ in a stage
-
-  if (threadIdx.x < kThreads) {  // producer warpgroup: thread 0 issues every copy
-    setmaxnreg_dec<40>();
-    if (threadIdx.x != 0) return;
-    mbar_arrive_expect_tx(vbar, nact * kTileBytes);
-    for (int i = 0; i < nact; ++i)
-      tma_load_3d(base + i * kTileBytes, &mV, vbar, 0, static_cast<int>(K0 + i * kRows), static_cast<int>(bh));
-    int s = 0;
-    std::uint32_t phase = 0;
-    for (int64_t qb = 0; qb < nq; ++qb) {
-      const int64_t q1 = qb * kRows;
-      mbar_wait(&empty[s], phase ^ 1);
-      std::uint8_t* st = base + kOffStages + s * kSB;
-      mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 + 4 * kViewBoxK);
-      tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
-      tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
-      bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
-      issue_p_view<kViewRowsK, kLdPV2>(st + kP, &mP, &full[s], bh * S + q1, S, K0);
-      if (++s == kStages) s = 0, phase ^= 1;
-    }
-    return;
-  }
-  setmaxnreg_inc<232>();
-  const int wgi = static_cast<int>(threadIdx.x) / kThreads - 1, ct = static_cast<int>(threadIdx.x) % kThreads;
-  const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
-  if (wgi >= nact) return;
-  const Cta c = wg_block(p, bh, K0, wgi);
-  const std::uint8_t* sV = base + wgi * kTileBytes;
-  const int col0 = kRows * wgi + w * 16 + g;  // this lane's first key column in the stage's P tile
-  const auto stage_of = [&](int st) { return base + kOffStages + st * kSB; };
-  // block qb's dPᵀ product (into dpt, committed, not waited for)
-  const auto issue_dpt = [&](float (&dpt)[8][4], int st) {
-    const std::uint8_t* cdO = stage_of(st) + kTileBytes;
-    wgmma_fence();  // dpt's old values are never read: the first product overwrites them (accumulate 0)
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dpt, kmajor(sV, kk), kmajor(cdO, kk), kk);
-    wgmma_commit();
-  };
-  // block qb's Pᵀ values (attn::p_transposed on the CTA's 128-key rows; query rows past S zeroed):
-  // query 8j + 2t + e sits in slot 2(t & 1) + e, box row 2j + t / 2
-  const auto load_pt = [&](float (&pt)[8][4], int st, int64_t q1) {
-    const float* cP = reinterpret_cast<const float*>(stage_of(st) + kP);
-    const int64_t R = bh * S + q1;
-    const float* r0 = cP + (2 * (t & 1)) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1), S);
-    const float* r1 =
-        cP + (2 * (t & 1) + 1) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1) + 1, S);
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) pt[j][r] = ((r & 1) ? r1 : r0)[2 * j * kLdPV2 + 8 * (r >> 1)];
-    zero_past(pt, t, static_cast<int>(S - q1));
-  };
-  float dk[8][4], dv[8][4], dpt[8][4], pt[8][4];
-  mma16::zero(dk);
-  mma16::zero(dv);
-  mma16::zero(dpt);
-  mbar_wait(vbar, 0);
-  fence_acc(dk);
-  fence_acc(dv);
-  int s = 0;
-  std::uint32_t phase = 0;
-  mbar_wait(&full[0], 0);
-  issue_dpt(dpt, 0);
-  load_pt(pt, 0, 0);
-  wgmma_wait<0>();
-  fence_acc(dpt);
-  for (int64_t qb = 0; qb < nq; ++qb) {
-    const std::uint8_t* cQ = stage_of(s);
-    const std::uint8_t* cdO = cQ + kTileBytes;
-    std::uint32_t ap[4][4], as[4][4];
-    to_afrag(ap, pt);
-    ds_transposed(pt, dpt, reinterpret_cast<const float*>(cQ + kDl));
-    to_afrag(as, dpt);
-    wgmma_fence();
-#pragma unroll
-    for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(dv, ap[kc], nmajor(cdO, kc), 1);
-#pragma unroll
-    for (int kc = 0; kc < 4; ++kc) wgmma_m64n64k16_f16_rs<1>(dk, as[kc], nmajor(cQ, kc), 1);
-    wgmma_commit();
-    int s1 = s + 1;
-    std::uint32_t phase1 = phase;
-    if (s1 == kStages) s1 = 0, phase1 ^= 1;
-    // dk and dv are touched by nothing but these products until the last block (no register fences on them while
-    // the next block's dPᵀ product is in flight: ptxas would serialise the products)
-    if (qb + 1 < nq) {
-      mbar_wait(&full[s1], phase1);
-      issue_dpt(dpt, s1);  // queued behind block qb's products
-      load_pt(pt, s1, (qb + 1) * kRows);
-      wgmma_wait<1>();  // block qb's products are done (block qb + 1's dPᵀ may still run)
-      fence_afrag(ap);
-      fence_afrag(as);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
-      wgmma_wait<0>();
-      fence_acc(dpt);
-    } else {
-      wgmma_wait<0>();
-      fence_afrag(ap);
-      fence_afrag(as);
-      fence_acc(dk);
-      fence_acc(dv);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
-    }
-    s = s1, phase = phase1;
-  }
-  mma16::scale_acc(dk, p.scale / kDsScale);
-  float* red = reinterpret_cast<float*>(base + off_red(kStages, kSB) + wgi * 2048);
-  store_part_wg(p, dk, c, 1, red, ct, wgi);
-  store_part_wg(p, dv, c, 2, red + 4 * kD, ct, wgi);
-}
-
 }  // namespace ws
 #else  // other passes of the fatbin: never launched there (the caller runs these on sm_90 devices only)
 
@@ -1003,22 +749,10 @@ __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_con
                            const __grid_constant__ AttnParams) {
   __trap();
 }
-template <int kStages>
-__global__ void attn_dq_wsp(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                            const __grid_constant__ AttnParams) {
-  __trap();
-}
 template <int kStages, bool kTmaP>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ AttnParams) {
-  __trap();
-}
-template <int kStages>
-__global__ void attn_dkv_wsp(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                             const __grid_constant__ AttnParams) {
   __trap();
 }
 }  // namespace ws
@@ -1072,13 +806,10 @@ std::string attention_ws_unsupported(const AttnParams& p) {
 }
 
 namespace {
-template <int kStages, bool kTmaQ, bool kTmaK, WsDq kDq = WsDq::Plain>
+template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
-  constexpr bool kPipeQ = kDq == WsDq::Pipelined || kDq == WsDq::PipelinedBoth;
-  constexpr bool kPipeK = kDq == WsDq::PipelinedBoth;
-  static_assert(!kPipeK || kTmaK, "the pipelined dK/dV kernel takes P by TMA");
-  constexpr int kLdQ = kDq != WsDq::Plain ? ws::kLdPQ : kLdP;
-  static_assert(kDq == WsDq::Plain || kTmaQ, "the pipelined and wide dQ kernels take P by TMA");
+  constexpr int kLdQ = kWideQ ? ws::kLdPQ : kLdP;
+  static_assert(!kWideQ || kTmaQ, "the wide dQ kernel takes P by TMA");
   const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
   const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
   const CUtensorMap mQ = head_map(p.q), mK = head_map(p.k), mV = head_map(p.v);
@@ -1086,43 +817,26 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   CUtensorMap mPq{}, mPk{};  // P viewed as [B·H·S / 4][4·S] (the kernels taking P by TMA)
   if constexpr (kTmaQ) mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, kLdQ, ws::kViewRowsQ);
   if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
-  const std::size_t bytes = kDq != WsDq::Plain ? ws::smem(kStages, ws::kStageBytesQ, 0) : ws::smem(kStages);
+  const std::size_t bytes = kWideQ ? ws::smem(kStages, ws::kStageBytesQ, 0) : ws::smem(kStages);
   const std::size_t bytes_kv = ws::smem(kStages, kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
-  if constexpr (kPipeQ)
-    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_wsp<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(bytes)));
-  else
-    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  if constexpr (kPipeK)
-    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_wsp<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(bytes_kv)));
-  else
-    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
   const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
-  if constexpr (kPipeQ)
-    ws::attn_dq_wsp<kStages><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
-  else
-    ws::attn_dq_ws<kStages, kTmaQ, kLdQ><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
+  ws::attn_dq_ws<kStages, kTmaQ, kLdQ><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  if constexpr (kPipeK)
-    ws::attn_dkv_wsp<kStages><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
-  else
-    ws::attn_dkv_ws<kStages, kTmaK><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
+  ws::attn_dkv_ws<kStages, kTmaK><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
 
-void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, WsDq dq) {
+void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool wide_dq) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
-  if (dq == WsDq::Pipelined && tma_dq && tma_dkv) return launch_ws<4, true, true, WsDq::Pipelined>(p, stream);
-  if (dq == WsDq::Wide && tma_dq && tma_dkv) return launch_ws<4, true, true, WsDq::Wide>(p, stream);
-  if (dq == WsDq::PipelinedBoth && tma_dq && tma_dkv) return launch_ws<4, true, true, WsDq::PipelinedBoth>(p, stream);
-  if (dq != WsDq::Plain)
-    fail("attention_backward_sm90_ws", __FILE__, __LINE__,
-         "the pipelined and wide-row dQ kernels are built with P by TMA in both kernels");
+  if (wide_dq && tma_dq && tma_dkv) return launch_ws<4, true, true, true>(p, stream);
+  if (wide_dq)
+    fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the wide-row dQ kernel is built with P by TMA in both");
   if (tma_dq && !tma_dkv) return launch_ws<4, true, false>(p, stream);
   if (tma_dq && tma_dkv) return launch_ws<4, true, true>(p, stream);
   if (!tma_dq && !tma_dkv) return launch_ws<4, false, false>(p, stream);

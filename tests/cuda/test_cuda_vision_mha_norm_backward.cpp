@@ -199,8 +199,7 @@ TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
 
 // The warp-specialised wgmma kernels (ATTNBWD_CUDA_MHA_WGMMA=wstmaw, the default on sm_90 where they run: P by TMA
 // through a view of rows of 4·S floats for both kernels; wstma: with narrower dQ view rows; ws: by cp.async for
-// dK/dV; wscp: cp.async for both; wsp, wspp: wstmaw with the dQ (and dK/dV) consumers overlapping their own
-// blocks) compute the same products in the same order as
+// dK/dV; wscp: cp.async for both) compute the same products in the same order as
 // serial3, so every output has serial3's bits; and they match the oracle. Shapes with B·H·S a multiple of 4 (where
 // they run): one to ten 64-row blocks, CTAs with one or two consumer blocks, tails of 1, 3 and 8 rows, a single
 // row, every row phase of P (S odd) and view slots that start mid-row.
@@ -219,7 +218,7 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
       const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "serial3");
       run_cuda(serial, Precision::Default);
     }
-    for (const char* scheme : {"ws", "wstma", "wscp", "wsp", "wstmaw", "wspp"}) {
+    for (const char* scheme : {"ws", "wstma", "wscp", "wstmaw"}) {
       const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
       HostCase<Args> got(in, axes);
       run_cuda(got, Precision::Default);
