@@ -152,6 +152,12 @@ int mha_split_switch() { return env_switch("ATTNBWD_CUDA_MHA_SPLIT", {"auto", "1
 // workloads (a wash: the copies' integer work is not what bounds the kernels), so auto stays the default.
 int mha_copy_switch() { return env_switch("ATTNBWD_CUDA_MHA_COPY", {"auto", "prows", "trows", "rows"}); }
 
+// ATTNBWD_CUDA_MHA_PRODUCER=auto|group|thread: in the warp-specialised kernels with P by TMA (wstmaw), the whole
+// producer warpgroup follows the stage barriers though thread 0 issues every copy (group, auto), or the other 127
+// threads exit after setmaxnreg (thread: fewer warps polling mbarriers on the consumers' schedulers; the same
+// bits; built, not yet run). Forcing thread with another ATTNBWD_CUDA_MHA_WGMMA scheme is an Error.
+bool mha_lean_producer_switch() { return env_switch("ATTNBWD_CUDA_MHA_PRODUCER", {"auto", "group", "thread"}) == 2; }
+
 // ATTNBWD_CUDA_MHA_CONVERT=auto|joint|late: the fp16 path's conversions of the inputs. joint (auto): dY, A and Wo in
 // one launch on the main stream before dA, q, k, v on the side stream after it, x_norm and Wqkv on the side stream
 // after grad_out_weight. late: the side stream starts with q, k, v at the op's start, the main stream converts only
@@ -195,6 +201,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t attn_ctas = BH * mha::attn_blocks(S);
   int split = 1, copy = 0;
   WgmmaScheme wgmma{3, 2};
+  bool lean = false;
   if (wgmma_attn) {
     split = mha_split_switch();
     const std::string ws_why = mha::attention_ws_unsupported_input(B, S, static_cast<int>(H), a.attn_weights.data);
@@ -202,6 +209,10 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count(), ws_why.empty() && split == 1 && copy == 0);
     if (wgmma.ws && !ws_why.empty())
       throw Error("ATTNBWD_CUDA_MHA_WGMMA", "the warp-specialised kernels cannot run here: " + ws_why);
+    lean = mha_lean_producer_switch();
+    if (lean && !(wgmma.ws && wgmma.wide_dq))
+      throw Error("ATTNBWD_CUDA_MHA_PRODUCER", "thread is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto "
+                                               "where they run, or wstmaw)");
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
@@ -326,7 +337,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.delta = f32(o_delta), p.delta_ld = delta_ld, p.dqkv = dQKVh, p.partial = part_qkv;
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
     if (wgmma_attn && wgmma.ws) {
-      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq);
+      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, lean);
     } else if (wgmma_attn) {
       mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {

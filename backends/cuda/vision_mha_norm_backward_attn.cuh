@@ -61,9 +61,9 @@ void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, in
 // aligned with B·H·S % 4 == 0, the fp16 operands 16-byte aligned.
 std::string attention_ws_unsupported(const AttnParams& p);
 // wide_dq: the dQ kernel's view rows of P 72 floats wide instead of 68 (fewer bank conflicts; built with TMA for
-// both kernels).
+// both kernels). lean: only the producer's thread 0 stays (built with wide_dq and TMA for both kernels).
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
-                                bool wide_dq = false);
+                                bool wide_dq = false, bool lean = false);
 // The part of it that depends on the caller's inputs alone: checked before anything is enqueued.
 std::string attention_ws_unsupported_input(std::int64_t B, std::int64_t S, int H, const float* P);
 

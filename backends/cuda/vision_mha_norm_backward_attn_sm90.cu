@@ -519,7 +519,10 @@ __device__ __forceinline__ void issue_p_view(std::uint8_t* dst, const CUtensorMa
   }
 }
 
-template <int kStages, bool kTmaP, int kLdQ = kLdP>
+// kLean (P by TMA only): the producer warpgroup's threads other than thread 0, which issues every copy, exit after
+// setmaxnreg instead of following the stage barriers (in the default they wait on every empty barrier with
+// nothing to do: the largest stall of both kernels' samples in ncu, twelfth session). ATTNBWD_CUDA_MHA_PRODUCER.
+template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kLean = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -539,9 +542,11 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
 
+  static_assert(!kLean || kTmaP, "the cp.async copies of P need the whole producer warpgroup");
   if (threadIdx.x < kThreads) {  // producer warpgroup: thread 0 the TMA tiles, all 128 the P rows by cp.async
     setmaxnreg_dec<40>();
     const int pt = static_cast<int>(threadIdx.x);
+    if (kLean && pt != 0) return;
     if (pt == 0) {
       mbar_arrive_expect_tx(dobar, nact * kTileBytes);
       for (int i = 0; i < nact; ++i)
@@ -621,7 +626,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(red), ct, wgi);
 }
 
-template <int kStages, bool kTmaP>
+template <int kStages, bool kTmaP, bool kLean = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                 const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -640,9 +645,11 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
   constexpr int kP = 2 * kTileBytes, kDl = kP + (kTmaP ? 4 * kViewBoxK : kRows * kLdP2 * 4);  // P and δ in a stage
 
+  static_assert(!kLean || kTmaP, "the cp.async copies of P need the whole producer warpgroup");
   if (threadIdx.x < kThreads) {  // producer warpgroup, as in attn_dq_ws
     setmaxnreg_dec<40>();
     const int pt = static_cast<int>(threadIdx.x);
+    if (kLean && pt != 0) return;
     if (pt == 0) {
       mbar_arrive_expect_tx(vbar, nact * kTileBytes);
       for (int i = 0; i < nact; ++i)
@@ -743,13 +750,13 @@ __global__ void attn_dq_wg(const AttnParams) { __trap(); }
 template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 namespace ws {
-template <int kStages, bool kTmaP, int kLdQ = kLdP>
+template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kLean = false>
 __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ AttnParams) {
   __trap();
 }
-template <int kStages, bool kTmaP>
+template <int kStages, bool kTmaP, bool kLean = false>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ AttnParams) {
@@ -806,8 +813,9 @@ std::string attention_ws_unsupported(const AttnParams& p) {
 }
 
 namespace {
-template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false>
+template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kLean = false>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
+  static_assert(!kLean || (kTmaQ && kTmaK), "lean producers are built for P by TMA in both kernels");
   constexpr int kLdQ = kWideQ ? ws::kLdPQ : kLdP;
   static_assert(!kWideQ || kTmaQ, "the wide dQ kernel takes P by TMA");
   const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
@@ -819,21 +827,24 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
   const std::size_t bytes = kWideQ ? ws::smem(kStages, ws::kStageBytesQ, 0) : ws::smem(kStages);
   const std::size_t bytes_kv = ws::smem(kStages, kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ>,
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kLean>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK>,
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kLean>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
   const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
-  ws::attn_dq_ws<kStages, kTmaQ, kLdQ><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
+  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kLean><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  ws::attn_dkv_ws<kStages, kTmaK><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
+  ws::attn_dkv_ws<kStages, kTmaK, kLean><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
 
-void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool wide_dq) {
+void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool wide_dq,
+                                bool lean) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
+  if (lean && wide_dq && tma_dq && tma_dkv) return launch_ws<4, true, true, true, true>(p, stream);
+  if (lean) fail("attention_backward_sm90_ws", __FILE__, __LINE__, "lean producers are built for wstmaw only");
   if (wide_dq && tma_dq && tma_dkv) return launch_ws<4, true, true, true>(p, stream);
   if (wide_dq)
     fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the wide-row dQ kernel is built with P by TMA in both");

@@ -197,6 +197,26 @@ TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
   }
 }
 
+// The lean producer is built for the wstmaw kernels: asked for with another scheme it is an Error naming
+// ATTNBWD_CUDA_MHA_PRODUCER (on an sm_90 device, where the wgmma kernels run).
+TEST(CudaVisionMhaNorm, LeanProducerWithAnotherSchemeIsAnError) {
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  const tools::Axes axes = axes_of(1, 131, 2, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(330));
+  for (const char* scheme : {"ws", "serial3"}) {
+    SCOPED_TRACE(scheme);
+    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+    const ScopedEnv lean("ATTNBWD_CUDA_MHA_PRODUCER", "thread");
+    HostCase<Args> c(in, axes);
+    try {
+      run_cuda(c, Precision::Default);
+      ADD_FAILURE() << "expected attnbwd::Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_MHA_PRODUCER");
+    }
+  }
+}
+
 // The warp-specialised wgmma kernels (ATTNBWD_CUDA_MHA_WGMMA=wstmaw, the default on sm_90 where they run: P by TMA
 // through a view of rows of 4·S floats for both kernels; wstma: with narrower dQ view rows; ws: by cp.async for
 // dK/dV; wscp: cp.async for both) compute the same products in the same order as
@@ -223,6 +243,12 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
       HostCase<Args> got(in, axes);
       run_cuda(got, Precision::Default);
       expect_same_bits(got, serial, std::string("ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
+    }
+    {  // the default scheme with only the producer's copying thread alive
+      const ScopedEnv lean("ATTNBWD_CUDA_MHA_PRODUCER", "thread");
+      HostCase<Args> got(in, axes);
+      run_cuda(got, Precision::Default);
+      expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_PRODUCER=thread vs serial3");
     }
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "wstmaw");
     check(in, axes, smallest_atol(kOp));
