@@ -322,8 +322,8 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     stages.join(ctx);  // main: after q, k, v are fp16
     if (late_a) {
       stages.fork(ctx);  // side: after dYh exists
-      convert_to_half({{a.attn_output.data, Ah, N * E}, {a.x_norm.data, Xnh, N * E}, {a.qkv_weight.data, Wqkvh, E3 * E}},
-                      side);
+      convert_to_half(
+          {{a.attn_output.data, Ah, N * E}, {a.x_norm.data, Xnh, N * E}, {a.qkv_weight.data, Wqkvh, E3 * E}}, side);
       stages.mark("to_half_A_Xn_Wqkv");
       dW_out(side);
     } else {
@@ -439,7 +439,8 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
     return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
                             env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN"),
                             env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY"),
-                            env_word("ATTNBWD_CUDA_MHA_SPLIT")});
+                            env_word("ATTNBWD_CUDA_MHA_SPLIT"), env_word("ATTNBWD_CUDA_MHA_CONVERT"),
+                            env_word("ATTNBWD_CUDA_MHA_PRODUCER")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

@@ -43,7 +43,7 @@ constexpr std::size_t smem_dkv(int stages, bool delta_in_smem = true) {
          sizeof(float) * stages * (kTileP + (delta_in_smem ? kRows : 0)) + 1024;
 }
 
-// ---- warp-specialised form (ATTNBWD_CUDA_MHA_WGMMA=ws|wstma|wscp) ------------------------------------------
+// ---- warp-specialised form (ATTNBWD_CUDA_MHA_WGMMA=ws|wstma|wscp|wstmaw) ------------------------------------------
 // The same two kernels, products and order as attn_dq_wg / attn_dkv_wg (serial, unsplit: the same bits), with
 // one CTA of three warpgroups per 128 rows (two 64-row blocks of one head). The first warpgroup is the producer:
 // it issues every copy of a stage onto the stage's full mbarrier — thread 0 the K/V or Q/dO tiles by TMA from 3-D
