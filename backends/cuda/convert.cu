@@ -70,6 +70,28 @@ void convert_to_half(const float* x, __half* y, std::int64_t n, cudaStream_t str
   convert_to_half({{x, y, n}}, stream);
 }
 
+namespace {
+__global__ void to_half_scaled(const float* __restrict__ x, __half* __restrict__ y, std::int64_t n, float scale,
+                               bool vec4) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t n4 = vec4 ? n / 4 : 0;
+  for (std::int64_t i = i0; i < n4; i += stride) {
+    const float4 v = reinterpret_cast<const float4*>(x)[i];
+    reinterpret_cast<__half2*>(y)[2 * i] = __floats2half2_rn(v.x * scale, v.y * scale);
+    reinterpret_cast<__half2*>(y)[2 * i + 1] = __floats2half2_rn(v.z * scale, v.w * scale);
+  }
+  for (std::int64_t i = 4 * n4 + i0; i < n; i += stride) y[i] = __float2half_rn(x[i] * scale);
+}
+}  // namespace
+
+void convert_to_half_scaled(const float* x, __half* y, std::int64_t n, float scale, cudaStream_t stream) {
+  if (n <= 0) return;
+  const bool vec4 = aligned16(x);
+  to_half_scaled<<<static_cast<unsigned>(blocks_for_copy(n, vec4)), kThreads, 0, stream>>>(x, y, n, scale, vec4);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
 void gemm(Context& ctx, int slot, cudaStream_t stream, cublasComputeType_t fp32_compute, Gemm g, Operand A,
           Operand B, float* C) {
   g.a_type = A.t, g.b_type = B.t, g.c_type = CUDA_R_32F;

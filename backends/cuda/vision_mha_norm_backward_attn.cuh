@@ -14,6 +14,7 @@ namespace attnbwd::cuda::mha {
 
 constexpr int kAttnHeadDim = 64;  // the head_dim the kernels are written for
 constexpr int kAttnBlock = 64;    // queries or keys per CTA and per streamed block
+constexpr float kAttnDsScale = 16.0f;  // P⊙dP and dS are rounded to fp16 ×this (a power of 2)
 
 // Blocks of kAttnBlock along the sequence (the kernels' grid x, and the partial-sum rows per batch).
 __host__ __device__ inline std::int64_t attn_blocks(std::int64_t S) { return (S + kAttnBlock - 1) / kAttnBlock; }
@@ -61,9 +62,10 @@ void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, in
 // aligned with B·H·S % 4 == 0, the fp16 operands 16-byte aligned.
 std::string attention_ws_unsupported(const AttnParams& p);
 // wide_dq: the dQ kernel's view rows of P 72 floats wide instead of 68 (fewer bank conflicts; built with TMA for
-// both kernels). lean: only the producer's thread 0 stays (built with wide_dq and TMA for both kernels).
+// both kernels). lean: only the producer's thread 0 stays. prescaled_v: p.v holds V·kDsScale in fp16 (and p.delta
+// receives δ·kDsScale). Both built with wide_dq and TMA for both kernels.
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
-                                bool wide_dq = false, bool lean = false);
+                                bool wide_dq = false, bool lean = false, bool prescaled_v = false);
 // The part of it that depends on the caller's inputs alone: checked before anything is enqueued.
 std::string attention_ws_unsupported_input(std::int64_t B, std::int64_t S, int H, const float* P);
 

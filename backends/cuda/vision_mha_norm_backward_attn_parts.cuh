@@ -27,7 +27,7 @@ constexpr int kThreads = 128;             // 4 warps × 16 rows
 constexpr int kLdP = kRows + 4;           // fp32 P tile stride: the C-layout reads of P and of Pᵀ are
                                           // conflict-free (68 ≡ 4 mod 32: rows 2t apart land 8t banks apart)
 constexpr int kTileP = kRows * kLdP;      // floats per P tile (17408 B)
-constexpr float kDsScale = 16.0f;         // P⊙dP and dS are rounded to fp16 ×kDsScale
+constexpr float kDsScale = kAttnDsScale;  // P⊙dP and dS are rounded to fp16 ×kDsScale
 
 // The CTA's (batch, head) and block: blocks of one head are adjacent in the grid, so the CTAs sharing
 // its K/V (or Q/dO) tiles run together and find them in L2.

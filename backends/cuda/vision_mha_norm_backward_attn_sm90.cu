@@ -427,7 +427,9 @@ struct Bars {
 };
 
 // attn::finish_dq for a consumer warpgroup, with δ at its padded row (rows past S get 0: the dK/dV kernel reads
-// whole 64-row blocks), then the epilogue.
+// whole 64-row blocks), then the epilogue. kPre (ATTNBWD_CUDA_MHA_PRESCALE=v16): dsum is δ·kDsScale (the products
+// came from V·kDsScale), stored as it is for the dK/dV kernel, and divided exactly for dQ.
+template <bool kPre = false>
 __device__ __forceinline__ void finish_dq_wg(const AttnParams& p, const Cta& c, float (&dsum)[2], float (&x)[8][4],
                                              const float (&y)[8][4], float* red, int ct, int wgi) {
   const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
@@ -441,7 +443,10 @@ __device__ __forceinline__ void finish_dq_wg(const AttnParams& p, const Cta& c, 
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) x[j][r] = (x[j][r] * (1.0f / kDsScale) - dsum[r >> 1] * y[j][r]) * p.scale;
+    for (int r = 0; r < 4; ++r) {
+      const float dl = kPre ? dsum[r >> 1] * (1.0f / kDsScale) : dsum[r >> 1];  // exact
+      x[j][r] = (x[j][r] * (1.0f / kDsScale) - dl * y[j][r]) * p.scale;
+    }
   store_part_wg(p, x, c, 0, red, ct, wgi);
 }
 
@@ -522,7 +527,12 @@ __device__ __forceinline__ void issue_p_view(std::uint8_t* dst, const CUtensorMa
 // kLean (P by TMA only): the producer warpgroup's threads other than thread 0, which issues every copy, exit after
 // setmaxnreg instead of following the stage barriers (in the default they wait on every empty barrier with
 // nothing to do: the largest stall of both kernels' samples in ncu, twelfth session). ATTNBWD_CUDA_MHA_PRODUCER.
-template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kLean = false>
+// kPre (ATTNBWD_CUDA_MHA_PRESCALE=v16; P by TMA only): V arrives as V·kDsScale (an exact power-of-2 scaling of the
+// fp16 copy), so the dP products come out ×kDsScale: P⊙dP·kDsScale is one multiply, δ is summed and stored
+// ×kDsScale, and the dK/dV kernel forms Pᵀ⊙(dPᵀ − δ)·kDsScale as Pᵀ⊙(dPᵀ·kDsScale − δ·kDsScale). The same
+// roundings as the default (scaling by 16 commutes with them) except V's fp16 subnormals, which V·16 keeps as
+// normal numbers: 32 fewer multiplies per block and thread in each kernel.
+template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kLean = false, bool kPre = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -612,7 +622,17 @@ __global__ void __launch_bounds__(kThreads3, 1)
     zero_past(pr, t, static_cast<int>(S - kb * kRows));
     wgmma_wait<0>();
     fence_acc(dp);
-    p_and_w(pr, dp, dsum);
+    if constexpr (kPre) {  // dp = dP·kDsScale already: P⊙dP·kDsScale in one multiply, δ's sums ×kDsScale
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          dp[j][r] *= pr[j][r];
+          dsum[r >> 1] += dp[j][r];
+        }
+    } else {
+      p_and_w(pr, dp, dsum);
+    }
     std::uint32_t ap[4][4], aw[4][4];
     to_afrag(ap, pr);
     to_afrag(aw, dp);
@@ -623,10 +643,10 @@ __global__ void __launch_bounds__(kThreads3, 1)
   }
   // kRedInTile: every product reading this warpgroup's dO tile was waited for in its last block
   std::uint8_t* red = kRedInTile ? base + wgi * kTileBytes : base + off_red(kStages) + wgi * 2048;
-  finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(red), ct, wgi);
+  finish_dq_wg<kPre>(p, c, dsum, x, y, reinterpret_cast<float*>(red), ct, wgi);
 }
 
-template <int kStages, bool kTmaP, bool kLean = false>
+template <int kStages, bool kTmaP, bool kLean = false, bool kPre = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                 const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -728,7 +748,14 @@ __global__ void __launch_bounds__(kThreads3, 1)
     to_afrag(ap, pt);
     wgmma_wait<0>();
     fence_acc(dpt);
-    ds_transposed(pt, dpt, cDl);
+    if constexpr (kPre) {  // dpt = dPᵀ·kDsScale, cDl = δ·kDsScale: dSᵀ·kDsScale in two operations
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - cDl[j * 8 + 2 * t + (r & 1)]);
+    } else {
+      ds_transposed(pt, dpt, cDl);
+    }
     to_afrag(as, dpt);
     rs_products(dv, ap, cdO, dk, as, cQ);
     __syncwarp();
@@ -750,13 +777,13 @@ __global__ void attn_dq_wg(const AttnParams) { __trap(); }
 template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 namespace ws {
-template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kLean = false>
+template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kLean = false, bool kPre = false>
 __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ AttnParams) {
   __trap();
 }
-template <int kStages, bool kTmaP, bool kLean = false>
+template <int kStages, bool kTmaP, bool kLean = false, bool kPre = false>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ AttnParams) {
@@ -813,7 +840,7 @@ std::string attention_ws_unsupported(const AttnParams& p) {
 }
 
 namespace {
-template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kLean = false>
+template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kLean = false, bool kPre = false>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
   static_assert(!kLean || (kTmaQ && kTmaK), "lean producers are built for P by TMA in both kernels");
   constexpr int kLdQ = kWideQ ? ws::kLdPQ : kLdP;
@@ -827,24 +854,27 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
   const std::size_t bytes = kWideQ ? ws::smem(kStages, ws::kStageBytesQ, 0) : ws::smem(kStages);
   const std::size_t bytes_kv = ws::smem(kStages, kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kLean>,
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kLean, kPre>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kLean>,
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kLean, kPre>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
   const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
-  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kLean><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
+  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kLean, kPre><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  ws::attn_dkv_ws<kStages, kTmaK, kLean><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
+  ws::attn_dkv_ws<kStages, kTmaK, kLean, kPre><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
 
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool wide_dq,
-                                bool lean) {
+                                bool lean, bool prescaled_v) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
-  if (lean && wide_dq && tma_dq && tma_dkv) return launch_ws<4, true, true, true, true>(p, stream);
-  if (lean) fail("attention_backward_sm90_ws", __FILE__, __LINE__, "lean producers are built for wstmaw only");
+  if ((lean || prescaled_v) && !(wide_dq && tma_dq && tma_dkv))
+    fail("attention_backward_sm90_ws", __FILE__, __LINE__, "lean producers and prescaled V are built for wstmaw only");
+  if (lean && prescaled_v) return launch_ws<4, true, true, true, true, true>(p, stream);
+  if (prescaled_v) return launch_ws<4, true, true, true, false, true>(p, stream);
+  if (lean) return launch_ws<4, true, true, true, true>(p, stream);
   if (wide_dq && tma_dq && tma_dkv) return launch_ws<4, true, true, true>(p, stream);
   if (wide_dq)
     fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the wide-row dQ kernel is built with P by TMA in both");

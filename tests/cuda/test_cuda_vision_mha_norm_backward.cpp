@@ -197,22 +197,25 @@ TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
   }
 }
 
-// The lean producer is built for the wstmaw kernels: asked for with another scheme it is an Error naming
-// ATTNBWD_CUDA_MHA_PRODUCER (on an sm_90 device, where the wgmma kernels run).
-TEST(CudaVisionMhaNorm, LeanProducerWithAnotherSchemeIsAnError) {
+// The lean producer and the prescaled V are built for the wstmaw kernels: asked for with another scheme each is an
+// Error naming its switch (on an sm_90 device, where the wgmma kernels run).
+TEST(CudaVisionMhaNorm, WstmawOnlySwitchesWithAnotherSchemeAreErrors) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   const tools::Axes axes = axes_of(1, 131, 2, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(330));
-  for (const char* scheme : {"ws", "serial3"}) {
-    SCOPED_TRACE(scheme);
-    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-    const ScopedEnv lean("ATTNBWD_CUDA_MHA_PRODUCER", "thread");
-    HostCase<Args> c(in, axes);
-    try {
-      run_cuda(c, Precision::Default);
-      ADD_FAILURE() << "expected attnbwd::Error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_MHA_PRODUCER");
+  for (const char* var : {"ATTNBWD_CUDA_MHA_PRODUCER", "ATTNBWD_CUDA_MHA_PRESCALE"}) {
+    const char* value = std::string(var) == "ATTNBWD_CUDA_MHA_PRODUCER" ? "thread" : "v16";
+    for (const char* scheme : {"ws", "serial3"}) {
+      SCOPED_TRACE(std::string(var) + " with " + scheme);
+      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+      const ScopedEnv sw(var, value);
+      HostCase<Args> c(in, axes);
+      try {
+        run_cuda(c, Precision::Default);
+        ADD_FAILURE() << "expected attnbwd::Error";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.argument(), var);
+      }
     }
   }
 }
@@ -249,6 +252,12 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
       HostCase<Args> got(in, axes);
       run_cuda(got, Precision::Default);
       expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_PRODUCER=thread vs serial3");
+    }
+    {  // V converted as V·16: the same roundings except V's fp16 subnormals, so the oracle check, not serial3's bits
+      const ScopedEnv pre("ATTNBWD_CUDA_MHA_PRESCALE", "v16");
+      check(in, axes, smallest_atol(kOp));
+      const ScopedEnv lean("ATTNBWD_CUDA_MHA_PRODUCER", "thread");
+      check(in, axes, smallest_atol(kOp));
     }
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "wstmaw");
     check(in, axes, smallest_atol(kOp));
