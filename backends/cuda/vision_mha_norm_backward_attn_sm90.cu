@@ -750,9 +750,12 @@ __global__ void __launch_bounds__(kThreads3, 1)
     fence_acc(dpt);
     if constexpr (kPre) {  // dpt = dPᵀ·kDsScale, cDl = δ·kDsScale: dSᵀ·kDsScale in two operations
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < 8; ++j) {
+        // δ of queries 8j + 2t, 8j + 2t + 1 in one 8-byte load (the stage's δ is 16-byte aligned)
+        const float2 dl = *reinterpret_cast<const float2*>(cDl + j * 8 + 2 * t);
 #pragma unroll
-        for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - cDl[j * 8 + 2 * t + (r & 1)]);
+        for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - ((r & 1) ? dl.y : dl.x));
+      }
     } else {
       ds_transposed(pt, dpt, cDl);
     }
