@@ -155,15 +155,22 @@ __device__ __forceinline__ void load_p(const float* cP_lo, const float* cP_hi, f
     pr[j][0] = cP_lo[j * 8], pr[j][1] = cP_lo[j * 8 + 1], pr[j][2] = cP_hi[j * 8], pr[j][3] = cP_hi[j * 8 + 1];
 }
 
-// Query-major: dp ← P⊙dP·kDsScale and dsum (δ's partial sums of rows g, g + 8) += Σ P⊙dP.
+// Query-major: dp ← P⊙dP·kDsScale and dsum (δ's partial sums of rows g, g + 8) += Σ P⊙dP. kPrescaled: dp holds
+// dP·kDsScale already (V came as V·kDsScale), so dp ← P⊙dp and dsum += the same products (δ·kDsScale's sums).
+template <bool kPrescaled = false>
 __device__ __forceinline__ void p_and_w(const float (&pr)[8][4], float (&dp)[8][4], float (&dsum)[2]) {
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const float pdp = pr[j][r] * dp[j][r];
-      dsum[r >> 1] += pdp;
-      dp[j][r] = pdp * kDsScale;
+      if constexpr (kPrescaled) {
+        dp[j][r] *= pr[j][r];
+        dsum[r >> 1] += dp[j][r];
+      } else {
+        const float pdp = pr[j][r] * dp[j][r];
+        dsum[r >> 1] += pdp;
+        dp[j][r] = pdp * kDsScale;
+      }
     }
 }
 
@@ -204,13 +211,23 @@ __device__ __forceinline__ void p_transposed(const float* cP, int sh0, int sh1, 
       pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP + ((r & 1) ? sh1 : sh0) + w * 16 + g + 8 * (r >> 1)];
 }
 
-// Key-major: dpt ← dSᵀ·kDsScale = Pᵀ⊙(dPᵀ − δ)·kDsScale, δ of the block's queries in cDl.
+// Key-major: dpt ← dSᵀ·kDsScale = Pᵀ⊙(dPᵀ − δ)·kDsScale, δ of the block's queries in cDl. kPrescaled: dpt holds
+// dPᵀ·kDsScale and cDl δ·kDsScale (V came as V·kDsScale), so dpt ← Pᵀ⊙(dpt − δ·kDsScale), with the lane's two δ
+// values of each query pair in one 8-byte load (cDl 8-byte aligned).
+template <bool kPrescaled = false>
 __device__ __forceinline__ void ds_transposed(const float (&pt)[8][4], float (&dpt)[8][4], const float* cDl) {
   const int t = threadIdx.x & 3;
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < 8; ++j) {
+    if constexpr (kPrescaled) {
+      const float2 dl = *reinterpret_cast<const float2*>(cDl + j * 8 + 2 * t);
 #pragma unroll
-    for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - cDl[j * 8 + 2 * t + (r & 1)]) * kDsScale;
+      for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - ((r & 1) ? dl.y : dl.x));
+    } else {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - cDl[j * 8 + 2 * t + (r & 1)]) * kDsScale;
+    }
+  }
 }
 // The same with the lane's δ values already in registers: dl[j][e] = δ of query column j·8 + 2t + e.
 __device__ __forceinline__ void ds_transposed(const float (&pt)[8][4], float (&dpt)[8][4], const float (&dl)[8][2]) {

@@ -622,17 +622,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
     zero_past(pr, t, static_cast<int>(S - kb * kRows));
     wgmma_wait<0>();
     fence_acc(dp);
-    if constexpr (kPre) {  // dp = dP·kDsScale already: P⊙dP·kDsScale in one multiply, δ's sums ×kDsScale
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          dp[j][r] *= pr[j][r];
-          dsum[r >> 1] += dp[j][r];
-        }
-    } else {
-      p_and_w(pr, dp, dsum);
-    }
+    p_and_w<kPre>(pr, dp, dsum);
     std::uint32_t ap[4][4], aw[4][4];
     to_afrag(ap, pr);
     to_afrag(aw, dp);
@@ -716,7 +706,6 @@ __global__ void __launch_bounds__(kThreads3, 1)
     const std::uint8_t* cdO = cQ + kTileBytes;
     const float* cP = reinterpret_cast<const float*>(cQ + kP);
     const float* cDl = reinterpret_cast<const float*>(cQ + kDl);
-    const int sh0 = row_shift(Pbh, (q1 + 2 * t) * S + K0), sh1 = row_shift(Pbh, (q1 + 2 * t + 1) * S + K0);
     float dpt[8][4];
     mma16::zero(dpt);
     fence_acc(dpt);
@@ -736,7 +725,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int r = 0; r < 4; ++r) pt[j][r] = ((r & 1) ? q1p : q0)[2 * j * kLdPV2 + 8 * (r >> 1)];
-    } else {
+    } else {  // rows of kLdP2 floats, each query's row at its own 16-byte phase
+      const int sh0 = row_shift(Pbh, (q1 + 2 * t) * S + K0), sh1 = row_shift(Pbh, (q1 + 2 * t + 1) * S + K0);
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -748,17 +738,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
     to_afrag(ap, pt);
     wgmma_wait<0>();
     fence_acc(dpt);
-    if constexpr (kPre) {  // dpt = dPᵀ·kDsScale, cDl = δ·kDsScale: dSᵀ·kDsScale in two operations
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        // δ of queries 8j + 2t, 8j + 2t + 1 in one 8-byte load (the stage's δ is 16-byte aligned)
-        const float2 dl = *reinterpret_cast<const float2*>(cDl + j * 8 + 2 * t);
-#pragma unroll
-        for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - ((r & 1) ? dl.y : dl.x));
-      }
-    } else {
-      ds_transposed(pt, dpt, cDl);
-    }
+    ds_transposed<kPre>(pt, dpt, cDl);  // the stage's δ is 16-byte aligned
     to_afrag(as, dpt);
     rs_products(dv, ap, cdO, dk, as, cQ);
     __syncwarp();
@@ -770,7 +750,6 @@ __global__ void __launch_bounds__(kThreads3, 1)
   store_part_wg(p, dk, c, 1, red, ct, wgi);
   store_part_wg(p, dv, c, 2, red + 4 * kD, ct, wgi);
 }
-
 
 }  // namespace ws
 #else  // other passes of the fatbin: never launched there (the caller runs these on sm_90 devices only)
