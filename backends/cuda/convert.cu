@@ -10,18 +10,21 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// The copy of block `b` of `nb` blocks (thread t of it): y[0, n) = fp16(x[0, n)).
+// The copy of block `b` of `nb` blocks (thread t of it): y[0, n) = fp16(x[0, n)), or fp16(x[0, n) · scale) with
+// kScaled.
+template <bool kScaled = false>
 __device__ __forceinline__ void to_half_part(const float* __restrict__ x, __half* __restrict__ y, std::int64_t n,
-                                             bool vec4, std::int64_t b, std::int64_t nb) {
+                                             bool vec4, std::int64_t b, std::int64_t nb, float scale = 1.0f) {
+  const auto sc = [&](float v) { return kScaled ? v * scale : v; };
   const std::int64_t stride = nb * blockDim.x;
   const std::int64_t i0 = b * blockDim.x + threadIdx.x;
   const std::int64_t n4 = vec4 ? n / 4 : 0;
   for (std::int64_t i = i0; i < n4; i += stride) {
     const float4 v = reinterpret_cast<const float4*>(x)[i];
-    reinterpret_cast<__half2*>(y)[2 * i] = __floats2half2_rn(v.x, v.y);
-    reinterpret_cast<__half2*>(y)[2 * i + 1] = __floats2half2_rn(v.z, v.w);
+    reinterpret_cast<__half2*>(y)[2 * i] = __floats2half2_rn(sc(v.x), sc(v.y));
+    reinterpret_cast<__half2*>(y)[2 * i + 1] = __floats2half2_rn(sc(v.z), sc(v.w));
   }
-  for (std::int64_t i = 4 * n4 + i0; i < n; i += stride) y[i] = __float2half_rn(x[i]);
+  for (std::int64_t i = 4 * n4 + i0; i < n; i += stride) y[i] = __float2half_rn(sc(x[i]));
 }
 
 struct Copies {
@@ -73,15 +76,7 @@ void convert_to_half(const float* x, __half* y, std::int64_t n, cudaStream_t str
 namespace {
 __global__ void to_half_scaled(const float* __restrict__ x, __half* __restrict__ y, std::int64_t n, float scale,
                                bool vec4) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::int64_t n4 = vec4 ? n / 4 : 0;
-  for (std::int64_t i = i0; i < n4; i += stride) {
-    const float4 v = reinterpret_cast<const float4*>(x)[i];
-    reinterpret_cast<__half2*>(y)[2 * i] = __floats2half2_rn(v.x * scale, v.y * scale);
-    reinterpret_cast<__half2*>(y)[2 * i + 1] = __floats2half2_rn(v.z * scale, v.w * scale);
-  }
-  for (std::int64_t i = 4 * n4 + i0; i < n; i += stride) y[i] = __float2half_rn(x[i] * scale);
+  to_half_part<true>(x, y, n, vec4, blockIdx.x, gridDim.x, scale);
 }
 }  // namespace
 
