@@ -215,14 +215,14 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count(), ws_why.empty() && split == 1 && copy == 0);
     if (wgmma.ws && !ws_why.empty())
       throw Error("ATTNBWD_CUDA_MHA_WGMMA", "the warp-specialised kernels cannot run here: " + ws_why);
-    lean = mha_lean_producer_switch();
-    if (lean && !(wgmma.ws && wgmma.wide_dq))
-      throw Error("ATTNBWD_CUDA_MHA_PRODUCER", "thread is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto "
-                                               "where they run, or wstmaw)");
-    prescale = mha_prescale_switch();
-    if (prescale && !(wgmma.ws && wgmma.wide_dq))
-      throw Error("ATTNBWD_CUDA_MHA_PRESCALE", "v16 is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto "
-                                               "where they run, or wstmaw)");
+    const auto wstmaw_only = [&](bool on, const char* var, const char* value) {
+      if (on && !(wgmma.ws && wgmma.wide_dq))
+        throw Error(var, std::string(value) + " is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where "
+                                              "they run, or wstmaw)");
+      return on;
+    };
+    lean = wstmaw_only(mha_lean_producer_switch(), "ATTNBWD_CUDA_MHA_PRODUCER", "thread");
+    prescale = wstmaw_only(mha_prescale_switch(), "ATTNBWD_CUDA_MHA_PRESCALE", "v16");
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "

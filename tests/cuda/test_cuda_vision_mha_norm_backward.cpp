@@ -203,18 +203,21 @@ TEST(CudaVisionMhaNorm, WstmawOnlySwitchesWithAnotherSchemeAreErrors) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   const tools::Axes axes = axes_of(1, 131, 2, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(330));
-  for (const char* var : {"ATTNBWD_CUDA_MHA_PRODUCER", "ATTNBWD_CUDA_MHA_PRESCALE"}) {
-    const char* value = std::string(var) == "ATTNBWD_CUDA_MHA_PRODUCER" ? "thread" : "v16";
+  struct Switch {
+    const char* var;
+    const char* value;
+  };
+  for (const Switch& k : {Switch{"ATTNBWD_CUDA_MHA_PRODUCER", "thread"}, Switch{"ATTNBWD_CUDA_MHA_PRESCALE", "v16"}}) {
     for (const char* scheme : {"ws", "serial3"}) {
-      SCOPED_TRACE(std::string(var) + " with " + scheme);
+      SCOPED_TRACE(std::string(k.var) + " with " + scheme);
       const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-      const ScopedEnv sw(var, value);
+      const ScopedEnv sw(k.var, k.value);
       HostCase<Args> c(in, axes);
       try {
         run_cuda(c, Precision::Default);
         ADD_FAILURE() << "expected attnbwd::Error";
       } catch (const Error& e) {
-        EXPECT_EQ(e.argument(), var);
+        EXPECT_EQ(e.argument(), k.var);
       }
     }
   }
