@@ -604,22 +604,26 @@ int resident_ctas(int size, int sms) {
 
 // 2-D bf16 row-major matrix [rows, cols] (row stride ld elements) seen by TMA, 128-byte swizzled boxes
 // of box_cols x box_rows.
+// A 2-D matrix [d1][d0] (row stride ld1 elements of elem_bytes) in boxes of box0 × box1, L2 promotion 256 B.
+CUtensorMap map_2d(CUtensorMapDataType type, std::int64_t elem_bytes, const void* base, std::int64_t d0,
+                   std::int64_t d1, std::int64_t ld1, int box0, int box1, CUtensorMapSwizzle swizzle,
+                   const char* what) {
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld1 * elem_bytes)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box0), static_cast<cuuint32_t>(box1)};
+  return encode(type, 2, base, dims, strides, box, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, what);
+}
+
 CUtensorMap tensor_map(const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld, int box_cols,
                        int box_rows) {
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
-  return encode(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "cuTensorMapEncodeTiled");
+  return map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, cols, rows, ld, box_cols, box_rows,
+                CU_TENSOR_MAP_SWIZZLE_128B, "cuTensorMapEncodeTiled");
 }
 
 CUtensorMap tensor_map_2d_f32(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t ld1, int box0,
                               int box1) {
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld1) * 4};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box0), static_cast<cuuint32_t>(box1)};
-  return encode(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, base, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "cuTensorMapEncodeTiled (2-D fp32)");
+  return map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, d0, d1, ld1, box0, box1, CU_TENSOR_MAP_SWIZZLE_NONE,
+                "cuTensorMapEncodeTiled (2-D fp32)");
 }
 
 CUtensorMap tensor_map_3d_f16(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t d2, std::int64_t ld1,
