@@ -354,10 +354,10 @@ int64_t layer_norm_backward(const float* dxn, const float* x, const float* mean,
   // ATTNBWD_CUDA_MHA_LN=auto|block|rcp|div|pre: the warp-per-token kernel where E = 128·V4 (V4 ≤ 8) with one
   // reciprocal of σ per token and its loads ahead (auto = pre: rcp's bits), or without the loads ahead (rcp), or
   // the block-per-token one (block), or the warp-per-token kernel with two IEEE divisions per element (div, the
-  // form before rcp). A/B timing. pre vs rcp on an H200 (twelfth session of 2026-12-01, ncu): #8 66.0 -> 63.4 µs,
-  // #13 152.1 -> 150.1, #10 8.3 -> 8.0; whole op 1.004x geomean (within the noise), outputs byte-identical. Measured on an H200
-  // (2026-12-01, eighth session): rcp 1.020-1.058x per call on 15 of 16 workloads (geomean 1.035x), the
-  // kernel 115 -> 63 us on #8 (perf/NOTES.md).
+  // form before rcp). A/B timing. Measured on an H200 (2026-12-01, perf/NOTES.md): rcp against div 1.020-1.058x per
+  // call on 15 of 16 workloads (geomean 1.035x), the kernel 115 -> 63 us on #8 (eighth session); pre against rcp
+  // (twelfth session, ncu) #8 66.0 -> 63.4 µs, #13 152.1 -> 150.1, #10 8.3 -> 8.0, whole op 1.004x geomean (within
+  // the noise), outputs byte-identical.
   const int ln = env_switch("ATTNBWD_CUDA_MHA_LN", {"auto", "block", "rcp", "div", "pre"});
   const bool warps = vec4 && E % 128 == 0 && E / 128 <= 8 && ln != 1;
   if (warps) {
