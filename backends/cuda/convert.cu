@@ -10,27 +10,25 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// The copy of block `b` of `nb` blocks (thread t of it): y[0, n) = fp16(x[0, n)), or fp16(x[0, n) · scale) with
-// kScaled.
-template <bool kScaled = false>
+// The copy of block `b` of `nb` blocks (thread t of it): y[0, n) = fp16(x[0, n) · scale).
 __device__ __forceinline__ void to_half_part(const float* __restrict__ x, __half* __restrict__ y, std::int64_t n,
-                                             bool vec4, std::int64_t b, std::int64_t nb, float scale = 1.0f) {
-  const auto sc = [&](float v) { return kScaled ? v * scale : v; };
+                                             bool vec4, std::int64_t b, std::int64_t nb, float scale) {
   const std::int64_t stride = nb * blockDim.x;
   const std::int64_t i0 = b * blockDim.x + threadIdx.x;
   const std::int64_t n4 = vec4 ? n / 4 : 0;
   for (std::int64_t i = i0; i < n4; i += stride) {
     const float4 v = reinterpret_cast<const float4*>(x)[i];
-    reinterpret_cast<__half2*>(y)[2 * i] = __floats2half2_rn(sc(v.x), sc(v.y));
-    reinterpret_cast<__half2*>(y)[2 * i + 1] = __floats2half2_rn(sc(v.z), sc(v.w));
+    reinterpret_cast<__half2*>(y)[2 * i] = __floats2half2_rn(v.x * scale, v.y * scale);
+    reinterpret_cast<__half2*>(y)[2 * i + 1] = __floats2half2_rn(v.z * scale, v.w * scale);
   }
-  for (std::int64_t i = 4 * n4 + i0; i < n; i += stride) y[i] = __float2half_rn(sc(x[i]));
+  for (std::int64_t i = 4 * n4 + i0; i < n; i += stride) y[i] = __float2half_rn(x[i] * scale);
 }
 
 struct Copies {
   const float* x[kMaxHalfCopies];
   __half* y[kMaxHalfCopies];
   std::int64_t n[kMaxHalfCopies];
+  float scale[kMaxHalfCopies];
   int vec4[kMaxHalfCopies];
   unsigned first[kMaxHalfCopies + 1];  // blocks [first[k], first[k + 1]) convert copy k
   int count;
@@ -39,7 +37,8 @@ struct Copies {
 __global__ void to_half_many(const Copies c) {
   int k = 0;
   while (k + 1 < c.count && blockIdx.x >= c.first[k + 1]) ++k;
-  to_half_part(c.x[k], c.y[k], c.n[k], c.vec4[k] != 0, blockIdx.x - c.first[k], c.first[k + 1] - c.first[k]);
+  to_half_part(c.x[k], c.y[k], c.n[k], c.vec4[k] != 0, blockIdx.x - c.first[k], c.first[k + 1] - c.first[k],
+               c.scale[k]);
 }
 
 // Blocks for one copy of n elements: one 4-element group (or element) per thread, at most 4096 blocks.
@@ -58,7 +57,7 @@ void convert_to_half(std::initializer_list<HalfCopy> copies, cudaStream_t stream
   for (const HalfCopy& h : copies) {
     if (h.n <= 0) continue;
     const bool vec4 = aligned16(h.x);
-    c.x[c.count] = h.x, c.y[c.count] = h.y, c.n[c.count] = h.n, c.vec4[c.count] = vec4;
+    c.x[c.count] = h.x, c.y[c.count] = h.y, c.n[c.count] = h.n, c.scale[c.count] = h.scale, c.vec4[c.count] = vec4;
     c.first[c.count] = blocks;
     blocks += static_cast<unsigned>(blocks_for_copy(h.n, vec4));
     ++c.count;
@@ -71,20 +70,6 @@ void convert_to_half(std::initializer_list<HalfCopy> copies, cudaStream_t stream
 
 void convert_to_half(const float* x, __half* y, std::int64_t n, cudaStream_t stream) {
   convert_to_half({{x, y, n}}, stream);
-}
-
-namespace {
-__global__ void to_half_scaled(const float* __restrict__ x, __half* __restrict__ y, std::int64_t n, float scale,
-                               bool vec4) {
-  to_half_part<true>(x, y, n, vec4, blockIdx.x, gridDim.x, scale);
-}
-}  // namespace
-
-void convert_to_half_scaled(const float* x, __half* y, std::int64_t n, float scale, cudaStream_t stream) {
-  if (n <= 0) return;
-  const bool vec4 = aligned16(x);
-  to_half_scaled<<<static_cast<unsigned>(blocks_for_copy(n, vec4)), kThreads, 0, stream>>>(x, y, n, scale, vec4);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
 void gemm(Context& ctx, int slot, cudaStream_t stream, cublasComputeType_t fp32_compute, Gemm g, Operand A,

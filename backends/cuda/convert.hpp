@@ -19,18 +19,16 @@ void convert_to_half(const float* x, __half* y, std::int64_t n, cudaStream_t str
 
 // Several such copies in one launch (at most kMaxHalfCopies; each with convert_to_half's contract), so
 // small problems pay one launch instead of one per tensor. The blocks are shared out in proportion to
-// the copies' sizes.
+// the copies' sizes. A copy with a scale converts x·scale (one fp32 multiply, then the rounding: for a
+// power-of-2 scale the product is exact; 1 leaves every value as it is).
 struct HalfCopy {
   const float* x;
   __half* y;
   std::int64_t n;
+  float scale = 1.0f;
 };
 constexpr int kMaxHalfCopies = 4;
 void convert_to_half(std::initializer_list<HalfCopy> copies, cudaStream_t stream);
-
-// y[0, n) = fp16(x[0, n) · scale), round to nearest even; for a power-of-2 scale the fp32 product is exact. One
-// launch of its own (mha's ATTNBWD_CUDA_MHA_PRESCALE=v16: V as V·16).
-void convert_to_half_scaled(const float* x, __half* y, std::int64_t n, float scale, cudaStream_t stream);
 
 // ATTNBWD_CUDA_FP32_GEMM=auto|fp16|tf32: the Default mode's GEMM operands in the fp32 ops (auto =
 // fp16; tf32 = the fp32 tensors with TF32 tensor cores, for A/B timing). Strict ignores it.

@@ -152,18 +152,6 @@ int mha_split_switch() { return env_switch("ATTNBWD_CUDA_MHA_SPLIT", {"auto", "1
 // workloads (a wash: the copies' integer work is not what bounds the kernels), so auto stays the default.
 int mha_copy_switch() { return env_switch("ATTNBWD_CUDA_MHA_COPY", {"auto", "prows", "trows", "rows"}); }
 
-// ATTNBWD_CUDA_MHA_PRODUCER=auto|group|thread: in the warp-specialised kernels with P by TMA (wstmaw), the whole
-// producer warpgroup follows the stage barriers though thread 0 issues every copy (group, auto), or the other 127
-// threads exit after setmaxnreg (thread: fewer warps polling mbarriers on the consumers' schedulers; the same
-// bits; built, not yet run). Forcing thread with another ATTNBWD_CUDA_MHA_WGMMA scheme is an Error.
-bool mha_lean_producer_switch() { return env_switch("ATTNBWD_CUDA_MHA_PRODUCER", {"auto", "group", "thread"}) == 2; }
-
-// ATTNBWD_CUDA_MHA_PRESCALE=auto|off|v16: v16 converts V to fp16 as V·kDsScale (16, exact) for the wstmaw kernels,
-// whose dP products then come out ×16 and need no multiply by kDsScale in the element math (32 fewer multiplies per
-// block and thread in each kernel; the same roundings except V's fp16 subnormals, kept as normal numbers by the
-// scaling; built, not yet run). auto = off. An Error with another ATTNBWD_CUDA_MHA_WGMMA scheme.
-bool mha_prescale_switch() { return env_switch("ATTNBWD_CUDA_MHA_PRESCALE", {"auto", "off", "v16"}) == 2; }
-
 // ATTNBWD_CUDA_MHA_CONVERT=auto|joint|late: the fp16 path's conversions of the inputs. joint (auto): dY, A and Wo in
 // one launch on the main stream before dA, q, k, v on the side stream after it, x_norm and Wqkv on the side stream
 // after grad_out_weight. late: the side stream starts with q, k, v at the op's start, the main stream converts only
@@ -207,7 +195,6 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t attn_ctas = BH * mha::attn_blocks(S);
   int split = 1, copy = 0;
   WgmmaScheme wgmma{3, 2};
-  bool lean = false, prescale = false;
   if (wgmma_attn) {
     split = mha_split_switch();
     const std::string ws_why = mha::attention_ws_unsupported_input(B, S, static_cast<int>(H), a.attn_weights.data);
@@ -215,14 +202,6 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count(), ws_why.empty() && split == 1 && copy == 0);
     if (wgmma.ws && !ws_why.empty())
       throw Error("ATTNBWD_CUDA_MHA_WGMMA", "the warp-specialised kernels cannot run here: " + ws_why);
-    const auto wstmaw_only = [&](bool on, const char* var, const char* value) {
-      if (on && !(wgmma.ws && wgmma.wide_dq))
-        throw Error(var, std::string(value) + " is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where "
-                                              "they run, or wstmaw)");
-      return on;
-    };
-    lean = wstmaw_only(mha_lean_producer_switch(), "ATTNBWD_CUDA_MHA_PRODUCER", "thread");
-    prescale = wstmaw_only(mha_prescale_switch(), "ATTNBWD_CUDA_MHA_PRESCALE", "v16");
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
@@ -305,14 +284,11 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     // dXn) under the attention kernels, then the qkv bias and grad_qkv_weight under dXn and LayerNorm.
     __half* dAh = f16(o_dAh);
     __half* qh = f16(o_qh);
-    const auto convert_qkv = [&](cudaStream_t st) {  // q | k | v, each [B,H,S,D]; V·kDsScale with prescale
-      if (prescale) {
-        convert_to_half({{a.q.data, qh, N * E}, {a.k.data, qh + N * E, N * E}}, st);
-        convert_to_half_scaled(a.v.data, qh + 2 * N * E, N * E, mha::kAttnDsScale, st);
-      } else {
-        convert_to_half({{a.q.data, qh, N * E}, {a.k.data, qh + N * E, N * E}, {a.v.data, qh + 2 * N * E, N * E}},
-                        st);
-      }
+    const auto convert_qkv = [&](cudaStream_t st) {  // q | k | V·kAttnDsScale (exact), each [B,H,S,D]
+      convert_to_half({{a.q.data, qh, N * E},
+                       {a.k.data, qh + N * E, N * E},
+                       {a.v.data, qh + 2 * N * E, N * E, mha::kAttnDsScale}},
+                      st);
     };
     // Conversions of several tensors share a launch (small B pays per launch).
     if (late_a) {  // the side stream from the op's start; A (read by grad_out_weight only) converted later there
@@ -354,7 +330,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.delta = f32(o_delta), p.delta_ld = delta_ld, p.dqkv = dQKVh, p.partial = part_qkv;
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
     if (wgmma_attn && wgmma.ws) {
-      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, lean, prescale);
+      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq);
     } else if (wgmma_attn) {
       mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {
@@ -456,8 +432,7 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
     return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
                             env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN"),
                             env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY"),
-                            env_word("ATTNBWD_CUDA_MHA_SPLIT"), env_word("ATTNBWD_CUDA_MHA_CONVERT"),
-                            env_word("ATTNBWD_CUDA_MHA_PRODUCER"), env_word("ATTNBWD_CUDA_MHA_PRESCALE")});
+                            env_word("ATTNBWD_CUDA_MHA_SPLIT"), env_word("ATTNBWD_CUDA_MHA_CONVERT")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

@@ -14,7 +14,11 @@ namespace attnbwd::cuda::mha {
 
 constexpr int kAttnHeadDim = 64;  // the head_dim the kernels are written for
 constexpr int kAttnBlock = 64;    // queries or keys per CTA and per streamed block
-constexpr float kAttnDsScale = 16.0f;  // P⊙dP and dS are rounded to fp16 ×this (a power of 2)
+// P⊙dP and dS are rounded to fp16 ×this (a power of 2, so the scaling is exact): V comes in fp16 as V·kAttnDsScale,
+// which makes every dP product come out ×kAttnDsScale with no multiply in the element math (the same roundings as
+// scaling afterwards, except V's fp16 subnormals, which the scaling keeps as normal numbers; |V| must stay below
+// 65504/16 = 4094). δ is kept ×kAttnDsScale as well.
+constexpr float kAttnDsScale = 16.0f;
 
 // Blocks of kAttnBlock along the sequence (the kernels' grid x, and the partial-sum rows per batch).
 __host__ __device__ inline std::int64_t attn_blocks(std::int64_t S) { return (S + kAttnBlock - 1) / kAttnBlock; }
@@ -25,10 +29,10 @@ struct AttnParams {
   float scale = 0.0f;     // softmax scale (dQ = (dS·K)·scale, dK = dSᵀ·(Q·scale))
   const float* P = nullptr;       // [B,H,S,S] the given probabilities, any 4-byte alignment
   const __half* dO = nullptr;     // [B·S, E] dA = dY·Wo in fp16 (head h at columns h·64..), 16-byte aligned rows
-  const __half* q = nullptr;      // [B,H,S,64] fp16 copies of q, k, v
+  const __half* q = nullptr;      // [B,H,S,64] fp16 copies of q, k and V·kAttnDsScale
   const __half* k = nullptr;
   const __half* v = nullptr;
-  float* delta = nullptr;         // [B,H,S] scratch: Σ_j P·dP per query row (written by the dQ kernel)
+  float* delta = nullptr;         // [B,H,S] scratch: kAttnDsScale·Σ_j P·dP per query row (written by the dQ kernel)
   std::int64_t delta_ld = 0;      // the warp-specialised kernels' δ row stride ([B·H][delta_ld], a multiple of 64
                                   // ≥ S; rows past S written as 0); the other kernels use S
   __half* dqkv = nullptr;         // [B·S, 3E] dQ | dK | dV (col = part·E + h·64 + d), fp16: the GEMM operand
@@ -62,10 +66,9 @@ void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, in
 // aligned with B·H·S % 4 == 0, the fp16 operands 16-byte aligned.
 std::string attention_ws_unsupported(const AttnParams& p);
 // wide_dq: the dQ kernel's view rows of P 72 floats wide instead of 68 (fewer bank conflicts; built with TMA for
-// both kernels). lean: only the producer's thread 0 stays. prescaled_v: p.v holds V·kDsScale in fp16 (and p.delta
-// receives δ·kDsScale). Both built with wide_dq and TMA for both kernels.
+// both kernels).
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
-                                bool wide_dq = false, bool lean = false, bool prescaled_v = false);
+                                bool wide_dq = false);
 // The part of it that depends on the caller's inputs alone: checked before anything is enqueued.
 std::string attention_ws_unsupported_input(std::int64_t B, std::int64_t S, int H, const float* P);
 

@@ -155,27 +155,21 @@ __device__ __forceinline__ void load_p(const float* cP_lo, const float* cP_hi, f
     pr[j][0] = cP_lo[j * 8], pr[j][1] = cP_lo[j * 8 + 1], pr[j][2] = cP_hi[j * 8], pr[j][3] = cP_hi[j * 8 + 1];
 }
 
-// Query-major: dp ← P⊙dP·kDsScale and dsum (δ's partial sums of rows g, g + 8) += Σ P⊙dP. kPrescaled: dp holds
-// dP·kDsScale already (V came as V·kDsScale), so dp ← P⊙dp and dsum += the same products (δ·kDsScale's sums).
-template <bool kPrescaled = false>
+// Query-major: dp ← P⊙dP·kDsScale and dsum (δ·kDsScale's partial sums of rows g, g + 8) += the same products. V
+// comes in fp16 as V·kDsScale (exact: a power of 2), so dp holds dP·kDsScale already and one multiply per element
+// forms the fp16 operand P⊙dP·kDsScale.
 __device__ __forceinline__ void p_and_w(const float (&pr)[8][4], float (&dp)[8][4], float (&dsum)[2]) {
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      if constexpr (kPrescaled) {
-        dp[j][r] *= pr[j][r];
-        dsum[r >> 1] += dp[j][r];
-      } else {
-        const float pdp = pr[j][r] * dp[j][r];
-        dsum[r >> 1] += pdp;
-        dp[j][r] = pdp * kDsScale;
-      }
+      dp[j][r] *= pr[j][r];
+      dsum[r >> 1] += dp[j][r];
     }
 }
 
-// Query-major, after the last block: δ of rows g, g + 8 (the quad's partial sums) into p.delta, and
-// x ← dQ = (X/kDsScale − δ·Y)·scale.
+// Query-major, after the last block: δ·kDsScale of rows g, g + 8 (the quad's partial sums, as the dK/dV kernels
+// read it) into p.delta, and x ← dQ = (X − δ·kDsScale·Y)/kDsScale·scale (the divisions by kDsScale exact).
 // The quad's partial row sums (lanes 4g .. 4g + 3) added, the same order on every lane.
 __device__ __forceinline__ void quad_sums(float (&dsum)[2]) {
 #pragma unroll
@@ -183,6 +177,17 @@ __device__ __forceinline__ void quad_sums(float (&dsum)[2]) {
     dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
     dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
   }
+}
+// x ← (x/kDsScale − δ·y)·scale with δ = dsum/kDsScale, for the rows of dsum.
+__device__ __forceinline__ void dq_from_sums(const float (&dsum)[2], float (&x)[8][4], const float (&y)[8][4],
+                                             float scale) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const float dl = dsum[r >> 1] * (1.0f / kDsScale);  // exact
+      x[j][r] = (x[j][r] * (1.0f / kDsScale) - dl * y[j][r]) * scale;
+    }
 }
 __device__ __forceinline__ void finish_dq(const AttnParams& p, const Cta& c, float (&dsum)[2], float (&x)[8][4],
                                           const float (&y)[8][4]) {
@@ -193,10 +198,7 @@ __device__ __forceinline__ void finish_dq(const AttnParams& p, const Cta& c, flo
     if (lo < c.rows) p.delta[c.bh * p.S + c.r0 + lo] = dsum[0];
     if (lo + 8 < c.rows) p.delta[c.bh * p.S + c.r0 + lo + 8] = dsum[1];
   }
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) x[j][r] = (x[j][r] * (1.0f / kDsScale) - dsum[r >> 1] * y[j][r]) * p.scale;
+  dq_from_sums(dsum, x, y, p.scale);
 }
 
 // Key-major: this lane's Pᵀ values (rows: its warp's 16 keys; columns: the block's queries) from the P
@@ -211,30 +213,24 @@ __device__ __forceinline__ void p_transposed(const float* cP, int sh0, int sh1, 
       pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP + ((r & 1) ? sh1 : sh0) + w * 16 + g + 8 * (r >> 1)];
 }
 
-// Key-major: dpt ← dSᵀ·kDsScale = Pᵀ⊙(dPᵀ − δ)·kDsScale, δ of the block's queries in cDl. kPrescaled: dpt holds
-// dPᵀ·kDsScale and cDl δ·kDsScale (V came as V·kDsScale), so dpt ← Pᵀ⊙(dpt − δ·kDsScale), with the lane's two δ
-// values of each query pair in one 8-byte load (cDl 8-byte aligned).
-template <bool kPrescaled = false>
+// Key-major: dpt ← dSᵀ·kDsScale = Pᵀ⊙(dPᵀ − δ)·kDsScale, where dpt holds dPᵀ·kDsScale and cDl δ·kDsScale of the
+// block's queries (V came as V·kDsScale), with the lane's two δ values of each query pair in one 8-byte load (cDl
+// 8-byte aligned).
 __device__ __forceinline__ void ds_transposed(const float (&pt)[8][4], float (&dpt)[8][4], const float* cDl) {
   const int t = threadIdx.x & 3;
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
-    if constexpr (kPrescaled) {
-      const float2 dl = *reinterpret_cast<const float2*>(cDl + j * 8 + 2 * t);
+    const float2 dl = *reinterpret_cast<const float2*>(cDl + j * 8 + 2 * t);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - ((r & 1) ? dl.y : dl.x));
-    } else {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - cDl[j * 8 + 2 * t + (r & 1)]) * kDsScale;
-    }
+    for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - ((r & 1) ? dl.y : dl.x));
   }
 }
-// The same with the lane's δ values already in registers: dl[j][e] = δ of query column j·8 + 2t + e.
+// The same with the lane's δ·kDsScale values already in registers: dl[j][e] for query column j·8 + 2t + e.
 __device__ __forceinline__ void ds_transposed(const float (&pt)[8][4], float (&dpt)[8][4], const float (&dl)[8][2]) {
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - dl[j][r & 1]) * kDsScale;
+    for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - dl[j][r & 1]);
 }
 
 // Launches one of the kernels: one CTA per (batch, head, 64-row block), the blocks of a head adjacent

@@ -426,10 +426,8 @@ struct Bars {
   }
 };
 
-// attn::finish_dq for a consumer warpgroup, with δ at its padded row (rows past S get 0: the dK/dV kernel reads
-// whole 64-row blocks), then the epilogue. kPre (ATTNBWD_CUDA_MHA_PRESCALE=v16): dsum is δ·kDsScale (the products
-// came from V·kDsScale), stored as it is for the dK/dV kernel, and divided exactly for dQ.
-template <bool kPre = false>
+// attn::finish_dq for a consumer warpgroup, with δ·kDsScale at its padded row (rows past S get 0: the dK/dV kernel
+// reads whole 64-row blocks), then the epilogue.
 __device__ __forceinline__ void finish_dq_wg(const AttnParams& p, const Cta& c, float (&dsum)[2], float (&x)[8][4],
                                              const float (&y)[8][4], float* red, int ct, int wgi) {
   const int w = ct / 32, lane = ct & 31, g = lane >> 2, t = lane & 3;
@@ -440,13 +438,7 @@ __device__ __forceinline__ void finish_dq_wg(const AttnParams& p, const Cta& c, 
     d[lo] = lo < c.rows ? dsum[0] : 0.0f;
     d[lo + 8] = lo + 8 < c.rows ? dsum[1] : 0.0f;
   }
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const float dl = kPre ? dsum[r >> 1] * (1.0f / kDsScale) : dsum[r >> 1];  // exact
-      x[j][r] = (x[j][r] * (1.0f / kDsScale) - dl * y[j][r]) * p.scale;
-    }
+  dq_from_sums(dsum, x, y, p.scale);
   store_part_wg(p, x, c, 0, red, ct, wgi);
 }
 
@@ -524,15 +516,9 @@ __device__ __forceinline__ void issue_p_view(std::uint8_t* dst, const CUtensorMa
   }
 }
 
-// kLean (P by TMA only): the producer warpgroup's threads other than thread 0, which issues every copy, exit after
-// setmaxnreg instead of following the stage barriers (in the default they wait on every empty barrier with
-// nothing to do: the largest stall of both kernels' samples in ncu, twelfth session). ATTNBWD_CUDA_MHA_PRODUCER.
-// kPre (ATTNBWD_CUDA_MHA_PRESCALE=v16; P by TMA only): V arrives as V·kDsScale (an exact power-of-2 scaling of the
-// fp16 copy), so the dP products come out ×kDsScale: P⊙dP·kDsScale is one multiply, δ is summed and stored
-// ×kDsScale, and the dK/dV kernel forms Pᵀ⊙(dPᵀ − δ)·kDsScale as Pᵀ⊙(dPᵀ·kDsScale − δ·kDsScale). The same
-// roundings as the default (scaling by 16 commutes with them) except V's fp16 subnormals, which V·16 keeps as
-// normal numbers: 32 fewer multiplies per block and thread in each kernel.
-template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kLean = false, bool kPre = false>
+// The producer warpgroup's 127 threads without copies to issue follow the stage barriers with thread 0; a form where
+// they exit after setmaxnreg measured the same kernel times (ncu on #8, perf/NOTES.md thirteenth session; removed).
+template <int kStages, bool kTmaP, int kLdQ = kLdP>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -552,11 +538,9 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
 
-  static_assert(!kLean || kTmaP, "the cp.async copies of P need the whole producer warpgroup");
   if (threadIdx.x < kThreads) {  // producer warpgroup: thread 0 the TMA tiles, all 128 the P rows by cp.async
     setmaxnreg_dec<40>();
     const int pt = static_cast<int>(threadIdx.x);
-    if (kLean && pt != 0) return;
     if (pt == 0) {
       mbar_arrive_expect_tx(dobar, nact * kTileBytes);
       for (int i = 0; i < nact; ++i)
@@ -622,7 +606,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
     zero_past(pr, t, static_cast<int>(S - kb * kRows));
     wgmma_wait<0>();
     fence_acc(dp);
-    p_and_w<kPre>(pr, dp, dsum);
+    p_and_w(pr, dp, dsum);
     std::uint32_t ap[4][4], aw[4][4];
     to_afrag(ap, pr);
     to_afrag(aw, dp);
@@ -633,10 +617,10 @@ __global__ void __launch_bounds__(kThreads3, 1)
   }
   // kRedInTile: every product reading this warpgroup's dO tile was waited for in its last block
   std::uint8_t* red = kRedInTile ? base + wgi * kTileBytes : base + off_red(kStages) + wgi * 2048;
-  finish_dq_wg<kPre>(p, c, dsum, x, y, reinterpret_cast<float*>(red), ct, wgi);
+  finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(red), ct, wgi);
 }
 
-template <int kStages, bool kTmaP, bool kLean = false, bool kPre = false>
+template <int kStages, bool kTmaP>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                 const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -655,11 +639,9 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
   constexpr int kP = 2 * kTileBytes, kDl = kP + (kTmaP ? 4 * kViewBoxK : kRows * kLdP2 * 4);  // P and δ in a stage
 
-  static_assert(!kLean || kTmaP, "the cp.async copies of P need the whole producer warpgroup");
   if (threadIdx.x < kThreads) {  // producer warpgroup, as in attn_dq_ws
     setmaxnreg_dec<40>();
     const int pt = static_cast<int>(threadIdx.x);
-    if (kLean && pt != 0) return;
     if (pt == 0) {
       mbar_arrive_expect_tx(vbar, nact * kTileBytes);
       for (int i = 0; i < nact; ++i)
@@ -738,7 +720,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
     to_afrag(ap, pt);
     wgmma_wait<0>();
     fence_acc(dpt);
-    ds_transposed<kPre>(pt, dpt, cDl);  // the stage's δ is 16-byte aligned
+    ds_transposed(pt, dpt, cDl);  // the stage's δ is 16-byte aligned
     to_afrag(as, dpt);
     rs_products(dv, ap, cdO, dk, as, cQ);
     __syncwarp();
@@ -759,13 +741,13 @@ __global__ void attn_dq_wg(const AttnParams) { __trap(); }
 template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 namespace ws {
-template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kLean = false, bool kPre = false>
+template <int kStages, bool kTmaP, int kLdQ = kLdP>
 __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ AttnParams) {
   __trap();
 }
-template <int kStages, bool kTmaP, bool kLean = false, bool kPre = false>
+template <int kStages, bool kTmaP>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ AttnParams) {
@@ -822,9 +804,8 @@ std::string attention_ws_unsupported(const AttnParams& p) {
 }
 
 namespace {
-template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kLean = false, bool kPre = false>
+template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
-  static_assert(!kLean || (kTmaQ && kTmaK), "lean producers are built for P by TMA in both kernels");
   constexpr int kLdQ = kWideQ ? ws::kLdPQ : kLdP;
   static_assert(!kWideQ || kTmaQ, "the wide dQ kernel takes P by TMA");
   const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
@@ -836,27 +817,21 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
   const std::size_t bytes = kWideQ ? ws::smem(kStages, ws::kStageBytesQ, 0) : ws::smem(kStages);
   const std::size_t bytes_kv = ws::smem(kStages, kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kLean, kPre>,
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kLean, kPre>,
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
   const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
-  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kLean, kPre><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
+  ws::attn_dq_ws<kStages, kTmaQ, kLdQ><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  ws::attn_dkv_ws<kStages, kTmaK, kLean, kPre><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
+  ws::attn_dkv_ws<kStages, kTmaK><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
 
-void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool wide_dq,
-                                bool lean, bool prescaled_v) {
+void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool wide_dq) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
-  if ((lean || prescaled_v) && !(wide_dq && tma_dq && tma_dkv))
-    fail("attention_backward_sm90_ws", __FILE__, __LINE__, "lean producers and prescaled V are built for wstmaw only");
-  if (lean && prescaled_v) return launch_ws<4, true, true, true, true, true>(p, stream);
-  if (prescaled_v) return launch_ws<4, true, true, true, false, true>(p, stream);
-  if (lean) return launch_ws<4, true, true, true, true>(p, stream);
   if (wide_dq && tma_dq && tma_dkv) return launch_ws<4, true, true, true>(p, stream);
   if (wide_dq)
     fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the wide-row dQ kernel is built with P by TMA in both");

@@ -137,6 +137,15 @@ const Variant kVariants[] = {
      "LayerNorm without the loads ahead at the model's width, blocks of several tokens per warp (E = 1024)"},
 };
 
+// The atol of a shape: at the model's width (16 heads of 64, S = 577) that of the workload with the same batch, whose
+// sums over B·S tokens (grad_ln_bias, grad_ln_weight, the biases) have the same size; else the tightest workload's.
+double atol_of(const Shape& c) {
+  if (c.H == 16 && c.D == 64 && c.S == 577)
+    for (const tools::Workload& w : tools::load_workloads(kOp))
+      if (w.axes.at("batch_size") == c.B) return w.atol;
+  return smallest_atol(kOp);
+}
+
 TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   std::uint64_t tag = 60;
@@ -145,7 +154,7 @@ TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
     const tools::Axes axes = axes_of(v.shape.B, v.shape.S, v.shape.H, v.shape.D);
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
     const ScopedEnv env(v.var, v.value);
-    check(in, axes, smallest_atol(kOp));
+    check(in, axes, atol_of(v.shape));
   }
 }
 
@@ -197,32 +206,6 @@ TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
   }
 }
 
-// The lean producer and the prescaled V are built for the wstmaw kernels: asked for with another scheme each is an
-// Error naming its switch (on an sm_90 device, where the wgmma kernels run).
-TEST(CudaVisionMhaNorm, WstmawOnlySwitchesWithAnotherSchemeAreErrors) {
-  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
-  const tools::Axes axes = axes_of(1, 131, 2, 64);
-  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(330));
-  struct Switch {
-    const char* var;
-    const char* value;
-  };
-  for (const Switch& k : {Switch{"ATTNBWD_CUDA_MHA_PRODUCER", "thread"}, Switch{"ATTNBWD_CUDA_MHA_PRESCALE", "v16"}}) {
-    for (const char* scheme : {"ws", "serial3"}) {
-      SCOPED_TRACE(std::string(k.var) + " with " + scheme);
-      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-      const ScopedEnv sw(k.var, k.value);
-      HostCase<Args> c(in, axes);
-      try {
-        run_cuda(c, Precision::Default);
-        ADD_FAILURE() << "expected attnbwd::Error";
-      } catch (const Error& e) {
-        EXPECT_EQ(e.argument(), k.var);
-      }
-    }
-  }
-}
-
 // The warp-specialised wgmma kernels (ATTNBWD_CUDA_MHA_WGMMA=wstmaw, the default on sm_90 where they run: P by TMA
 // through a view of rows of 4·S floats for both kernels; wstma: with narrower dQ view rows; ws: by cp.async for
 // dK/dV; wscp: cp.async for both) compute the same products in the same order as
@@ -249,18 +232,6 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
       HostCase<Args> got(in, axes);
       run_cuda(got, Precision::Default);
       expect_same_bits(got, serial, std::string("ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
-    }
-    {  // the default scheme with only the producer's copying thread alive
-      const ScopedEnv lean("ATTNBWD_CUDA_MHA_PRODUCER", "thread");
-      HostCase<Args> got(in, axes);
-      run_cuda(got, Precision::Default);
-      expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_PRODUCER=thread vs serial3");
-    }
-    {  // V converted as V·16: the same roundings except V's fp16 subnormals, so the oracle check, not serial3's bits
-      const ScopedEnv pre("ATTNBWD_CUDA_MHA_PRESCALE", "v16");
-      check(in, axes, smallest_atol(kOp));
-      const ScopedEnv lean("ATTNBWD_CUDA_MHA_PRODUCER", "thread");
-      check(in, axes, smallest_atol(kOp));
     }
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "wstmaw");
     check(in, axes, smallest_atol(kOp));
