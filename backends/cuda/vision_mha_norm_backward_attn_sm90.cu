@@ -171,6 +171,28 @@ __device__ __forceinline__ void fence_afrag(std::uint32_t (&a)[4][4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[k][i])::"memory");
 }
 
+// This warp's 16 rows of a swizzled 64 × 64 fp16 tile (K-major: its 64 columns are k) as the A fragments of four
+// wgmma k steps (to_afrag's layout), by ldmatrix: lanes 0-15 address rows 16w + lane at chunk 2kc, lanes 16-31 the
+// same rows at chunk 2kc + 1 (chunk c of row r sits at c ^ (r % 8)).
+__device__ __forceinline__ void afrag_of_tile(std::uint32_t (&a)[4][4], const std::uint8_t* tile, int w, int lane) {
+  const int r = w * 16 + (lane & 15);
+  const std::uint32_t row = smem_addr(tile) + r * 128;
+#pragma unroll
+  for (int kc = 0; kc < 4; ++kc) mma16::ldsm4(a[kc], row + (((2 * kc + (lane >> 4)) ^ (r & 7)) << 4));
+}
+
+// d ← a through one PRMT per register (an identity byte permutation). The ws kernels keep the resident tile's A
+// fragments for the whole loop and give each block's wgmma a fresh copy: with the loop-invariant registers as the
+// wgmma operand itself, ptxas (CUDA 13.0) allocated the next products' A fragments over them inside the loop, so
+// from the second block on the products read the wrong values (H200, thirteenth session: perf/NOTES.md). A plain
+// `mov` is folded away by ptxas and fails the same way; the PRMT stays (its SASS was read back).
+__device__ __forceinline__ void afrag_copy(std::uint32_t (&d)[4][4], const std::uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("prmt.b32 %0, %1, 0, 0x3210;" : "=r"(d[k][i]) : "r"(a[k][i]));
+}
+
 // c0 += a0·B0 then c1 += a1·B1 (k = 64 each: A from registers, B an N-major swizzled tile), issued as one
 // group and waited for; the accumulators and A fragments are fenced around the asynchronous products.
 __device__ __forceinline__ void rs_products(float (&c0)[8][4], std::uint32_t (&a0)[4][4], const std::uint8_t* b0,
@@ -583,6 +605,13 @@ __global__ void __launch_bounds__(kThreads3, 1)
   mma16::zero(y);
   float dsum[2] = {0.0f, 0.0f};
   mbar_wait(dobar, 0);
+  // the block's dO as the A operand of every dP product (RS instead of SS: 8 KB less shared-memory traffic per block),
+  // loaded once and copied for each block (afrag_copy)
+  std::uint32_t ado[4][4];
+  afrag_of_tile(ado, sdO, w, lane);
+  // with kRedInTile the tile is the column-sum scratch after the loop: every warp's reads of it come first (the
+  // loop's warpgroup-wide products already order them; the barrier says so to compute-sanitizer's racecheck too)
+  if constexpr (kRedInTile) named_barrier(1 + wgi, kThreads);
   int s = 0;
   std::uint32_t phase = 0;
   for (int64_t kb = 0; kb < nk; ++kb) {
@@ -591,11 +620,13 @@ __global__ void __launch_bounds__(kThreads3, 1)
     const std::uint8_t* cV = cK + kTileBytes;
     const float* cP = reinterpret_cast<const float*>(cK + 2 * kTileBytes);
     float dp[8][4];
+    std::uint32_t a[4][4];
+    afrag_copy(a, ado);
     mma16::zero(dp);
     fence_acc(dp);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dp, kmajor(sdO, kk), kmajor(cV, kk), kk);
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_rs<0>(dp, a[kk], kmajor(cV, kk), kk);
     wgmma_commit();
     float pr[8][4];
     if constexpr (kTmaP) {
@@ -606,6 +637,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
     zero_past(pr, t, static_cast<int>(S - kb * kRows));
     wgmma_wait<0>();
     fence_acc(dp);
+    fence_afrag(a);
     p_and_w(pr, dp, dsum);
     std::uint32_t ap[4][4], aw[4][4];
     to_afrag(ap, pr);
@@ -679,6 +711,9 @@ __global__ void __launch_bounds__(kThreads3, 1)
   mma16::zero(dk);
   mma16::zero(dv);
   mbar_wait(vbar, 0);
+  // the block's V·kDsScale as the A operand of every dPᵀ product, as dO in attn_dq_ws
+  std::uint32_t av[4][4];
+  afrag_of_tile(av, sV, w, lane);
   int s = 0;
   std::uint32_t phase = 0;
   for (int64_t qb = 0; qb < nq; ++qb) {
@@ -689,11 +724,13 @@ __global__ void __launch_bounds__(kThreads3, 1)
     const float* cP = reinterpret_cast<const float*>(cQ + kP);
     const float* cDl = reinterpret_cast<const float*>(cQ + kDl);
     float dpt[8][4];
+    std::uint32_t a[4][4];
+    afrag_copy(a, av);
     mma16::zero(dpt);
     fence_acc(dpt);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_ss<0>(dpt, kmajor(sV, kk), kmajor(cdO, kk), kk);
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_rs<0>(dpt, a[kk], kmajor(cdO, kk), kk);
     wgmma_commit();
     float pt[8][4];  // attn::p_transposed on the CTA's 128-key rows
     if constexpr (kTmaP) {
@@ -720,6 +757,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
     to_afrag(ap, pt);
     wgmma_wait<0>();
     fence_acc(dpt);
+    fence_afrag(a);
     ds_transposed(pt, dpt, cDl);  // the stage's δ is 16-byte aligned
     to_afrag(as, dpt);
     rs_products(dv, ap, cdO, dk, as, cQ);
