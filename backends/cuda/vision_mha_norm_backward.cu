@@ -152,6 +152,13 @@ int mha_split_switch() { return env_switch("ATTNBWD_CUDA_MHA_SPLIT", {"auto", "1
 // workloads (a wash: the copies' integer work is not what bounds the kernels), so auto stays the default.
 int mha_copy_switch() { return env_switch("ATTNBWD_CUDA_MHA_COPY", {"auto", "prows", "trows", "rows"}); }
 
+// ATTNBWD_CUDA_MHA_PDL=auto|off|on: on launches the wstmaw dK/dV kernel as a programmatic dependent of the dQ
+// kernel: the dQ kernel lets it start as soon as all of its CTAs run, so the dK/dV CTAs take SMs the dQ grid leaves
+// free (B = 1: 80 CTAs on 132 SMs) and load their first four stages' Q, dO and P before waiting for the dQ kernel's
+// δ. The same bits. Built, not yet run on a GPU (thirteenth session); auto = off. An Error with another
+// ATTNBWD_CUDA_MHA_WGMMA scheme.
+bool mha_pdl_switch() { return env_switch("ATTNBWD_CUDA_MHA_PDL", {"auto", "off", "on"}) == 2; }
+
 // ATTNBWD_CUDA_MHA_CONVERT=auto|joint|late: the fp16 path's conversions of the inputs. joint (auto): dY, A and Wo in
 // one launch on the main stream before dA, q, k, v on the side stream after it, x_norm and Wqkv on the side stream
 // after grad_out_weight. late: the side stream starts with q, k, v at the op's start, the main stream converts only
@@ -195,6 +202,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t attn_ctas = BH * mha::attn_blocks(S);
   int split = 1, copy = 0;
   WgmmaScheme wgmma{3, 2};
+  bool pdl = false;
   if (wgmma_attn) {
     split = mha_split_switch();
     const std::string ws_why = mha::attention_ws_unsupported_input(B, S, static_cast<int>(H), a.attn_weights.data);
@@ -202,6 +210,10 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count(), ws_why.empty() && split == 1 && copy == 0);
     if (wgmma.ws && !ws_why.empty())
       throw Error("ATTNBWD_CUDA_MHA_WGMMA", "the warp-specialised kernels cannot run here: " + ws_why);
+    pdl = mha_pdl_switch();
+    if (pdl && !(wgmma.ws && wgmma.wide_dq))
+      throw Error("ATTNBWD_CUDA_MHA_PDL", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where they "
+                                          "run, or wstmaw)");
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
@@ -330,7 +342,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.delta = f32(o_delta), p.delta_ld = delta_ld, p.dqkv = dQKVh, p.partial = part_qkv;
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
     if (wgmma_attn && wgmma.ws) {
-      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq);
+      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl);
     } else if (wgmma_attn) {
       mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {
@@ -432,7 +444,8 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
     return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
                             env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN"),
                             env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY"),
-                            env_word("ATTNBWD_CUDA_MHA_SPLIT"), env_word("ATTNBWD_CUDA_MHA_CONVERT")});
+                            env_word("ATTNBWD_CUDA_MHA_SPLIT"), env_word("ATTNBWD_CUDA_MHA_CONVERT"),
+                            env_word("ATTNBWD_CUDA_MHA_PDL")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

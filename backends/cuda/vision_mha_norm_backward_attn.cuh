@@ -66,9 +66,11 @@ void attention_backward_sm90(const AttnParams& p, int stages, int min_blocks, in
 // aligned with B·H·S % 4 == 0, the fp16 operands 16-byte aligned.
 std::string attention_ws_unsupported(const AttnParams& p);
 // wide_dq: the dQ kernel's view rows of P 72 floats wide instead of 68 (fewer bank conflicts; built with TMA for
-// both kernels).
+// both kernels). pdl (built with wide_dq and TMA for both): the dK/dV kernel launched as a programmatic dependent of
+// the dQ kernel, its CTAs loading their first stages' Q, dO and P while the dQ kernel still runs and waiting for it
+// before δ.
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
-                                bool wide_dq = false);
+                                bool wide_dq = false, bool pdl = false);
 // The part of it that depends on the caller's inputs alone: checked before anything is enqueued.
 std::string attention_ws_unsupported_input(std::int64_t B, std::int64_t S, int H, const float* P);
 

@@ -540,7 +540,7 @@ __device__ __forceinline__ void issue_p_view(std::uint8_t* dst, const CUtensorMa
 
 // The producer warpgroup's 127 threads without copies to issue follow the stage barriers with thread 0; a form where
 // they exit after setmaxnreg measured the same kernel times (ncu on #8, perf/NOTES.md thirteenth session; removed).
-template <int kStages, bool kTmaP, int kLdQ = kLdP>
+template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -557,6 +557,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const Bars<kStages, kSB, kRedInTile ? 0 : kRedBytes> bars(base, kTmaP ? 1 : kThreads + 1, nact);
   std::uint64_t *full = bars.full, *empty = bars.empty, *dobar = bars.tiles;
   __syncthreads();
+  if constexpr (kPdl) griddep_launch_dependents();  // the dK/dV kernel may start on SMs this grid leaves free
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
 
@@ -652,7 +653,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(red), ct, wgi);
 }
 
-template <int kStages, bool kTmaP>
+template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                 const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -689,8 +690,15 @@ __global__ void __launch_bounds__(kThreads3, 1)
         mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 + (kTmaP ? 4 * kViewBoxK : 0));
         tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
-        bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
+        if (!kPdl || qb >= kStages) bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
         if constexpr (kTmaP) issue_p_view<kViewRowsK, kLdPV2>(st + kP, &mP, &full[s], bh * S + q1, S, K0);
+        // kPdl: δ comes from the dQ kernel, which may still run: the first stages' Q, dO and P are in flight before
+        // the wait for it, then their δ (stage i holds block i)
+        if (kPdl && qb == (nq < kStages ? nq : kStages) - 1) {
+          griddep_wait();
+          for (int64_t i = 0; i <= qb; ++i)
+            bulk_load(base + kOffStages + i * kSB + kDl, p.delta + bh * p.delta_ld + i * kRows, kRows * 4, &full[i]);
+        }
       }
       if constexpr (!kTmaP) {
         issue_p_ws<kRows, kLdP2>(reinterpret_cast<float*>(st + kP), Pbh, S, q1, K0, kcols, pt);
@@ -779,13 +787,13 @@ __global__ void attn_dq_wg(const AttnParams) { __trap(); }
 template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 namespace ws {
-template <int kStages, bool kTmaP, int kLdQ = kLdP>
+template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kPdl = false>
 __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ AttnParams) {
   __trap();
 }
-template <int kStages, bool kTmaP>
+template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ AttnParams) {
@@ -842,7 +850,7 @@ std::string attention_ws_unsupported(const AttnParams& p) {
 }
 
 namespace {
-template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false>
+template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kPdl = false>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
   constexpr int kLdQ = kWideQ ? ws::kLdPQ : kLdP;
   static_assert(!kWideQ || kTmaQ, "the wide dQ kernel takes P by TMA");
@@ -855,21 +863,39 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
   const std::size_t bytes = kWideQ ? ws::smem(kStages, ws::kStageBytesQ, 0) : ws::smem(kStages);
   const std::size_t bytes_kv = ws::smem(kStages, kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ>,
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK>,
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kPdl>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
   const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
-  ws::attn_dq_ws<kStages, kTmaQ, kLdQ><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
+  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  ws::attn_dkv_ws<kStages, kTmaK><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
+  if constexpr (kPdl) {  // the dK/dV kernel as a programmatic dependent of the dQ kernel
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(ws::kThreads3);
+    cfg.dynamicSmemBytes = bytes_kv;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, mQ, mV, mdO, mPk, p));
+  } else {
+    ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+  }
 }
 }  // namespace
 
-void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool wide_dq) {
+void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool wide_dq,
+                                bool pdl) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
+  if (pdl && !(wide_dq && tma_dq && tma_dkv))
+    fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the dependent launch is built for wstmaw only");
+  if (pdl) return launch_ws<4, true, true, true, true>(p, stream);
   if (wide_dq && tma_dq && tma_dkv) return launch_ws<4, true, true, true>(p, stream);
   if (wide_dq)
     fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the wide-row dQ kernel is built with P by TMA in both");

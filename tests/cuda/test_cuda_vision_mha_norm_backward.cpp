@@ -233,8 +233,35 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
       run_cuda(got, Precision::Default);
       expect_same_bits(got, serial, std::string("ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
     }
+    {  // the default scheme with the dK/dV kernel launched as a programmatic dependent of the dQ kernel
+      const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "on");
+      HostCase<Args> got(in, axes);
+      run_cuda(got, Precision::Default);
+      expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_PDL=on vs serial3");
+    }
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "wstmaw");
     check(in, axes, smallest_atol(kOp));
+  }
+}
+
+// The dependent launch is built for the wstmaw kernels: asked for with another scheme it is an Error naming its switch
+// (on an sm_90 device, where the wgmma kernels run), on a shape every ws form can run (B·H·S a multiple of 4), so
+// the Error is the switch's own and not the scheme's.
+TEST(CudaVisionMhaNorm, DependentLaunchWithAnotherSchemeIsAnError) {
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  const tools::Axes axes = axes_of(1, 131, 4, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(330));
+  for (const char* scheme : {"ws", "serial3"}) {
+    SCOPED_TRACE(std::string("ATTNBWD_CUDA_MHA_PDL=on with ") + scheme);
+    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+    const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "on");
+    HostCase<Args> c(in, axes);
+    try {
+      run_cuda(c, Precision::Default);
+      ADD_FAILURE() << "expected attnbwd::Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_MHA_PDL");
+    }
   }
 }
 
