@@ -12,8 +12,8 @@
 // 4 warps, each owning 16 rows (queries, or keys) of the CTA's block; the streamed tiles (P fp32; K, V
 // or Q, dO fp16; δ) are double-buffered with cp.async (mma16::stream_blocks), fragments come from
 // ldmatrix, and a warp's 16×64 fp32 accumulator becomes the next product's A operand in registers
-// (mma16::to_afrag). P⊙dP and dS are multiplied by kDsScale (exact) before rounding to fp16 so small
-// values stay normal; the accumulators are scaled back. The epilogues write dQ, dK, dV in fp16 straight
+// (mma16::to_afrag). V comes as V·kDsScale (exact), so dP, P⊙dP, δ and dS come out ×kDsScale and small values
+// stay normal when P⊙dP and dS are rounded to fp16; the accumulators are scaled back. The epilogues write dQ, dK, dV in fp16 straight
 // into the merged dQKV operand of the projection GEMMs and the column sums of the fp32 values (over the
 // CTA's rows, in a fixed order) into one partial row per CTA for grad_qkv_bias. No atomics.
 #include <cuda_fp16.h>
