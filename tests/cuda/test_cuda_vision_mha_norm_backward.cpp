@@ -239,28 +239,43 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
       run_cuda(got, Precision::Default);
       expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_PDL=on vs serial3");
     }
+    {  // P handed to the dK/dV kernel in fp16: dS from the rounded P, so the oracle check, not serial3's bits
+      const ScopedEnv p16("ATTNBWD_CUDA_MHA_P16", "on");
+      check(in, axes, smallest_atol(kOp));
+    }
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "wstmaw");
     check(in, axes, smallest_atol(kOp));
   }
 }
 
-// The dependent launch is built for the wstmaw kernels: asked for with another scheme it is an Error naming its switch
-// (on an sm_90 device, where the wgmma kernels run), on a shape every ws form can run (B·H·S a multiple of 4), so
-// the Error is the switch's own and not the scheme's.
-TEST(CudaVisionMhaNorm, DependentLaunchWithAnotherSchemeIsAnError) {
+// The dependent launch and the fp16 hand-over of P are built for the wstmaw kernels (and not together): asked for with
+// another scheme, or both at once, each is an Error naming its switch (on an sm_90 device, where the wgmma kernels
+// run), on a shape every ws form can run (B·H·S a multiple of 4), so the Error is the switch's own.
+TEST(CudaVisionMhaNorm, WstmawOnlySwitchesWithAnotherSchemeAreErrors) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   const tools::Axes axes = axes_of(1, 131, 4, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(330));
-  for (const char* scheme : {"ws", "serial3"}) {
-    SCOPED_TRACE(std::string("ATTNBWD_CUDA_MHA_PDL=on with ") + scheme);
-    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-    const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "on");
+  struct Case {
+    const char* scheme;
+    const char* pdl;
+    const char* p16;
+    const char* named;
+  };
+  const char* pdl_var = "ATTNBWD_CUDA_MHA_PDL";
+  const char* p16_var = "ATTNBWD_CUDA_MHA_P16";
+  for (const Case& k : {Case{"ws", "on", "off", pdl_var}, Case{"serial3", "on", "off", pdl_var},
+                        Case{"ws", "off", "on", p16_var}, Case{"serial3", "off", "on", p16_var},
+                        Case{"wstmaw", "on", "on", p16_var}}) {
+    SCOPED_TRACE(std::string(k.scheme) + " PDL=" + k.pdl + " P16=" + k.p16);
+    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", k.scheme);
+    const ScopedEnv pdl(pdl_var, k.pdl);
+    const ScopedEnv p16(p16_var, k.p16);
     HostCase<Args> c(in, axes);
     try {
       run_cuda(c, Precision::Default);
       ADD_FAILURE() << "expected attnbwd::Error";
     } catch (const Error& e) {
-      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_MHA_PDL");
+      EXPECT_EQ(e.argument(), k.named);
     }
   }
 }
