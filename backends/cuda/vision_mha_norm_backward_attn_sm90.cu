@@ -699,7 +699,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
   constexpr int kP = 2 * kTileBytes;  // P and δ in a stage
   constexpr int kDl = kP + (kP16 ? 2 * kTileBytes : kTmaP ? 4 * kViewBoxK : kRows * kLdP2 * 4);
-  constexpr int kPBytes = kP16 ? 2 * kTileBytes : kTmaP ? 4 * kViewBoxK : 0;  // P's TMA bytes per stage
+  // P's TMA bytes per stage (kP16: one tile per consumer with keys, so no box lies wholly past the row's end)
+  const int p_bytes = kP16 ? nact * kTileBytes : kTmaP ? 4 * kViewBoxK : 0;
 
   if (threadIdx.x < kThreads) {  // producer warpgroup, as in attn_dq_ws
     setmaxnreg_dec<40>();
@@ -716,13 +717,12 @@ __global__ void __launch_bounds__(kThreads3, 1)
       mbar_wait(&empty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
-        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 + kPBytes);
+        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 + p_bytes);
         tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
         if (!kPdl || qb >= kStages) bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
         if constexpr (kP16) {
-#pragma unroll
-          for (int i = 0; i < 2; ++i)
+          for (int i = 0; i < nact; ++i)
             tma_load_3d(st + kP + i * kTileBytes, &mP, &full[s], static_cast<int>(K0 + i * kRows), static_cast<int>(q1),
                         static_cast<int>(bh));
         } else if constexpr (kTmaP) {
