@@ -218,14 +218,13 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count(), ws_why.empty() && split == 1 && copy == 0);
     if (wgmma.ws && !ws_why.empty())
       throw Error("ATTNBWD_CUDA_MHA_WGMMA", "the warp-specialised kernels cannot run here: " + ws_why);
-    pdl = mha_pdl_switch();
-    if (pdl && !(wgmma.ws && wgmma.wide_dq))
-      throw Error("ATTNBWD_CUDA_MHA_PDL", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where they "
-                                          "run, or wstmaw)");
-    p16 = mha_p16_switch();
-    if (p16 && !(wgmma.ws && wgmma.wide_dq))
-      throw Error("ATTNBWD_CUDA_MHA_P16", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where they "
-                                          "run, or wstmaw)");
+    const auto wstmaw_only = [&](bool on, const char* var) {
+      if (on && !(wgmma.ws && wgmma.wide_dq))
+        throw Error(var, "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where they run, or wstmaw)");
+      return on;
+    };
+    pdl = wstmaw_only(mha_pdl_switch(), "ATTNBWD_CUDA_MHA_PDL");
+    p16 = wstmaw_only(mha_p16_switch(), "ATTNBWD_CUDA_MHA_P16");
     if (p16 && pdl) throw Error("ATTNBWD_CUDA_MHA_P16", "on is built without ATTNBWD_CUDA_MHA_PDL=on");
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))

@@ -13,9 +13,9 @@
 // or Q, dO fp16; δ) are double-buffered with cp.async (mma16::stream_blocks), fragments come from
 // ldmatrix, and a warp's 16×64 fp32 accumulator becomes the next product's A operand in registers
 // (mma16::to_afrag). V comes as V·kDsScale (exact), so dP, P⊙dP, δ and dS come out ×kDsScale and small values
-// stay normal when P⊙dP and dS are rounded to fp16; the accumulators are scaled back. The epilogues write dQ, dK, dV in fp16 straight
-// into the merged dQKV operand of the projection GEMMs and the column sums of the fp32 values (over the
-// CTA's rows, in a fixed order) into one partial row per CTA for grad_qkv_bias. No atomics.
+// stay normal when P⊙dP and dS are rounded to fp16; the accumulators are scaled back. The epilogues write dQ, dK,
+// dV in fp16 straight into the merged dQKV operand of the projection GEMMs and the column sums of the fp32 values
+// (over the CTA's rows, in a fixed order) into one partial row per CTA for grad_qkv_bias. No atomics.
 #include <cuda_fp16.h>
 
 #include <cstdint>

@@ -168,8 +168,6 @@ __device__ __forceinline__ void p_and_w(const float (&pr)[8][4], float (&dp)[8][
     }
 }
 
-// Query-major, after the last block: δ·kDsScale of rows g, g + 8 (the quad's partial sums, as the dK/dV kernels
-// read it) into p.delta, and x ← dQ = (X − δ·kDsScale·Y)/kDsScale·scale (the divisions by kDsScale exact).
 // The quad's partial row sums (lanes 4g .. 4g + 3) added, the same order on every lane.
 __device__ __forceinline__ void quad_sums(float (&dsum)[2]) {
 #pragma unroll
@@ -189,6 +187,8 @@ __device__ __forceinline__ void dq_from_sums(const float (&dsum)[2], float (&x)[
       x[j][r] = (x[j][r] * (1.0f / kDsScale) - dl * y[j][r]) * scale;
     }
 }
+// Query-major, after the last block: δ·kDsScale of rows g, g + 8 (the quad's partial sums, as the dK/dV kernels
+// read it) into p.delta, and x ← dQ = (X − δ·kDsScale·Y)/kDsScale·scale (the divisions by kDsScale exact).
 __device__ __forceinline__ void finish_dq(const AttnParams& p, const Cta& c, float (&dsum)[2], float (&x)[8][4],
                                           const float (&y)[8][4]) {
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
