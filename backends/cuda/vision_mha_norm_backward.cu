@@ -152,20 +152,13 @@ int mha_split_switch() { return env_switch("ATTNBWD_CUDA_MHA_SPLIT", {"auto", "1
 // workloads (a wash: the copies' integer work is not what bounds the kernels), so auto stays the default.
 int mha_copy_switch() { return env_switch("ATTNBWD_CUDA_MHA_COPY", {"auto", "prows", "trows", "rows"}); }
 
-// ATTNBWD_CUDA_MHA_PDL=auto|off|on: on launches the wstmaw dK/dV kernel as a programmatic dependent of the dQ
-// kernel: the dQ kernel lets it start as soon as all of its CTAs run, so the dK/dV CTAs take SMs the dQ grid leaves
-// free (B = 1: 80 CTAs on 132 SMs) and load their first four stages' Q, dO and P before waiting for the dQ kernel's
-// δ. The same bits. Built, not yet run on a GPU (thirteenth session); auto = off. An Error with another
-// ATTNBWD_CUDA_MHA_WGMMA scheme.
-bool mha_pdl_switch() { return env_switch("ATTNBWD_CUDA_MHA_PDL", {"auto", "off", "on"}) == 2; }
-
-// ATTNBWD_CUDA_MHA_P16=auto|off|on: on hands P from the wstmaw dQ kernel to the dK/dV kernel in fp16 (the dQ kernel
-// stores the fp16 fragments it feeds its own products; the dK/dV kernel loads 64 × 64 fp16 tiles by TMA instead of the
-// fp32 P, takes its Pᵀ fragments by ldmatrix.trans and unpacks them for dS). dV's operand is the same rounding of P;
-// dS is formed from the fp16 P (one more rounding than the serial kernels: oracle checks, not their bits). Scratch
-// B·H·(64·⌈S/64⌉)² halves. Built, not yet run on a GPU (thirteenth session); auto = off. An Error with another
-// ATTNBWD_CUDA_MHA_WGMMA scheme or with ATTNBWD_CUDA_MHA_PDL=on.
-bool mha_p16_switch() { return env_switch("ATTNBWD_CUDA_MHA_P16", {"auto", "off", "on"}) == 2; }
+// ATTNBWD_CUDA_MHA_PDL=auto|off|on: the wstmaw dK/dV kernel as a programmatic dependent of the dQ kernel (auto, on):
+// the dQ kernel lets it start as soon as all of its CTAs run, so the dK/dV CTAs take SMs the dQ grid leaves free
+// (B = 1: 80 CTAs on 132 SMs) and load their first four stages' Q, dO and P before waiting for the dQ kernel's δ; off:
+// launched after the dQ kernel ends. The same bits. Measured (H200, 2026-12-02, fourteenth session): 1.005x geomean
+// over the 16 workloads, #10 (B = 1) 1.049x, #4 1.020x, none slower beyond noise. on with another
+// ATTNBWD_CUDA_MHA_WGMMA scheme is an Error. Returns 0 auto, 1 off, 2 on.
+int mha_pdl_switch() { return env_switch("ATTNBWD_CUDA_MHA_PDL", {"auto", "off", "on"}); }
 
 // ATTNBWD_CUDA_MHA_CONVERT=auto|joint|late: the fp16 path's conversions of the inputs. joint (auto): dY, A and Wo in
 // one launch on the main stream before dA, q, k, v on the side stream after it, x_norm and Wqkv on the side stream
@@ -210,7 +203,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t attn_ctas = BH * mha::attn_blocks(S);
   int split = 1, copy = 0;
   WgmmaScheme wgmma{3, 2};
-  bool pdl = false, p16 = false;
+  bool pdl = false;
   if (wgmma_attn) {
     split = mha_split_switch();
     const std::string ws_why = mha::attention_ws_unsupported_input(B, S, static_cast<int>(H), a.attn_weights.data);
@@ -218,14 +211,11 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count(), ws_why.empty() && split == 1 && copy == 0);
     if (wgmma.ws && !ws_why.empty())
       throw Error("ATTNBWD_CUDA_MHA_WGMMA", "the warp-specialised kernels cannot run here: " + ws_why);
-    const auto wstmaw_only = [&](bool on, const char* var) {
-      if (on && !(wgmma.ws && wgmma.wide_dq))
-        throw Error(var, "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where they run, or wstmaw)");
-      return on;
-    };
-    pdl = wstmaw_only(mha_pdl_switch(), "ATTNBWD_CUDA_MHA_PDL");
-    p16 = wstmaw_only(mha_p16_switch(), "ATTNBWD_CUDA_MHA_P16");
-    if (p16 && pdl) throw Error("ATTNBWD_CUDA_MHA_P16", "on is built without ATTNBWD_CUDA_MHA_PDL=on");
+    const int pdl_word = mha_pdl_switch();
+    if (pdl_word == 2 && !(wgmma.ws && wgmma.wide_dq))
+      throw Error("ATTNBWD_CUDA_MHA_PDL", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where they "
+                                          "run, or wstmaw)");
+    pdl = wgmma.ws && wgmma.wide_dq && pdl_word != 1;
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
@@ -256,8 +246,6 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const std::size_t o_dAh = fp16_attn ? c.take(N * E, h2) : 0;
   const std::size_t o_qh = fp16_attn ? c.take(3 * N * E, h2) : 0;  // q | k | v, each [B,H,S,D]
   const std::size_t o_split = split == 2 ? c.take(attn_ctas * mha::kSplitBlockFloats, f4) : 0;
-  const int64_t p16_ld = mha::attn_blocks(S) * mha::kAttnBlock;
-  const std::size_t o_p16 = p16 ? c.take(BH * p16_ld * p16_ld, h2) : 0;
   char* base = static_cast<char*>(ctx.scratch(0, c.bytes, stream));
   const auto f32 = [&](std::size_t at) { return reinterpret_cast<float*>(base + at); };
   const auto f16 = [&](std::size_t at) { return reinterpret_cast<__half*>(base + at); };
@@ -355,9 +343,8 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
     p.delta = f32(o_delta), p.delta_ld = delta_ld, p.dqkv = dQKVh, p.partial = part_qkv;
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
-    if (p16) p.p16 = f16(o_p16), p.p16_ld = p16_ld;
     if (wgmma_attn && wgmma.ws) {
-      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl, p16);
+      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl);
     } else if (wgmma_attn) {
       mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {
@@ -460,7 +447,7 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
                             env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN"),
                             env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY"),
                             env_word("ATTNBWD_CUDA_MHA_SPLIT"), env_word("ATTNBWD_CUDA_MHA_CONVERT"),
-                            env_word("ATTNBWD_CUDA_MHA_PDL"), env_word("ATTNBWD_CUDA_MHA_P16")});
+                            env_word("ATTNBWD_CUDA_MHA_PDL")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

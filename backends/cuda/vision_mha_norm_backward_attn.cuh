@@ -41,10 +41,6 @@ struct AttnParams {
   // other sequence's blocks; the second to finish adds the first's partial sums and writes the block.
   float* split_ws = nullptr;      // [B·H·attn_blocks(S)][kSplitBlockFloats] fp32
   unsigned* split_count = nullptr;  // [2 · B·H·attn_blocks(S)] zeros (left zero again)
-  // The fp16 hand-over of P (attention_backward_sm90_ws with p16): [B·H][p16_ld][p16_ld] with p16_ld =
-  // attn_blocks(S)·64, written by the dQ kernel (columns past S as 0), read by the dK/dV kernel.
-  __half* p16 = nullptr;
-  std::int64_t p16_ld = 0;
 };
 constexpr int kSplitFloats = 66;  // per thread and half: two 64-float accumulators and two row sums
 constexpr int kSplitBlockFloats = 2 * kSplitFloats * 128;  // per block: two halves of 128 threads
@@ -72,11 +68,9 @@ std::string attention_ws_unsupported(const AttnParams& p);
 // wide_dq: the dQ kernel's view rows of P 72 floats wide instead of 68 (fewer bank conflicts; built with TMA for
 // both kernels). pdl (built with wide_dq and TMA for both): the dK/dV kernel launched as a programmatic dependent of
 // the dQ kernel, its CTAs loading their first stages' Q, dO and P while the dQ kernel still runs and waiting for it
-// before δ. p16 (built with wide_dq and TMA for both, without pdl): the dQ kernel writes P in fp16 to p.p16 (its
-// products' operand, rounded as they use it) and the dK/dV kernel reads those tiles instead of the fp32 P; dS then
-// comes from the fp16 P (not the serial kernels' bits).
+// before δ.
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
-                                bool wide_dq = false, bool pdl = false, bool p16 = false);
+                                bool wide_dq = false, bool pdl = false);
 // The part of it that depends on the caller's inputs alone: checked before anything is enqueued.
 std::string attention_ws_unsupported_input(std::int64_t B, std::int64_t S, int H, const float* P);
 

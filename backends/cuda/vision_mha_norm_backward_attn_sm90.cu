@@ -80,9 +80,6 @@ static_assert(2 * kTileBytes + 2 * kRows * kLdP * 4 <= kStageBytes, "dQ stage");
 static_assert(2 * kTileBytes + kRows * kLdP2 * 4 + kRows * 4 <= kStageBytes, "dK/dV stage");
 static_assert(2 * kTileBytes + 4 * kViewBoxK + kRows * 4 <= kStageBytesWide, "dK/dV stage, P by TMA");
 constexpr int kStageBytesQ = 2 * kTileBytes + 4 * kViewRowsQ * kLdPQ * 4;  // 53248: the dQ stage with rows of kLdPQ
-// The dK/dV stage with P as the dQ kernel's fp16 tiles (p16): Q | dO | P16 [2][64 queries][64 keys] (swizzled) | δ [64]
-constexpr int kStageBytesP16 = 33792;
-static_assert(4 * kTileBytes + kRows * 4 <= kStageBytesP16 && kStageBytesP16 % 1024 == 0, "dK/dV stage, fp16 P");
 static_assert(kStageBytesQ % 1024 == 0 && (kViewRowsQ * kLdPQ * 4) % 128 == 0, "dQ wide stage and boxes aligned");
 // 2 KB of column-sum scratch per consumer after the stages (red_bytes 0: none, kRedInTile), then the barriers
 constexpr int kRedBytes = 2 * 2048;
@@ -182,18 +179,6 @@ __device__ __forceinline__ void afrag_of_tile(std::uint32_t (&a)[4][4], const st
   const std::uint32_t row = smem_addr(tile) + r * 128;
 #pragma unroll
   for (int kc = 0; kc < 4; ++kc) mma16::ldsm4(a[kc], row + (((2 * kc + (lane >> 4)) ^ (r & 7)) << 4));
-}
-
-// This warp's Pᵀ fragments (rows: keys 16w.., k: the 64 queries) from a swizzled [64 queries][64 keys] fp16 tile, by
-// ldmatrix.trans: matrix m = lane / 8 holds keys 16w + 8(m % 2).. (chunk 2w + m % 2) and queries 16kc + 8(m / 2)..
-__device__ __forceinline__ void afrag_t_of_tile(std::uint32_t (&a)[4][4], const std::uint8_t* tile, int w, int lane) {
-  const int m = lane >> 3, chunk = 2 * w + (m & 1);
-  const std::uint32_t t0 = smem_addr(tile);
-#pragma unroll
-  for (int kc = 0; kc < 4; ++kc) {
-    const int row = 16 * kc + 8 * (m >> 1) + (lane & 7);
-    mma16::ldsm4_trans(a[kc], t0 + row * 128 + ((chunk ^ (row & 7)) << 4));
-  }
 }
 
 // d ← a through one PRMT per register (an identity byte permutation). The ws kernels keep the resident tile's A
@@ -555,7 +540,7 @@ __device__ __forceinline__ void issue_p_view(std::uint8_t* dst, const CUtensorMa
 
 // The producer warpgroup's 127 threads without copies to issue follow the stage barriers with thread 0; a form where
 // they exit after setmaxnreg measured the same kernel times (ncu on #8, perf/NOTES.md thirteenth session; removed).
-template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kPdl = false, bool kP16 = false>
+template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -625,8 +610,6 @@ __global__ void __launch_bounds__(kThreads3, 1)
   // loaded once and copied for each block (afrag_copy)
   std::uint32_t ado[4][4];
   afrag_of_tile(ado, sdO, w, lane);
-  // kP16: this lane's pairs of P's fp16 copy start at row row_lo, column 2t (rows of p16_ld halves)
-  __half* p16_lo = kP16 ? p.p16 + (bh * p.p16_ld + Q0 + row_lo) * p.p16_ld + 2 * t : nullptr;
   // with kRedInTile the tile is the column-sum scratch after the loop: every warp's reads of it come first (the
   // loop's warpgroup-wide products already order them; the barrier says so to compute-sanitizer's racecheck too)
   if constexpr (kRedInTile) named_barrier(1 + wgi, kThreads);
@@ -660,14 +643,6 @@ __global__ void __launch_bounds__(kThreads3, 1)
     std::uint32_t ap[4][4], aw[4][4];
     to_afrag(ap, pr);
     to_afrag(aw, dp);
-    if constexpr (kP16) {  // the block's fp16 P for the dK/dV kernel; register i of step kc: rows +8(i%2), cols +8(i/2)
-      __half* dst = p16_lo + kb * kRows;
-#pragma unroll
-      for (int kc = 0; kc < 4; ++kc)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          *reinterpret_cast<std::uint32_t*>(dst + (i & 1) * 8 * p.p16_ld + 16 * kc + (i >> 1) * 8) = ap[kc][i];
-    }
     rs_products(y, ap, cK, x, aw, cK);
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[s]);
@@ -678,7 +653,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(red), ct, wgi);
 }
 
-template <int kStages, bool kTmaP, bool kPdl = false, bool kP16 = false>
+template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                 const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -689,18 +664,13 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
   extern __shared__ float4 smem4[];
   std::uint8_t* base = align_smem_1024(smem4);
-  static_assert(!kP16 || kTmaP, "the fp16 P tiles come by TMA");
-  // kP16: mP maps the dQ kernel's fp16 P ([B·H][p16_ld][p16_ld], boxes of 64 queries × 64 keys)
-  constexpr int kSB = kP16 ? kStageBytesP16 : kTmaP ? kStageBytesWide : kStageBytes;
+  constexpr int kSB = kTmaP ? kStageBytesWide : kStageBytes;
   const Bars<kStages, kSB> bars(base, kTmaP ? 1 : kThreads + 1, nact);
   std::uint64_t *full = bars.full, *empty = bars.empty, *vbar = bars.tiles;
   __syncthreads();
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
-  constexpr int kP = 2 * kTileBytes;  // P and δ in a stage
-  constexpr int kDl = kP + (kP16 ? 2 * kTileBytes : kTmaP ? 4 * kViewBoxK : kRows * kLdP2 * 4);
-  // P's TMA bytes per stage (kP16: one tile per consumer with keys, so no box lies wholly past the row's end)
-  const int p_bytes = kP16 ? nact * kTileBytes : kTmaP ? 4 * kViewBoxK : 0;
+  constexpr int kP = 2 * kTileBytes, kDl = kP + (kTmaP ? 4 * kViewBoxK : kRows * kLdP2 * 4);  // P and δ in a stage
 
   if (threadIdx.x < kThreads) {  // producer warpgroup, as in attn_dq_ws
     setmaxnreg_dec<40>();
@@ -717,17 +687,11 @@ __global__ void __launch_bounds__(kThreads3, 1)
       mbar_wait(&empty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
-        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 + p_bytes);
+        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 + (kTmaP ? 4 * kViewBoxK : 0));
         tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
         if (!kPdl || qb >= kStages) bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
-        if constexpr (kP16) {
-          for (int i = 0; i < nact; ++i)
-            tma_load_3d(st + kP + i * kTileBytes, &mP, &full[s], static_cast<int>(K0 + i * kRows), static_cast<int>(q1),
-                        static_cast<int>(bh));
-        } else if constexpr (kTmaP) {
-          issue_p_view<kViewRowsK, kLdPV2>(st + kP, &mP, &full[s], bh * S + q1, S, K0);
-        }
+        if constexpr (kTmaP) issue_p_view<kViewRowsK, kLdPV2>(st + kP, &mP, &full[s], bh * S + q1, S, K0);
         // kPdl: δ comes from the dQ kernel, which may still run: the first stages' Q, dO and P are in flight before
         // the wait for it, then their δ (stage i holds block i)
         if (kPdl && qb == (nq < kStages ? nq : kStages) - 1) {
@@ -777,18 +741,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
     for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_rs<0>(dpt, a[kk], kmajor(cdO, kk), kk);
     wgmma_commit();
     float pt[8][4];  // attn::p_transposed on the CTA's 128-key rows
-    std::uint32_t ap[4][4], as[4][4];
-    if constexpr (kP16) {  // Pᵀ's fp16 fragments straight from the tile (queries past S: TMA's zeros), and as floats
-      afrag_t_of_tile(ap, cQ + kP + wgi * kTileBytes, w, lane);
-#pragma unroll
-      for (int kc = 0; kc < 4; ++kc)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&ap[kc][i]));
-          pt[2 * kc + (i >> 1)][2 * (i & 1)] = v.x;
-          pt[2 * kc + (i >> 1)][2 * (i & 1) + 1] = v.y;
-        }
-    } else if constexpr (kTmaP) {
+    if constexpr (kTmaP) {
       // query 8j + 2t + e: slot 2(t & 1) + e, box row 2j + t / 2
       const int64_t R = bh * S + q1;
       const float* q0 =
@@ -807,10 +760,9 @@ __global__ void __launch_bounds__(kThreads3, 1)
         for (int r = 0; r < 4; ++r)
           pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP2 + ((r & 1) ? sh1 : sh0) + col0 + 8 * (r >> 1)];
     }
-    if constexpr (!kP16) {
-      zero_past(pt, t, static_cast<int>(S - q1));  // query rows past S
-      to_afrag(ap, pt);
-    }
+    zero_past(pt, t, static_cast<int>(S - q1));  // query rows past S
+    std::uint32_t ap[4][4], as[4][4];
+    to_afrag(ap, pt);
     wgmma_wait<0>();
     fence_acc(dpt);
     fence_afrag(a);
@@ -835,13 +787,13 @@ __global__ void attn_dq_wg(const AttnParams) { __trap(); }
 template <int kStages, int kCopy, int kMinBlocks, int kSplit>
 __global__ void attn_dkv_wg(const AttnParams) { __trap(); }
 namespace ws {
-template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kPdl = false, bool kP16 = false>
+template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kPdl = false>
 __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ AttnParams) {
   __trap();
 }
-template <int kStages, bool kTmaP, bool kPdl = false, bool kP16 = false>
+template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ AttnParams) {
@@ -898,7 +850,7 @@ std::string attention_ws_unsupported(const AttnParams& p) {
 }
 
 namespace {
-template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kPdl = false, bool kP16 = false>
+template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kPdl = false>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
   constexpr int kLdQ = kWideQ ? ws::kLdPQ : kLdP;
   static_assert(!kWideQ || kTmaQ, "the wide dQ kernel takes P by TMA");
@@ -908,19 +860,15 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   const CUtensorMap mdO = sm90::tensor_map_3d_f16(p.dO, E, S, p.B, E, S * E, kRows);
   CUtensorMap mPq{}, mPk{};  // P viewed as [B·H·S / 4][4·S] (the kernels taking P by TMA)
   if constexpr (kTmaQ) mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, kLdQ, ws::kViewRowsQ);
-  if constexpr (kP16)  // the dQ kernel's fp16 P: [B·H][p16_ld rows, S read][p16_ld], boxes of 64 keys × 64 queries
-    mPk = sm90::tensor_map_3d_f16(p.p16, p.p16_ld, S, BH, p.p16_ld, p.p16_ld * p.p16_ld, kRows);
-  else if constexpr (kTmaK)
-    mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
+  if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
   const std::size_t bytes = kWideQ ? ws::smem(kStages, ws::kStageBytesQ, 0) : ws::smem(kStages);
-  const std::size_t bytes_kv =
-      ws::smem(kStages, kP16 ? ws::kStageBytesP16 : kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl, kP16>,
+  const std::size_t bytes_kv = ws::smem(kStages, kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kPdl, kP16>,
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kPdl>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
   const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
-  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl, kP16><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
+  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   if constexpr (kPdl) {  // the dK/dV kernel as a programmatic dependent of the dQ kernel
     cudaLaunchAttribute attr[1];
@@ -933,27 +881,20 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl, kP16>, mQ, mV, mdO, mPk, p));
+    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, mQ, mV, mdO, mPk, p));
   } else {
-    ws::attn_dkv_ws<kStages, kTmaK, kPdl, kP16><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
+    ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
 }
 }  // namespace
 
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool wide_dq,
-                                bool pdl, bool p16) {
+                                bool pdl) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
-  if ((pdl || p16) && !(wide_dq && tma_dq && tma_dkv))
-    fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the dependent launch and fp16 P are built for wstmaw only");
-  if (pdl && p16)
-    fail("attention_backward_sm90_ws", __FILE__, __LINE__, "fp16 P is built without the dependent launch");
-  if (p16) {
-    if (!p.p16 || p.p16_ld != attn_blocks(p.S) * kRows || reinterpret_cast<std::uintptr_t>(p.p16) % 16 != 0)
-      fail("attention_backward_sm90_ws", __FILE__, __LINE__, "fp16 P scratch missing, misaligned or wrong stride");
-    return launch_ws<4, true, true, true, false, true>(p, stream);
-  }
+  if (pdl && !(wide_dq && tma_dq && tma_dkv))
+    fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the dependent launch is built for wstmaw only");
   if (pdl) return launch_ws<4, true, true, true, true>(p, stream);
   if (wide_dq && tma_dq && tma_dkv) return launch_ws<4, true, true, true>(p, stream);
   if (wide_dq)

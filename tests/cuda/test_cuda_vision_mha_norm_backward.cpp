@@ -209,7 +209,8 @@ TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
 // The warp-specialised wgmma kernels (ATTNBWD_CUDA_MHA_WGMMA=wstmaw, the default on sm_90 where they run: P by TMA
 // through a view of rows of 4·S floats for both kernels; wstma: with narrower dQ view rows; ws: by cp.async for
 // dK/dV; wscp: cp.async for both) compute the same products in the same order as
-// serial3, so every output has serial3's bits; and they match the oracle. Shapes with B·H·S a multiple of 4 (where
+// serial3, so every output has serial3's bits, with wstmaw's dK/dV kernel a programmatic dependent of its dQ
+// kernel (ATTNBWD_CUDA_MHA_PDL auto) or not (off); and they match the oracle. Shapes with B·H·S a multiple of 4 (where
 // they run): one to ten 64-row blocks, CTAs with one or two consumer blocks, tails of 1, 3 and 8 rows, a single
 // row, every row phase of P (S odd) and view slots that start mid-row.
 TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
@@ -233,49 +234,34 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
       run_cuda(got, Precision::Default);
       expect_same_bits(got, serial, std::string("ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
     }
-    {  // the default scheme with the dK/dV kernel launched as a programmatic dependent of the dQ kernel
-      const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "on");
+    {  // wstmaw's dK/dV kernel launched after the dQ kernel ends instead of as its programmatic dependent (auto)
+      const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
       HostCase<Args> got(in, axes);
       run_cuda(got, Precision::Default);
-      expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_PDL=on vs serial3");
-    }
-    {  // P handed to the dK/dV kernel in fp16: dS from the rounded P, so the oracle check, not serial3's bits
-      const ScopedEnv p16("ATTNBWD_CUDA_MHA_P16", "on");
-      check(in, axes, smallest_atol(kOp));
+      expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_PDL=off vs serial3");
     }
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "wstmaw");
     check(in, axes, smallest_atol(kOp));
   }
 }
 
-// The dependent launch and the fp16 hand-over of P are built for the wstmaw kernels (and not together): asked for with
-// another scheme, or both at once, each is an Error naming its switch (on an sm_90 device, where the wgmma kernels
-// run), on a shape every ws form can run (B·H·S a multiple of 4), so the Error is the switch's own.
-TEST(CudaVisionMhaNorm, WstmawOnlySwitchesWithAnotherSchemeAreErrors) {
+// The dependent launch is built for the wstmaw kernels: asked for with another scheme it is an Error naming its switch
+// (on an sm_90 device, where the wgmma kernels run), on a shape every ws form can run (B·H·S a multiple of 4), so
+// the Error is the switch's own and not the scheme's.
+TEST(CudaVisionMhaNorm, DependentLaunchWithAnotherSchemeIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   const tools::Axes axes = axes_of(1, 131, 4, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(330));
-  struct Case {
-    const char* scheme;
-    const char* pdl;
-    const char* p16;
-    const char* named;
-  };
-  const char* pdl_var = "ATTNBWD_CUDA_MHA_PDL";
-  const char* p16_var = "ATTNBWD_CUDA_MHA_P16";
-  for (const Case& k : {Case{"ws", "on", "off", pdl_var}, Case{"serial3", "on", "off", pdl_var},
-                        Case{"ws", "off", "on", p16_var}, Case{"serial3", "off", "on", p16_var},
-                        Case{"wstmaw", "on", "on", p16_var}}) {
-    SCOPED_TRACE(std::string(k.scheme) + " PDL=" + k.pdl + " P16=" + k.p16);
-    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", k.scheme);
-    const ScopedEnv pdl(pdl_var, k.pdl);
-    const ScopedEnv p16(p16_var, k.p16);
+  for (const char* scheme : {"ws", "serial3"}) {
+    SCOPED_TRACE(std::string("ATTNBWD_CUDA_MHA_PDL=on with ") + scheme);
+    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+    const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "on");
     HostCase<Args> c(in, axes);
     try {
       run_cuda(c, Precision::Default);
       ADD_FAILURE() << "expected attnbwd::Error";
     } catch (const Error& e) {
-      EXPECT_EQ(e.argument(), k.named);
+      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_MHA_PDL");
     }
   }
 }
