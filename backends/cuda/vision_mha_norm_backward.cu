@@ -160,6 +160,19 @@ int mha_copy_switch() { return env_switch("ATTNBWD_CUDA_MHA_COPY", {"auto", "pro
 // ATTNBWD_CUDA_MHA_WGMMA scheme is an Error. Returns 0 auto, 1 off, 2 on.
 int mha_pdl_switch() { return env_switch("ATTNBWD_CUDA_MHA_PDL", {"auto", "off", "on"}); }
 
+// ATTNBWD_CUDA_MHA_FUSED=auto|off|on: on runs the wstmaw dQ and dK/dV work as one launch whose CTAs take tickets in
+// an order where each head's dK/dV CTAs come ATTNBWD_CUDA_MHA_LAG heads (auto: 16) after its dQ CTAs, so that their
+// reads of P (the second of two) hit L2 instead of DRAM; they wait for the head's δ on a counter the dQ CTAs
+// release. The same bits. Predicted (fourteenth session): the dK/dV work's P reads come from L2 (P of 16 heads at
+// S = 577: 21 MB), its time on #8 258 → ~210-220 µs as with half the DRAM bytes (ATTNBWD_CUDA_MHA_P16's dK/dV
+// kernel: 213 µs), the op ~4-5 % on B ≥ 7, none on B ≤ 3. Built, not yet run on a GPU; auto = off. on with another
+// ATTNBWD_CUDA_MHA_WGMMA scheme, or with ATTNBWD_CUDA_MHA_PDL=on, is an Error.
+bool mha_fused_switch() { return env_switch("ATTNBWD_CUDA_MHA_FUSED", {"auto", "off", "on"}) == 2; }
+int64_t mha_lag_switch() {
+  constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
+  return lags[env_switch("ATTNBWD_CUDA_MHA_LAG", {"auto", "4", "8", "12", "16", "24", "32", "48"})];
+}
+
 // ATTNBWD_CUDA_MHA_CONVERT=auto|joint|late: the fp16 path's conversions of the inputs. joint (auto): dY, A and Wo in
 // one launch on the main stream before dA, q, k, v on the side stream after it, x_norm and Wqkv on the side stream
 // after grad_out_weight. late: the side stream starts with q, k, v at the op's start, the main stream converts only
@@ -203,7 +216,8 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t attn_ctas = BH * mha::attn_blocks(S);
   int split = 1, copy = 0;
   WgmmaScheme wgmma{3, 2};
-  bool pdl = false;
+  bool pdl = false, fused = false;
+  int64_t lag = 0;
   if (wgmma_attn) {
     split = mha_split_switch();
     const std::string ws_why = mha::attention_ws_unsupported_input(B, S, static_cast<int>(H), a.attn_weights.data);
@@ -215,7 +229,14 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (pdl_word == 2 && !(wgmma.ws && wgmma.wide_dq))
       throw Error("ATTNBWD_CUDA_MHA_PDL", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where they "
                                           "run, or wstmaw)");
-    pdl = wgmma.ws && wgmma.wide_dq && pdl_word != 1;
+    fused = mha_fused_switch();
+    lag = fused ? mha_lag_switch() : 0;
+    if (fused && !(wgmma.ws && wgmma.wide_dq))
+      throw Error("ATTNBWD_CUDA_MHA_FUSED", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where "
+                                            "they run, or wstmaw)");
+    if (fused && pdl_word == 2)
+      throw Error("ATTNBWD_CUDA_MHA_FUSED", "on is one launch: ATTNBWD_CUDA_MHA_PDL=on does not apply");
+    pdl = wgmma.ws && wgmma.wide_dq && pdl_word != 1 && !fused;
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
@@ -343,8 +364,9 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.P = P, p.dO = dAh, p.q = qh, p.k = qh + N * E, p.v = qh + 2 * N * E;
     p.delta = f32(o_delta), p.delta_ld = delta_ld, p.dqkv = dQKVh, p.partial = part_qkv;
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
+    if (fused) p.order = ctx.counters(1 + 2 * BH, stream), p.lag = lag;
     if (wgmma_attn && wgmma.ws) {
-      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl);
+      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl, fused);
     } else if (wgmma_attn) {
       mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {
@@ -447,7 +469,8 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
                             env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN"),
                             env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY"),
                             env_word("ATTNBWD_CUDA_MHA_SPLIT"), env_word("ATTNBWD_CUDA_MHA_CONVERT"),
-                            env_word("ATTNBWD_CUDA_MHA_PDL")});
+                            env_word("ATTNBWD_CUDA_MHA_PDL"), env_word("ATTNBWD_CUDA_MHA_FUSED"),
+                            env_word("ATTNBWD_CUDA_MHA_LAG")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

@@ -41,6 +41,10 @@ struct AttnParams {
   // other sequence's blocks; the second to finish adds the first's partial sums and writes the block.
   float* split_ws = nullptr;      // [B·H·attn_blocks(S)][kSplitBlockFloats] fp32
   unsigned* split_count = nullptr;  // [2 · B·H·attn_blocks(S)] zeros (left zero again)
+  // The fused launch (attention_backward_sm90_ws with fused): [1 + 2·B·H] zeros (left zero again), and the heads
+  // between a head's dQ work and its dK/dV work in the launch order.
+  unsigned* order = nullptr;
+  std::int64_t lag = 0;
 };
 constexpr int kSplitFloats = 66;  // per thread and half: two 64-float accumulators and two row sums
 constexpr int kSplitBlockFloats = 2 * kSplitFloats * 128;  // per block: two halves of 128 threads
@@ -68,9 +72,11 @@ std::string attention_ws_unsupported(const AttnParams& p);
 // wide_dq: the dQ kernel's view rows of P 72 floats wide instead of 68 (fewer bank conflicts; built with TMA for
 // both kernels). pdl (built with wide_dq and TMA for both): the dK/dV kernel launched as a programmatic dependent of
 // the dQ kernel, its CTAs loading their first stages' Q, dO and P while the dQ kernel still runs and waiting for it
-// before δ.
+// before δ. fused (built with wide_dq and TMA for both, without pdl): both kinds of work in one launch, each head's
+// dK/dV CTAs taking tickets ~p.lag heads after its dQ CTAs (so they read P from L2) and waiting on p.order's
+// per-head counter for δ; p.order must be set.
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
-                                bool wide_dq = false, bool pdl = false);
+                                bool wide_dq = false, bool pdl = false, bool fused = false);
 // The part of it that depends on the caller's inputs alone: checked before anything is enqueued.
 std::string attention_ws_unsupported_input(std::int64_t B, std::int64_t S, int H, const float* P);
 

@@ -14,6 +14,7 @@
 // softmax-backward element math and the epilogue (attn::store_part) are the mma.sync kernels' own.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -540,16 +541,18 @@ __device__ __forceinline__ void issue_p_view(std::uint8_t* dst, const CUtensorMa
 
 // The producer warpgroup's 127 threads without copies to issue follow the stage barriers with thread 0; a form where
 // they exit after setmaxnreg measured the same kernel times (ncu on #8, perf/NOTES.md thirteenth session; removed).
-template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kPdl = false>
-__global__ void __launch_bounds__(kThreads3, 1)
-    attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
-               const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
-               const __grid_constant__ AttnParams p) {
-  const int64_t S = p.S, nq = (S + 2 * kRows - 1) / (2 * kRows), nk = attn_blocks(S);
-  const int64_t bh = blockIdx.x / nq, Q0 = (blockIdx.x - bh * nq) * 2 * kRows;
+// How the dK/dV work learns that δ is complete: it is (the dQ kernel ran before: kWaitNone), the dQ kernel's grid
+// completing (programmatic dependent launch: kWaitGrid), or the head's counter in p.order reaching its 64-row query
+// blocks (the fused launch: kWaitFlag; the dQ work publishes each block's δ with a release of that counter).
+constexpr int kWaitNone = 0, kWaitGrid = 1, kWaitFlag = 2;
+
+// The dQ work of rows [Q0, Q0 + 128) of head bh (a CTA of attn_dq_ws, or a dQ item of attn_fused_ws).
+template <int kStages, bool kTmaP, int kLdQ, int kWait>
+__device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensorMap& mV, const CUtensorMap& mdO,
+                                           const CUtensorMap& mP, const AttnParams& p, int64_t bh, int64_t Q0,
+                                           std::uint8_t* base) {
+  const int64_t S = p.S, nk = attn_blocks(S);
   const int nact = S - Q0 > kRows ? 2 : 1;  // consumer warpgroups with rows
-  extern __shared__ float4 smem4[];
-  std::uint8_t* base = align_smem_1024(smem4);
   static_assert(kLdQ == kLdP || (kTmaP && kLdQ == kLdPQ), "wide view rows are built for P by TMA");
   constexpr bool kRedInTile = kLdQ != kLdP;  // the column-sum scratch in the consumer's dO tile after its loop
   constexpr int kSB = kRedInTile ? kStageBytesQ : kStageBytes;
@@ -557,7 +560,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const Bars<kStages, kSB, kRedInTile ? 0 : kRedBytes> bars(base, kTmaP ? 1 : kThreads + 1, nact);
   std::uint64_t *full = bars.full, *empty = bars.empty, *dobar = bars.tiles;
   __syncthreads();
-  if constexpr (kPdl) griddep_launch_dependents();  // the dK/dV kernel may start on SMs this grid leaves free
+  if constexpr (kWait == kWaitGrid) griddep_launch_dependents();  // the dK/dV kernel may start on SMs left free
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
 
@@ -651,19 +654,34 @@ __global__ void __launch_bounds__(kThreads3, 1)
   // kRedInTile: every product reading this warpgroup's dO tile was waited for in its last block
   std::uint8_t* red = kRedInTile ? base + wgi * kTileBytes : base + off_red(kStages) + wgi * 2048;
   finish_dq_wg(p, c, dsum, x, y, reinterpret_cast<float*>(red), ct, wgi);
+  if constexpr (kWait == kWaitFlag) {  // this block's δ rows are written (by every warp): release them
+    named_barrier(1 + wgi, kThreads);
+    if (ct == 0) {
+      __threadfence();
+      atomicAdd(p.order + 1 + bh, 1u);
+    }
+  }
 }
 
-template <int kStages, bool kTmaP, bool kPdl = false>
+template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads3, 1)
-    attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
-                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
-                const __grid_constant__ AttnParams p) {
-  const int64_t S = p.S, nk2 = (S + 2 * kRows - 1) / (2 * kRows), nq = attn_blocks(S);
-  const int64_t bh = blockIdx.x / nk2, K0 = (blockIdx.x - bh * nk2) * 2 * kRows;
+    attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
+               const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
+               const __grid_constant__ AttnParams p) {
+  const int64_t nq = (p.S + 2 * kRows - 1) / (2 * kRows);
+  const int64_t bh = blockIdx.x / nq, Q0 = (blockIdx.x - bh * nq) * 2 * kRows;
+  extern __shared__ float4 smem4[];
+  dq_ws_body<kStages, kTmaP, kLdQ, kPdl ? kWaitGrid : kWaitNone>(mK, mV, mdO, mP, p, bh, Q0, align_smem_1024(smem4));
+}
+
+// The dK/dV work of keys [K0, K0 + 128) of head bh (a CTA of attn_dkv_ws, or a dK/dV item of attn_fused_ws).
+template <int kStages, bool kTmaP, int kWait>
+__device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtensorMap& mV, const CUtensorMap& mdO,
+                                            const CUtensorMap& mP, const AttnParams& p, int64_t bh, int64_t K0,
+                                            std::uint8_t* base) {
+  const int64_t S = p.S, nq = attn_blocks(S);
   const int nact = S - K0 > kRows ? 2 : 1;
   const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
-  extern __shared__ float4 smem4[];
-  std::uint8_t* base = align_smem_1024(smem4);
   constexpr int kSB = kTmaP ? kStageBytesWide : kStageBytes;
   const Bars<kStages, kSB> bars(base, kTmaP ? 1 : kThreads + 1, nact);
   std::uint64_t *full = bars.full, *empty = bars.empty, *vbar = bars.tiles;
@@ -690,12 +708,23 @@ __global__ void __launch_bounds__(kThreads3, 1)
         mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 + (kTmaP ? 4 * kViewBoxK : 0));
         tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
-        if (!kPdl || qb >= kStages) bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
+        if (kWait == kWaitNone || qb >= kStages)
+          bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
         if constexpr (kTmaP) issue_p_view<kViewRowsK, kLdPV2>(st + kP, &mP, &full[s], bh * S + q1, S, K0);
-        // kPdl: δ comes from the dQ kernel, which may still run: the first stages' Q, dO and P are in flight before
-        // the wait for it, then their δ (stage i holds block i)
-        if (kPdl && qb == (nq < kStages ? nq : kStages) - 1) {
-          griddep_wait();
+        // kWaitGrid, kWaitFlag: δ comes from dQ work that may still run: the first stages' Q, dO and P are in flight
+        // before the wait for it, then their δ (stage i holds block i)
+        if (kWait != kWaitNone && qb == (nq < kStages ? nq : kStages) - 1) {
+          if constexpr (kWait == kWaitGrid) {
+            griddep_wait();
+          } else {  // every 64-row query block of the head released its δ; the last of the head's items re-zeroes
+            unsigned* done = p.order + 1 + p.B * p.H;  // its two counters for the next launch
+            while (ld_acquire_gpu(p.order + 1 + bh) < static_cast<unsigned>(nq)) __nanosleep(128);
+            fence_proxy_async_global();
+            if (atomicAdd(done + bh, 1u) == static_cast<unsigned>((S + 2 * kRows - 1) / (2 * kRows)) - 1) {
+              atomicExch(p.order + 1 + bh, 0u);
+              atomicExch(done + bh, 0u);
+            }
+          }
           for (int64_t i = 0; i <= qb; ++i)
             bulk_load(base + kOffStages + i * kSB + kDl, p.delta + bh * p.delta_ld + i * kRows, kRows * 4, &full[i]);
         }
@@ -779,6 +808,67 @@ __global__ void __launch_bounds__(kThreads3, 1)
   store_part_wg(p, dv, c, 2, red + 4 * kD, ct, wgi);
 }
 
+template <int kStages, bool kTmaP, bool kPdl = false>
+__global__ void __launch_bounds__(kThreads3, 1)
+    attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
+                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
+                const __grid_constant__ AttnParams p) {
+  const int64_t nk2 = (p.S + 2 * kRows - 1) / (2 * kRows);
+  const int64_t bh = blockIdx.x / nk2, K0 = (blockIdx.x - bh * nk2) * 2 * kRows;
+  extern __shared__ float4 smem4[];
+  dkv_ws_body<kStages, kTmaP, kPdl ? kWaitGrid : kWaitNone>(mQ, mV, mdO, mP, p, bh, K0, align_smem_1024(smem4));
+}
+
+// The work item of ticket t in the fused launch: heads' dQ items (n per head) and dK/dV items (n per head) in slots
+// g = 0, 1, ...: slot g holds head g's dQ items (g < BH), then head (g − lag)'s dK/dV items (g ≥ lag). So a head's
+// dK/dV items come about lag·2n tickets after its dQ items (enough for those to have finished: ~1.5 waves of CTAs),
+// and read P while it is still in L2 (lag heads of P read in between). Tickets are taken in launch order by an
+// atomic counter, so every item a dK/dV item waits for has a smaller ticket and already runs: no deadlock.
+__device__ __forceinline__ void fused_item(int64_t t, int64_t BH, int64_t n, int64_t lag, bool& dq, int64_t& bh,
+                                           int64_t& blk) {
+  const int64_t head = lag * n, body = (BH - lag) * 2 * n;
+  if (t < head) {
+    dq = true, bh = t / n, blk = t - bh * n;
+  } else if (t < head + body) {
+    const int64_t u = t - head, g = u / (2 * n), r = u - g * 2 * n;
+    dq = r < n;
+    bh = dq ? lag + g : g;
+    blk = dq ? r : r - n;
+  } else {
+    const int64_t u = t - head - body;
+    dq = false, bh = BH - lag + u / n, blk = u - (u / n) * n;
+  }
+}
+
+// One launch of both kinds of work (ATTNBWD_CUDA_MHA_FUSED): dQ items as attn_dq_ws<kStages, true, kLdPQ> CTAs and
+// dK/dV items as attn_dkv_ws<kStages, true> CTAs, in the order of fused_item; p.order = [ticket | per-head δ
+// blocks released | per-head dK/dV items past their wait], zero at launch and left zero.
+template <int kStages>
+__global__ void __launch_bounds__(kThreads3, 1)
+    attn_fused_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
+                  const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mPq,
+                  const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mPk,
+                  const __grid_constant__ AttnParams p) {
+  __shared__ unsigned ticket;
+  const int64_t n = (p.S + 2 * kRows - 1) / (2 * kRows), BH = p.B * p.H;
+  if (threadIdx.x == 0) {
+    const unsigned t = atomicAdd(p.order, 1u);
+    if (t == gridDim.x - 1) atomicExch(p.order, 0u);  // the last ticket: every CTA has taken its own
+    ticket = t;
+  }
+  __syncthreads();
+  bool dq;
+  int64_t bh, blk;
+  fused_item(ticket, BH, n, p.lag < BH ? p.lag : BH, dq, bh, blk);
+  extern __shared__ float4 smem4[];
+  std::uint8_t* base = align_smem_1024(smem4);
+  if (dq) {
+    dq_ws_body<kStages, true, kLdPQ, kWaitFlag>(mK, mV, mdO, mPq, p, bh, blk * 2 * kRows, base);
+  } else {
+    dkv_ws_body<kStages, true, kWaitFlag>(mQ, mV, mdO, mPk, p, bh, blk * 2 * kRows, base);
+  }
+}
+
 }  // namespace ws
 #else  // other passes of the fatbin: never launched there (the caller runs these on sm_90 devices only)
 
@@ -797,6 +887,13 @@ template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ AttnParams) {
+  __trap();
+}
+template <int kStages>
+__global__ void attn_fused_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                              const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                              const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                              const __grid_constant__ AttnParams) {
   __trap();
 }
 }  // namespace ws
@@ -889,10 +986,36 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
 }
 }  // namespace
 
+namespace {
+template <int kStages>
+void launch_fused(const AttnParams& p, cudaStream_t stream) {
+  const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
+  const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
+  const CUtensorMap mQ = head_map(p.q), mK = head_map(p.k), mV = head_map(p.v);
+  const CUtensorMap mdO = sm90::tensor_map_3d_f16(p.dO, E, S, p.B, E, S * E, kRows);
+  const CUtensorMap mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPQ, ws::kViewRowsQ);
+  const CUtensorMap mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
+  const std::size_t bytes = std::max(ws::smem(kStages, ws::kStageBytesQ, 0), ws::smem(kStages, ws::kStageBytesWide));
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_fused_ws<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(bytes)));
+  const auto grid = static_cast<unsigned>(2 * BH * ((S + 2 * kRows - 1) / (2 * kRows)));
+  ws::attn_fused_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, mQ, mPk, p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+}  // namespace
+
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool wide_dq,
-                                bool pdl) {
+                                bool pdl, bool fused) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
+  if (fused) {
+    if (pdl || !(wide_dq && tma_dq && tma_dkv) || p.order == nullptr || p.lag < 1)
+      fail("attention_backward_sm90_ws", __FILE__, __LINE__,
+           "the fused launch is built for wstmaw without pdl, with p.order and p.lag >= 1");
+    if (2 * p.B * p.H * ((p.S + 2 * kRows - 1) / (2 * kRows)) >= (std::int64_t{1} << 31))
+      fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the fused launch's grid past 32 bits");
+    return launch_fused<4>(p, stream);
+  }
   if (pdl && !(wide_dq && tma_dq && tma_dkv))
     fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the dependent launch is built for wstmaw only");
   if (pdl) return launch_ws<4, true, true, true, true>(p, stream);

@@ -240,8 +240,86 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
       run_cuda(got, Precision::Default);
       expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_PDL=off vs serial3");
     }
+    {  // one launch of both kinds of work (the lag clamped to the heads here), run twice: its counters are left zero
+      const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
+      for (int run = 0; run < 2; ++run) {
+        HostCase<Args> got(in, axes);
+        run_cuda(got, Precision::Default);
+        expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " + std::to_string(run));
+      }
+    }
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "wstmaw");
     check(in, axes, smallest_atol(kOp));
+  }
+}
+
+// The fused launch (ATTNBWD_CUDA_MHA_FUSED=on) orders the dQ and dK/dV work of many heads by tickets, each head's
+// dK/dV work ATTNBWD_CUDA_MHA_LAG heads after its dQ work and waiting on a counter for its δ: with more heads than
+// the lag every part of the order (dQ only, both, dK/dV only) runs, with one and two consumer blocks per item and
+// a tail block. serial3's bits at every lag, twice each (the ticket and counters are left zero for the next call).
+TEST(CudaVisionMhaNorm, FusedLaunchGivesTheSerialBitsAtEveryLag) {
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  ATTNBWD_SEED_TRACE();
+  const Shape shapes[] = {{4, 131, 4, 64}, {2, 577, 8, 64}};
+  std::uint64_t tag = 450;
+  for (const Shape& c : shapes) {
+    const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
+    SCOPED_TRACE(tools::axes_to_string(axes));
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
+    HostCase<Args> serial(in, axes);
+    {
+      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "serial3");
+      run_cuda(serial, Precision::Default);
+    }
+    const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
+    for (const char* lag : {"4", "8", "auto"}) {
+      const ScopedEnv lag_env("ATTNBWD_CUDA_MHA_LAG", lag);
+      for (int run = 0; run < 2; ++run) {
+        HostCase<Args> got(in, axes);
+        run_cuda(got, Precision::Default);
+        expect_same_bits(got, serial, std::string("ATTNBWD_CUDA_MHA_LAG=") + lag + ", run " + std::to_string(run));
+      }
+    }
+  }
+}
+
+// The fused launch is built for the wstmaw kernels and is one launch: with another scheme, or with
+// ATTNBWD_CUDA_MHA_PDL=on, it is an Error naming ATTNBWD_CUDA_MHA_FUSED; a lag it does not know is an Error naming
+// ATTNBWD_CUDA_MHA_LAG. Raised before any output is written (the outputs keep their poison).
+TEST(CudaVisionMhaNorm, FusedLaunchWithAnotherSchemeOrPdlIsAnError) {
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  const tools::Axes axes = axes_of(1, 131, 4, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(460));
+  struct Case {
+    const char* scheme;
+    const char* pdl;
+    const char* lag;
+    const char* named;
+  };
+  for (const Case& k : {Case{"ws", "auto", "auto", "ATTNBWD_CUDA_MHA_FUSED"},
+                        Case{"serial3", "auto", "auto", "ATTNBWD_CUDA_MHA_FUSED"},
+                        Case{"auto", "on", "auto", "ATTNBWD_CUDA_MHA_FUSED"},
+                        Case{"auto", "auto", "5", "ATTNBWD_CUDA_MHA_LAG"}}) {
+    SCOPED_TRACE(std::string(k.scheme) + " PDL=" + k.pdl + " LAG=" + k.lag);
+    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", k.scheme);
+    const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", k.pdl);
+    const ScopedEnv lag("ATTNBWD_CUDA_MHA_LAG", k.lag);
+    const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
+    HostCase<Args> c(in, axes);  // outputs poisoned (every byte 0xff), copied to the device as they are
+    ShiftedArgs<Args> device(c.args, 0);
+    try {
+      detail::run(Kokkos::Cuda(), device.args, Options{});
+      ADD_FAILURE() << "expected attnbwd::Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), k.named);
+    }
+    Kokkos::Cuda().fence();
+    device.outputs_to(c.args);
+    for (std::size_t i = 0; i < c.outputs.size(); ++i) {
+      std::size_t written = 0;
+      for (const auto byte : c.outputs[i]) written += static_cast<unsigned char>(byte) != 0xffu;
+      EXPECT_EQ(written, 0u) << "output " << i << " was written";
+    }
   }
 }
 
