@@ -693,18 +693,18 @@ __global__ void __launch_bounds__(kThreads3, 1)
   dq_ws_body<kStages, kTmaP, kLdQ, kPdl ? kWaitGrid : kWaitNone>(mK, mV, mdO, mP, p, bh, Q0, align_smem_1024(smem4));
 }
 
-// Producer warps 1-3 (kConv; cw = warp − 1): the stage's P (the dK/dV view layout: query q in slot q % 4, box row
-// q / 4, its 128 keys from the slot's phase) as the two swizzled fp16 tiles [64 queries][64 keys] at dst (keys 0-63,
-// 64-127; `tiles` of them), rounded to nearest as to_afrag does. Warp cw takes the queries cw, cw + 3, ..., lane l the
-// key pairs (2l, 2l + 1): one 8-byte load per pair where the row's phase is even, a 128-byte row of stores per warp.
-// Queries at or past `qrows` (past the sequence: the view holds the next head's rows or zeros there) become zeros.
-__device__ __forceinline__ void convert_p16(std::uint8_t* dst, const float* src, int64_t R, int64_t S, int qrows,
-                                            int tiles, int cw, int lane) {
+// Producer warp w (kConv): the stage's P (the dK/dV view layout: query q in slot q % 4, box row q / 4, its 128 keys
+// from the slot's phase) as the two swizzled fp16 tiles [64 queries][64 keys] at dst (keys 0-63, 64-127; `tiles` of
+// them), round to nearest as to_afrag does. Warp w takes the queries of slot w, lane l the key pairs (2l, 2l + 1): one
+// 8-byte load per pair where the slot's phase is even, a 128-byte row of stores per warp. Queries at or past `qrows`
+// (past the sequence: the view holds the next head's rows or zeros there) become zeros.
+__device__ __forceinline__ void convert_p16(std::uint8_t* dst, const float* src, int phase, int qrows, int tiles, int w,
+                                            int lane) {
+  const float* row = src + w * kViewRowsK * kLdPV2 + phase + 2 * lane;
   const int off = (lane & 3) * 4;
-#pragma unroll 2
-  for (int q = cw; q < kRows; q += 3) {
-    const int slot = q & 3, phase = view_phase(R, slot, S);
-    const float* row = src + slot * kViewRowsK * kLdPV2 + (q >> 2) * kLdPV2 + phase + 2 * lane;
+#pragma unroll 4
+  for (int r = 0; r < kViewRowsK; ++r, row += kLdPV2) {
+    const int q = 4 * r + w;
     std::uint8_t* d = dst + q * 128 + (((lane >> 2) ^ (q & 7)) << 4) + off;
     for (int tile = 0; tile < tiles; ++tile) {
       float2 v = make_float2(0.0f, 0.0f);
@@ -722,9 +722,8 @@ __device__ __forceinline__ void convert_p16(std::uint8_t* dst, const float* src,
 }
 
 // The dK/dV work of keys [K0, K0 + 128) of head bh (a CTA of attn_dkv_ws, or a dK/dV item of attn_fused_ws). kConv
-// (kTmaP only, kConvStages stages of kStageBytesConv): producer warps 1-3 convert each stage's P into fp16 tiles
-// (convert_p16) once its copies land and release the stage to the consumers on conv[s], while warp 0 issues the
-// copies as before (it never waits for a conversion, so its wait for δ cannot block one); the consumers take Pᵀ
+// (kTmaP only, kConvStages stages of kStageBytesConv): the producer warpgroup converts each stage's P into fp16 tiles
+// (convert_p16, one block behind its copies) and releases the stage to the consumers on conv[s]; the consumers take Pᵀ
 // by ldmatrix.trans and form dSᵀ from the fp16 P (one rounding more than the serial kernels; dV's operand is the same).
 template <int kStages, bool kTmaP, int kWait, bool kConv = false>
 __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtensorMap& mV, const CUtensorMap& mdO,
@@ -740,7 +739,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
   std::uint64_t* conv = vbar + 1;  // kConv: the stages' P converted (one arrival per producer warp)
   if constexpr (kConv) {
     if (threadIdx.x == 0) {
-      for (int i = 0; i < kStages; ++i) mbar_init(&conv[i], 3);
+      for (int i = 0; i < kStages; ++i) mbar_init(&conv[i], 4);
       mbar_init_fence();
     }
   }
@@ -759,23 +758,16 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     }
     int s = 0;
     std::uint32_t phase = 0;
-    if constexpr (kConv) {
-      if (pt >= 32) {  // warps 1-3: block qb's P (stage qb % kStages) converted once its copies have landed
-        int cs = 0;
-        std::uint32_t cphase = 0;
-        for (int64_t qb = 0; qb < nq; ++qb) {
-          mbar_wait(&full[cs], cphase);
-          std::uint8_t* st = base + kOffStages + cs * kSB;
-          const int64_t q1 = qb * kRows;
-          convert_p16(st + kStageBytesWide, reinterpret_cast<const float*>(st + kP), bh * S + q1, S,
-                      static_cast<int>(S - q1 < kRows ? S - q1 : kRows), nact, (pt >> 5) - 1, pt & 31);
-          __syncwarp();
-          if ((pt & 31) == 0) mbar_arrive(&conv[cs]);
-          if (++cs == kStages) cs = 0, cphase ^= 1;
-        }
-        return;
-      }
-    }
+    [[maybe_unused]] const auto convert_stage = [&](int64_t qb) {  // kConv: block qb sits in stage qb % kStages
+      const int cs = static_cast<int>(qb % kStages);
+      mbar_wait(&full[cs], static_cast<std::uint32_t>((qb / kStages) & 1));
+      std::uint8_t* st = base + kOffStages + cs * kSB;
+      const int64_t q1 = qb * kRows;
+      convert_p16(st + kStageBytesWide, reinterpret_cast<const float*>(st + kP), view_phase(bh * S + q1, pt >> 5, S),
+                  static_cast<int>(S - q1 < kRows ? S - q1 : kRows), nact, pt >> 5, pt & 31);
+      __syncwarp();
+      if ((pt & 31) == 0) mbar_arrive(&conv[cs]);
+    };
     for (int64_t qb = 0; qb < nq; ++qb) {
       const int64_t q1 = qb * kRows;
       mbar_wait(&empty[s], phase ^ 1);
@@ -809,8 +801,12 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
         issue_p_ws<kRows, kLdP2>(reinterpret_cast<float*>(st + kP), Pbh, S, q1, K0, kcols, pt);
         cp_async_mbar_arrive_noinc(&full[s]);
       }
+      if constexpr (kConv) {  // the previous block's P, whose copies were issued one iteration ago
+        if (qb > 0) convert_stage(qb - 1);
+      }
       if (++s == kStages) s = 0, phase ^= 1;
     }
+    if constexpr (kConv) convert_stage(nq - 1);
     return;
   }
   setmaxnreg_inc<232>();
