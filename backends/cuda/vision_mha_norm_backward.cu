@@ -167,16 +167,6 @@ int mha_pdl_switch() { return env_switch("ATTNBWD_CUDA_MHA_PDL", {"auto", "off",
 // S = 577: 21 MB), its time on #8 258 → ~210-220 µs as with half the DRAM bytes (ATTNBWD_CUDA_MHA_P16's dK/dV
 // kernel: 213 µs), the op ~4-5 % on B ≥ 7, none on B ≤ 3. Built, not yet run on a GPU; auto = off. on with another
 // ATTNBWD_CUDA_MHA_WGMMA scheme, or with ATTNBWD_CUDA_MHA_PDL=on, is an Error.
-// ATTNBWD_CUDA_MHA_PCONV=auto|off|on: on makes the wstmaw dK/dV work's producer warpgroup (idle but for one thread's
-// copies) convert each stage's fp32 P into two swizzled fp16 tiles, so that the consumers take their Pᵀ fragments by
-// four ldmatrix.trans instead of 32 transposed fp32 loads (with bank conflicts), zero_past and 16 conversions; three
-// stages instead of four (the tiles take the fourth's room). dSᵀ is then formed from the fp16 P: one rounding more
-// than the serial kernels (the oracle's check, not serial3's bits); dV's operand is the same. Predicted (fourteenth
-// session, from ATTNBWD_CUDA_MHA_P16's dK/dV kernel, which read such tiles: 258 → 213 µs on #8): the dK/dV work
-// 258 → ~215-225 µs on #8, the op 3-4 %. Built, not yet run on a GPU; auto = off. on with another
-// ATTNBWD_CUDA_MHA_WGMMA scheme is an Error.
-bool mha_pconv_switch() { return env_switch("ATTNBWD_CUDA_MHA_PCONV", {"auto", "off", "on"}) == 2; }
-
 bool mha_fused_switch() { return env_switch("ATTNBWD_CUDA_MHA_FUSED", {"auto", "off", "on"}) == 2; }
 int64_t mha_lag_switch() {
   constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
@@ -226,7 +216,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t attn_ctas = BH * mha::attn_blocks(S);
   int split = 1, copy = 0;
   WgmmaScheme wgmma{3, 2};
-  bool pdl = false, fused = false, pconv = false;
+  bool pdl = false, fused = false;
   int64_t lag = 0;
   if (wgmma_attn) {
     split = mha_split_switch();
@@ -240,10 +230,6 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
       throw Error("ATTNBWD_CUDA_MHA_PDL", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where they "
                                           "run, or wstmaw)");
     fused = mha_fused_switch();
-    pconv = mha_pconv_switch();
-    if (pconv && !(wgmma.ws && wgmma.wide_dq))
-      throw Error("ATTNBWD_CUDA_MHA_PCONV", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where "
-                                            "they run, or wstmaw)");
     lag = fused ? mha_lag_switch() : 0;
     if (fused && !(wgmma.ws && wgmma.wide_dq))
       throw Error("ATTNBWD_CUDA_MHA_FUSED", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where "
@@ -380,7 +366,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
     if (fused) p.order = ctx.counters(1 + 2 * BH, stream), p.lag = lag;
     if (wgmma_attn && wgmma.ws) {
-      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl, fused, pconv);
+      mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl, fused);
     } else if (wgmma_attn) {
       mha::attention_backward_sm90(p, wgmma.stages, wgmma.min_blocks, copy, split, stream);
     } else {
@@ -484,7 +470,7 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
                             env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY"),
                             env_word("ATTNBWD_CUDA_MHA_SPLIT"), env_word("ATTNBWD_CUDA_MHA_CONVERT"),
                             env_word("ATTNBWD_CUDA_MHA_PDL"), env_word("ATTNBWD_CUDA_MHA_FUSED"),
-                            env_word("ATTNBWD_CUDA_MHA_LAG"), env_word("ATTNBWD_CUDA_MHA_PCONV")});
+                            env_word("ATTNBWD_CUDA_MHA_LAG")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

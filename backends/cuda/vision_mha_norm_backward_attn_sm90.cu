@@ -94,13 +94,6 @@ constexpr std::size_t smem(int stages, int stage_bytes = kStageBytes, int red_by
   return static_cast<std::size_t>(off_bar(stages, stage_bytes, red_bytes)) + (2 * stages + 1) * 8 + 1024;
 }
 static_assert(smem(4, kStageBytesQ, 0) <= 232448, "four wide dQ stages fit the SM's 227 KB");
-// The dK/dV stage of the P-converting form (kConv, ATTNBWD_CUDA_MHA_PCONV): the wide stage, then P as two swizzled
-// [64 queries][64 keys] fp16 tiles (one per consumer) that the producer warpgroup writes from the stage's fp32 P; three
-// stages and a "converted" mbarrier per stage after the others.
-constexpr int kStageBytesConv = kStageBytesWide + 2 * kTileBytes;
-constexpr int kConvStages = 3;
-constexpr std::size_t smem_conv() { return smem(kConvStages, kStageBytesConv) + kConvStages * 8; }
-static_assert(kStageBytesWide % 1024 == 0 && smem_conv() <= 232448, "three P-converting dK/dV stages fit 227 KB");
 }  // namespace ws
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -187,18 +180,6 @@ __device__ __forceinline__ void afrag_of_tile(std::uint32_t (&a)[4][4], const st
   const std::uint32_t row = smem_addr(tile) + r * 128;
 #pragma unroll
   for (int kc = 0; kc < 4; ++kc) mma16::ldsm4(a[kc], row + (((2 * kc + (lane >> 4)) ^ (r & 7)) << 4));
-}
-
-// This warp's Pᵀ fragments (rows: keys 16w.., k: the 64 queries) from a swizzled [64 queries][64 keys] fp16 tile, by
-// ldmatrix.trans: matrix m = lane / 8 holds keys 16w + 8(m % 2).. (chunk 2w + m % 2) and queries 16kc + 8(m / 2)..
-__device__ __forceinline__ void afrag_t_of_tile(std::uint32_t (&a)[4][4], const std::uint8_t* tile, int w, int lane) {
-  const int m = lane >> 3, chunk = 2 * w + (m & 1);
-  const std::uint32_t t0 = smem_addr(tile);
-#pragma unroll
-  for (int kc = 0; kc < 4; ++kc) {
-    const int row = 16 * kc + 8 * (m >> 1) + (lane & 7);
-    mma16::ldsm4_trans(a[kc], t0 + row * 128 + ((chunk ^ (row & 7)) << 4));
-  }
 }
 
 // d ← a through one PRMT per register (an identity byte permutation). The ws kernels keep the resident tile's A
@@ -693,56 +674,17 @@ __global__ void __launch_bounds__(kThreads3, 1)
   dq_ws_body<kStages, kTmaP, kLdQ, kPdl ? kWaitGrid : kWaitNone>(mK, mV, mdO, mP, p, bh, Q0, align_smem_1024(smem4));
 }
 
-// Producer warp w (kConv): the stage's P (the dK/dV view layout: query q in slot q % 4, box row q / 4, its 128 keys
-// from the slot's phase) as the two swizzled fp16 tiles [64 queries][64 keys] at dst (keys 0-63, 64-127; `tiles` of
-// them), round to nearest as to_afrag does. Warp w takes the queries of slot w, lane l the key pairs (2l, 2l + 1): one
-// 8-byte load per pair where the slot's phase is even, a 128-byte row of stores per warp. Queries at or past `qrows`
-// (past the sequence: the view holds the next head's rows or zeros there) become zeros.
-__device__ __forceinline__ void convert_p16(std::uint8_t* dst, const float* src, int phase, int qrows, int tiles, int w,
-                                            int lane) {
-  const float* row = src + w * kViewRowsK * kLdPV2 + phase + 2 * lane;
-  const int off = (lane & 3) * 4;
-#pragma unroll 4
-  for (int r = 0; r < kViewRowsK; ++r, row += kLdPV2) {
-    const int q = 4 * r + w;
-    std::uint8_t* d = dst + q * 128 + (((lane >> 2) ^ (q & 7)) << 4) + off;
-    for (int tile = 0; tile < tiles; ++tile) {
-      float2 v = make_float2(0.0f, 0.0f);
-      if (q < qrows) {
-        if ((phase & 1) == 0) {
-          v = *reinterpret_cast<const float2*>(row + 64 * tile);
-        } else {
-          v.x = row[64 * tile];
-          v.y = row[64 * tile + 1];
-        }
-      }
-      *reinterpret_cast<std::uint32_t*>(d + tile * kTileBytes) = mma16::half2_bits(v.x, v.y);
-    }
-  }
-}
-
-// The dK/dV work of keys [K0, K0 + 128) of head bh (a CTA of attn_dkv_ws, or a dK/dV item of attn_fused_ws). kConv
-// (kTmaP only, kConvStages stages of kStageBytesConv): the producer warpgroup converts each stage's P into fp16 tiles
-// (convert_p16, one block behind its copies) and releases the stage to the consumers on conv[s]; the consumers take Pᵀ
-// by ldmatrix.trans and form dSᵀ from the fp16 P (one rounding more than the serial kernels; dV's operand is the same).
-template <int kStages, bool kTmaP, int kWait, bool kConv = false>
+// The dK/dV work of keys [K0, K0 + 128) of head bh (a CTA of attn_dkv_ws, or a dK/dV item of attn_fused_ws).
+template <int kStages, bool kTmaP, int kWait>
 __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtensorMap& mV, const CUtensorMap& mdO,
                                             const CUtensorMap& mP, const AttnParams& p, int64_t bh, int64_t K0,
                                             std::uint8_t* base) {
   const int64_t S = p.S, nq = attn_blocks(S);
   const int nact = S - K0 > kRows ? 2 : 1;
   const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
-  static_assert(!kConv || (kTmaP && kStages == kConvStages), "the P-converting form: P by TMA, kConvStages stages");
-  constexpr int kSB = kConv ? kStageBytesConv : kTmaP ? kStageBytesWide : kStageBytes;
+  constexpr int kSB = kTmaP ? kStageBytesWide : kStageBytes;
   const Bars<kStages, kSB> bars(base, kTmaP ? 1 : kThreads + 1, nact);
   std::uint64_t *full = bars.full, *empty = bars.empty, *vbar = bars.tiles;
-  std::uint64_t* conv = vbar + 1;  // kConv: the stages' P converted (one arrival per producer warp)
-  if constexpr (kConv) {
-    if (threadIdx.x == 0) {
-      for (int i = 0; i < kStages; ++i) mbar_init(&conv[i], 4);
-      mbar_init_fence();
-    }
-  }
   __syncthreads();
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
@@ -758,16 +700,6 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     }
     int s = 0;
     std::uint32_t phase = 0;
-    [[maybe_unused]] const auto convert_stage = [&](int64_t qb) {  // kConv: block qb sits in stage qb % kStages
-      const int cs = static_cast<int>(qb % kStages);
-      mbar_wait(&full[cs], static_cast<std::uint32_t>((qb / kStages) & 1));
-      std::uint8_t* st = base + kOffStages + cs * kSB;
-      const int64_t q1 = qb * kRows;
-      convert_p16(st + kStageBytesWide, reinterpret_cast<const float*>(st + kP), view_phase(bh * S + q1, pt >> 5, S),
-                  static_cast<int>(S - q1 < kRows ? S - q1 : kRows), nact, pt >> 5, pt & 31);
-      __syncwarp();
-      if ((pt & 31) == 0) mbar_arrive(&conv[cs]);
-    };
     for (int64_t qb = 0; qb < nq; ++qb) {
       const int64_t q1 = qb * kRows;
       mbar_wait(&empty[s], phase ^ 1);
@@ -801,12 +733,8 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
         issue_p_ws<kRows, kLdP2>(reinterpret_cast<float*>(st + kP), Pbh, S, q1, K0, kcols, pt);
         cp_async_mbar_arrive_noinc(&full[s]);
       }
-      if constexpr (kConv) {  // the previous block's P, whose copies were issued one iteration ago
-        if (qb > 0) convert_stage(qb - 1);
-      }
       if (++s == kStages) s = 0, phase ^= 1;
     }
-    if constexpr (kConv) convert_stage(nq - 1);
     return;
   }
   setmaxnreg_inc<232>();
@@ -827,7 +755,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
   std::uint32_t phase = 0;
   for (int64_t qb = 0; qb < nq; ++qb) {
     const int64_t q1 = qb * kRows;
-    mbar_wait(kConv ? &conv[s] : &full[s], phase);
+    mbar_wait(&full[s], phase);
     const std::uint8_t* cQ = base + kOffStages + s * kSB;
     const std::uint8_t* cdO = cQ + kTileBytes;
     const float* cP = reinterpret_cast<const float*>(cQ + kP);
@@ -842,18 +770,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_rs<0>(dpt, a[kk], kmajor(cdO, kk), kk);
     wgmma_commit();
     float pt[8][4];  // attn::p_transposed on the CTA's 128-key rows
-    std::uint32_t ap[4][4], as[4][4];
-    if constexpr (kConv) {  // Pᵀ's fp16 fragments from the converted tile (queries past S: zeros), and as floats
-      afrag_t_of_tile(ap, cQ + kStageBytesWide + wgi * kTileBytes, w, lane);
-#pragma unroll
-      for (int kc = 0; kc < 4; ++kc)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&ap[kc][i]));
-          pt[2 * kc + (i >> 1)][2 * (i & 1)] = v.x;
-          pt[2 * kc + (i >> 1)][2 * (i & 1) + 1] = v.y;
-        }
-    } else if constexpr (kTmaP) {
+    if constexpr (kTmaP) {
       // query 8j + 2t + e: slot 2(t & 1) + e, box row 2j + t / 2
       const int64_t R = bh * S + q1;
       const float* q0 =
@@ -872,10 +789,9 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
         for (int r = 0; r < 4; ++r)
           pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP2 + ((r & 1) ? sh1 : sh0) + col0 + 8 * (r >> 1)];
     }
-    if constexpr (!kConv) {
-      zero_past(pt, t, static_cast<int>(S - q1));  // query rows past S
-      to_afrag(ap, pt);
-    }
+    zero_past(pt, t, static_cast<int>(S - q1));  // query rows past S
+    std::uint32_t ap[4][4], as[4][4];
+    to_afrag(ap, pt);
     wgmma_wait<0>();
     fence_acc(dpt);
     fence_afrag(a);
@@ -892,7 +808,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
   store_part_wg(p, dv, c, 2, red + 4 * kD, ct, wgi);
 }
 
-template <int kStages, bool kTmaP, bool kPdl = false, bool kConv = false>
+template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                 const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -900,8 +816,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   const int64_t nk2 = (p.S + 2 * kRows - 1) / (2 * kRows);
   const int64_t bh = blockIdx.x / nk2, K0 = (blockIdx.x - bh * nk2) * 2 * kRows;
   extern __shared__ float4 smem4[];
-  dkv_ws_body<kStages, kTmaP, kPdl ? kWaitGrid : kWaitNone, kConv>(mQ, mV, mdO, mP, p, bh, K0,
-                                                                   align_smem_1024(smem4));
+  dkv_ws_body<kStages, kTmaP, kPdl ? kWaitGrid : kWaitNone>(mQ, mV, mdO, mP, p, bh, K0, align_smem_1024(smem4));
 }
 
 // The work item of ticket t in the fused launch: heads' dQ items (n per head) and dK/dV items (n per head) in slots
@@ -928,7 +843,7 @@ __device__ __forceinline__ void fused_item(int64_t t, int64_t BH, int64_t n, int
 // One launch of both kinds of work (ATTNBWD_CUDA_MHA_FUSED): dQ items as attn_dq_ws<kStages, true, kLdPQ> CTAs and
 // dK/dV items as attn_dkv_ws<kStages, true> CTAs, in the order of fused_item; p.order = [ticket | per-head δ
 // blocks released | per-head dK/dV items past their wait], zero at launch and left zero.
-template <int kStages, bool kConv = false>
+template <int kStages>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_fused_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
                   const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mPq,
@@ -950,7 +865,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   if (dq) {
     dq_ws_body<kStages, true, kLdPQ, kWaitFlag>(mK, mV, mdO, mPq, p, bh, blk * 2 * kRows, base);
   } else {
-    dkv_ws_body<kConv ? kConvStages : kStages, true, kWaitFlag, kConv>(mQ, mV, mdO, mPk, p, bh, blk * 2 * kRows, base);
+    dkv_ws_body<kStages, true, kWaitFlag>(mQ, mV, mdO, mPk, p, bh, blk * 2 * kRows, base);
   }
 }
 
@@ -968,13 +883,13 @@ __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_con
                            const __grid_constant__ AttnParams) {
   __trap();
 }
-template <int kStages, bool kTmaP, bool kPdl = false, bool kConv = false>
+template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ AttnParams) {
   __trap();
 }
-template <int kStages, bool kConv = false>
+template <int kStages>
 __global__ void attn_fused_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                               const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                               const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
@@ -1032,9 +947,8 @@ std::string attention_ws_unsupported(const AttnParams& p) {
 }
 
 namespace {
-template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kPdl = false, bool kConv = false>
+template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kPdl = false>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
-  constexpr int kStagesK = kConv ? ws::kConvStages : kStages;
   constexpr int kLdQ = kWideQ ? ws::kLdPQ : kLdP;
   static_assert(!kWideQ || kTmaQ, "the wide dQ kernel takes P by TMA");
   const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
@@ -1045,10 +959,10 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   if constexpr (kTmaQ) mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, kLdQ, ws::kViewRowsQ);
   if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
   const std::size_t bytes = kWideQ ? ws::smem(kStages, ws::kStageBytesQ, 0) : ws::smem(kStages);
-  const std::size_t bytes_kv = kConv ? ws::smem_conv() : ws::smem(kStages, kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
+  const std::size_t bytes_kv = ws::smem(kStages, kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStagesK, kTmaK, kPdl, kConv>,
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kPdl>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
   const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
   ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
@@ -1064,16 +978,16 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStagesK, kTmaK, kPdl, kConv>, mQ, mV, mdO, mPk, p));
+    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, mQ, mV, mdO, mPk, p));
   } else {
-    ws::attn_dkv_ws<kStagesK, kTmaK, kPdl, kConv><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
+    ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
 }
 }  // namespace
 
 namespace {
-template <int kStages, bool kConv = false>
+template <int kStages>
 void launch_fused(const AttnParams& p, cudaStream_t stream) {
   const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
   const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
@@ -1081,20 +995,17 @@ void launch_fused(const AttnParams& p, cudaStream_t stream) {
   const CUtensorMap mdO = sm90::tensor_map_3d_f16(p.dO, E, S, p.B, E, S * E, kRows);
   const CUtensorMap mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPQ, ws::kViewRowsQ);
   const CUtensorMap mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
-  const std::size_t bytes = std::max(ws::smem(kStages, ws::kStageBytesQ, 0),
-                                     kConv ? ws::smem_conv() : ws::smem(kStages, ws::kStageBytesWide));
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_fused_ws<kStages, kConv>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  const std::size_t bytes = std::max(ws::smem(kStages, ws::kStageBytesQ, 0), ws::smem(kStages, ws::kStageBytesWide));
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_fused_ws<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(bytes)));
   const auto grid = static_cast<unsigned>(2 * BH * ((S + 2 * kRows - 1) / (2 * kRows)));
-  ws::attn_fused_ws<kStages, kConv><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, mQ, mPk, p);
+  ws::attn_fused_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, mQ, mPk, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
 
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream, bool wide_dq,
-                                bool pdl, bool fused, bool conv) {
-  if (conv && !(wide_dq && tma_dq && tma_dkv))
-    fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the P-converting dK/dV work is built for wstmaw only");
+                                bool pdl, bool fused) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
   if (fused) {
@@ -1103,12 +1014,11 @@ void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, 
            "the fused launch is built for wstmaw without pdl, with p.order and p.lag >= 1");
     if (2 * p.B * p.H * ((p.S + 2 * kRows - 1) / (2 * kRows)) >= (std::int64_t{1} << 31))
       fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the fused launch's grid past 32 bits");
-    return conv ? launch_fused<4, true>(p, stream) : launch_fused<4>(p, stream);
+    return launch_fused<4>(p, stream);
   }
   if (pdl && !(wide_dq && tma_dq && tma_dkv))
     fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the dependent launch is built for wstmaw only");
-  if (pdl) return conv ? launch_ws<4, true, true, true, true, true>(p, stream) : launch_ws<4, true, true, true, true>(p, stream);
-  if (conv) return launch_ws<4, true, true, true, false, true>(p, stream);
+  if (pdl) return launch_ws<4, true, true, true, true>(p, stream);
   if (wide_dq && tma_dq && tma_dkv) return launch_ws<4, true, true, true>(p, stream);
   if (wide_dq)
     fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the wide-row dQ kernel is built with P by TMA in both");

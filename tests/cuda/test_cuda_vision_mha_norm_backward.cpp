@@ -248,13 +248,6 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
         expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " + std::to_string(run));
       }
     }
-    {  // the dK/dV producer's fp16 tiles of P: dSᵀ from the rounded P, so the oracle's check, not serial3's bits; alone
-       // and with the fused launch
-      const ScopedEnv pconv("ATTNBWD_CUDA_MHA_PCONV", "on");
-      check(in, axes, smallest_atol(kOp));
-      const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
-      check(in, axes, smallest_atol(kOp));
-    }
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "wstmaw");
     check(in, axes, smallest_atol(kOp));
   }
@@ -292,9 +285,8 @@ TEST(CudaVisionMhaNorm, FusedLaunchGivesTheSerialBitsAtEveryLag) {
 
 // The fused launch is built for the wstmaw kernels and is one launch: with another scheme, or with
 // ATTNBWD_CUDA_MHA_PDL=on, it is an Error naming ATTNBWD_CUDA_MHA_FUSED; a lag it does not know is an Error naming
-// ATTNBWD_CUDA_MHA_LAG; ATTNBWD_CUDA_MHA_PCONV=on with another scheme an Error naming it. Raised before any output
-// is written (the outputs keep their poison).
-TEST(CudaVisionMhaNorm, FusedOrConvertingFormsWithAnotherSchemeAreErrors) {
+// ATTNBWD_CUDA_MHA_LAG. Raised before any output is written (the outputs keep their poison).
+TEST(CudaVisionMhaNorm, FusedLaunchWithAnotherSchemeOrPdlIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   const tools::Axes axes = axes_of(1, 131, 4, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(460));
@@ -307,15 +299,12 @@ TEST(CudaVisionMhaNorm, FusedOrConvertingFormsWithAnotherSchemeAreErrors) {
   for (const Case& k : {Case{"ws", "auto", "auto", "ATTNBWD_CUDA_MHA_FUSED"},
                         Case{"serial3", "auto", "auto", "ATTNBWD_CUDA_MHA_FUSED"},
                         Case{"auto", "on", "auto", "ATTNBWD_CUDA_MHA_FUSED"},
-                        Case{"auto", "auto", "5", "ATTNBWD_CUDA_MHA_LAG"}, Case{"ws", "off", "auto", "ATTNBWD_CUDA_MHA_PCONV"},
-                        Case{"serial3", "off", "auto", "ATTNBWD_CUDA_MHA_PCONV"}}) {
+                        Case{"auto", "auto", "5", "ATTNBWD_CUDA_MHA_LAG"}}) {
     SCOPED_TRACE(std::string(k.scheme) + " PDL=" + k.pdl + " LAG=" + k.lag);
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", k.scheme);
     const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", k.pdl);
     const ScopedEnv lag("ATTNBWD_CUDA_MHA_LAG", k.lag);
-    const bool pconv = std::string(k.named) == "ATTNBWD_CUDA_MHA_PCONV";  // PCONV=on alone, else FUSED=on
-    const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", pconv ? "off" : "on");
-    const ScopedEnv conv("ATTNBWD_CUDA_MHA_PCONV", pconv ? "on" : "off");
+    const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
     HostCase<Args> c(in, axes);  // outputs poisoned (every byte 0xff), copied to the device as they are
     ShiftedArgs<Args> device(c.args, 0);
     try {
