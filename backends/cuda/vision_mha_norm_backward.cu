@@ -161,13 +161,14 @@ int mha_copy_switch() { return env_switch("ATTNBWD_CUDA_MHA_COPY", {"auto", "pro
 int mha_pdl_switch() { return env_switch("ATTNBWD_CUDA_MHA_PDL", {"auto", "off", "on"}); }
 
 // ATTNBWD_CUDA_MHA_FUSED=auto|off|on: on runs the wstmaw dQ and dK/dV work as one launch whose CTAs take tickets in
-// an order where each head's dK/dV CTAs come ATTNBWD_CUDA_MHA_LAG heads (auto: 16) after its dQ CTAs, so that their
-// reads of P (the second of two) hit L2 instead of DRAM; they wait for the head's δ on a counter the dQ CTAs
-// release. The same bits. Predicted (fourteenth session): the dK/dV work's P reads come from L2 (P of 16 heads at
-// S = 577: 21 MB), its time on #8 258 → ~210-220 µs as with half the DRAM bytes (ATTNBWD_CUDA_MHA_P16's dK/dV
-// kernel: 213 µs), the op ~4-5 % on B ≥ 7, none on B ≤ 3. Built, not yet run on a GPU; auto = off. on with another
-// ATTNBWD_CUDA_MHA_WGMMA scheme, or with ATTNBWD_CUDA_MHA_PDL=on, is an Error.
-bool mha_fused_switch() { return env_switch("ATTNBWD_CUDA_MHA_FUSED", {"auto", "off", "on"}) == 2; }
+// an order where each head's dK/dV CTAs come ATTNBWD_CUDA_MHA_LAG heads (auto: 16) after its dQ CTAs, and wait for
+// the head's δ on a counter the dQ CTAs release. The same bits. Built to make the second read of P an L2 hit: at LAG 8
+// it is (460 MB less from DRAM on #8) and no faster (the kernels are bound by their consumers, not DRAM; fourteenth
+// session, call 2). What it does buy is one partial last wave instead of two: 1.01-1.07x per call at B = 2-14 (grids
+// of 1-9 waves per kernel), 0.96-0.99x at B = 1 and B >= 23. auto = on where each kernel's grid would take more
+// than one and at most nine waves of the SMs (and ATTNBWD_CUDA_MHA_PDL is not on), else off. on with another
+// ATTNBWD_CUDA_MHA_WGMMA scheme, or with ATTNBWD_CUDA_MHA_PDL=on, is an Error. Returns 0 auto, 1 off, 2 on.
+int mha_fused_switch() { return env_switch("ATTNBWD_CUDA_MHA_FUSED", {"auto", "off", "on"}); }
 int64_t mha_lag_switch() {
   constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
   return lags[env_switch("ATTNBWD_CUDA_MHA_LAG", {"auto", "4", "8", "12", "16", "24", "32", "48"})];
@@ -229,9 +230,13 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (pdl_word == 2 && !(wgmma.ws && wgmma.wide_dq))
       throw Error("ATTNBWD_CUDA_MHA_PDL", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where they "
                                           "run, or wstmaw)");
-    fused = mha_fused_switch();
+    const int fused_word = mha_fused_switch();
+    const bool wstmaw = wgmma.ws && wgmma.wide_dq;
+    const int64_t kernel_ctas = BH * ((S + 2 * mha::kAttnBlock - 1) / (2 * mha::kAttnBlock));
+    fused = fused_word == 2 || (fused_word == 0 && wstmaw && pdl_word != 2 && kernel_ctas > ctx.sm_count() &&
+                                kernel_ctas <= 9 * static_cast<int64_t>(ctx.sm_count()));
     lag = fused ? mha_lag_switch() : 0;
-    if (fused && !(wgmma.ws && wgmma.wide_dq))
+    if (fused && !wstmaw)
       throw Error("ATTNBWD_CUDA_MHA_FUSED", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where "
                                             "they run, or wstmaw)");
     if (fused && pdl_word == 2)

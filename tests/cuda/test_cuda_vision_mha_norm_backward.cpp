@@ -256,11 +256,12 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
 // The fused launch (ATTNBWD_CUDA_MHA_FUSED=on) orders the dQ and dK/dV work of many heads by tickets, each head's
 // dK/dV work ATTNBWD_CUDA_MHA_LAG heads after its dQ work and waiting on a counter for its δ: with more heads than
 // the lag every part of the order (dQ only, both, dK/dV only) runs, with one and two consumer blocks per item and
-// a tail block. serial3's bits at every lag, twice each (the ticket and counters are left zero for the next call).
+// a tail block. serial3's bits at every lag, twice each (the ticket and counters are left zero for the next call), and
+// with the switch at auto.
 TEST(CudaVisionMhaNorm, FusedLaunchGivesTheSerialBitsAtEveryLag) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   ATTNBWD_SEED_TRACE();
-  const Shape shapes[] = {{4, 131, 4, 64}, {2, 577, 8, 64}};
+  const Shape shapes[] = {{4, 131, 4, 64}, {2, 577, 8, 64}, {2, 577, 16, 64}};  // the last: auto fuses on an H200
   std::uint64_t tag = 450;
   for (const Shape& c : shapes) {
     const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
@@ -270,6 +271,11 @@ TEST(CudaVisionMhaNorm, FusedLaunchGivesTheSerialBitsAtEveryLag) {
     {
       const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "serial3");
       run_cuda(serial, Precision::Default);
+    }
+    {  // the default (auto: the fused launch where each kernel's grid would take 1-9 waves)
+      HostCase<Args> got(in, axes);
+      run_cuda(got, Precision::Default);
+      expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_FUSED=auto");
     }
     const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
     for (const char* lag : {"4", "8", "auto"}) {
