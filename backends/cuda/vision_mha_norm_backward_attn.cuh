@@ -73,8 +73,8 @@ std::string attention_ws_unsupported(const AttnParams& p);
 // both kernels). pdl (built with wide_dq and TMA for both): the dK/dV kernel launched as a programmatic dependent of
 // the dQ kernel, its CTAs loading their first stages' Q, dO and P while the dQ kernel still runs and waiting for it
 // before δ. fused (built with wide_dq and TMA for both, without pdl): both kinds of work in one launch, each head's
-// dK/dV CTAs taking tickets ~p.lag heads after its dQ CTAs (so they read P from L2) and waiting on p.order's
-// per-head counter for δ; p.order must be set.
+// dK/dV CTAs taking tickets ~p.lag heads after its dQ CTAs and waiting on p.order's per-head counter for δ (one
+// partial last wave instead of the two kernels' two); p.order must be set.
 void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, cudaStream_t stream,
                                 bool wide_dq = false, bool pdl = false, bool fused = false);
 // The part of it that depends on the caller's inputs alone: checked before anything is enqueued.

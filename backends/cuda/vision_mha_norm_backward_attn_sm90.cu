@@ -821,9 +821,10 @@ __global__ void __launch_bounds__(kThreads3, 1)
 
 // The work item of ticket t in the fused launch: heads' dQ items (n per head) and dK/dV items (n per head) in slots
 // g = 0, 1, ...: slot g holds head g's dQ items (g < BH), then head (g − lag)'s dK/dV items (g ≥ lag). So a head's
-// dK/dV items come about lag·2n tickets after its dQ items (enough for those to have finished: ~1.5 waves of CTAs),
-// and read P while it is still in L2 (lag heads of P read in between). Tickets are taken in launch order by an
-// atomic counter, so every item a dK/dV item waits for has a smaller ticket and already runs: no deadlock.
+// dK/dV items come about lag·2n tickets after its dQ items (enough for those to have finished: ~1.5 waves of CTAs).
+// (At lag 8 their reads of P hit L2 on an H200, at 16 they do not; neither is faster: the gain of the one launch is
+// its single partial last wave, perf/NOTES.md fourteenth session.) Tickets are taken in launch order by an atomic
+// counter, so every item a dK/dV item waits for has a smaller ticket and already runs: no deadlock.
 __device__ __forceinline__ void fused_item(int64_t t, int64_t BH, int64_t n, int64_t lag, bool& dq, int64_t& bh,
                                            int64_t& blk) {
   const int64_t head = lag * n, body = (BH - lag) * 2 * n;
