@@ -663,13 +663,20 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
   }
 }
 
+// The head and first row (dQ: query, dK/dV: key) of this CTA of a two-kernel launch: ⌈S/128⌉ CTAs per head.
+__device__ __forceinline__ void ws_cta(int64_t S, int64_t& bh, int64_t& first) {
+  const int64_t n = (S + 2 * kRows - 1) / (2 * kRows);
+  bh = blockIdx.x / n;
+  first = (blockIdx.x - bh * n) * 2 * kRows;
+}
+
 template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
                const __grid_constant__ AttnParams p) {
-  const int64_t nq = (p.S + 2 * kRows - 1) / (2 * kRows);
-  const int64_t bh = blockIdx.x / nq, Q0 = (blockIdx.x - bh * nq) * 2 * kRows;
+  int64_t bh, Q0;
+  ws_cta(p.S, bh, Q0);
   extern __shared__ float4 smem4[];
   dq_ws_body<kStages, kTmaP, kLdQ, kPdl ? kWaitGrid : kWaitNone>(mK, mV, mdO, mP, p, bh, Q0, align_smem_1024(smem4));
 }
@@ -813,8 +820,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                 const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
                 const __grid_constant__ AttnParams p) {
-  const int64_t nk2 = (p.S + 2 * kRows - 1) / (2 * kRows);
-  const int64_t bh = blockIdx.x / nk2, K0 = (blockIdx.x - bh * nk2) * 2 * kRows;
+  int64_t bh, K0;
+  ws_cta(p.S, bh, K0);
   extern __shared__ float4 smem4[];
   dkv_ws_body<kStages, kTmaP, kPdl ? kWaitGrid : kWaitNone>(mQ, mV, mdO, mP, p, bh, K0, align_smem_1024(smem4));
 }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -206,6 +207,31 @@ TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
   }
 }
 
+// For each shape (fresh inputs, seeds tag, tag + 1, ...): Default mode through the serial wgmma kernels with three
+// buffers, whose bits every warp-specialised form must give, then body(in, axes, serial).
+template <class Body>
+void against_serial3(std::initializer_list<Shape> shapes, std::uint64_t tag, const Body& body) {
+  for (const Shape& c : shapes) {
+    const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
+    SCOPED_TRACE(tools::axes_to_string(axes));
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
+    HostCase<Args> serial(in, axes);
+    {
+      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "serial3");
+      run_cuda(serial, Precision::Default);
+    }
+    body(in, axes, serial);
+  }
+}
+
+// One Default run under the environment as it is, expected to give `want`'s bits.
+void expect_run_gives(const tools::TensorSet& in, const tools::Axes& axes, const HostCase<Args>& want,
+                      const std::string& label) {
+  HostCase<Args> got(in, axes);
+  run_cuda(got, Precision::Default);
+  expect_same_bits(got, want, label);
+}
+
 // The warp-specialised wgmma kernels (ATTNBWD_CUDA_MHA_WGMMA=wstmaw, the default on sm_90 where they run: P by TMA
 // through a view of rows of 4·S floats for both kernels; wstma: with narrower dQ view rows; ws: by cp.async for
 // dK/dV; wscp: cp.async for both) compute the same products in the same order as
@@ -216,41 +242,25 @@ TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
 TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   ATTNBWD_SEED_TRACE();
-  const Shape shapes[] = {{2, 131, 2, 64}, {1, 256, 2, 64}, {1, 577, 4, 64}, {1, 65, 4, 64}, {4, 1, 1, 64},
-                          {1, 200, 4, 64}};
-  std::uint64_t tag = 400;
-  for (const Shape& c : shapes) {
-    const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
-    SCOPED_TRACE(tools::axes_to_string(axes));
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
-    HostCase<Args> serial(in, axes);
-    {
-      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "serial3");
-      run_cuda(serial, Precision::Default);
-    }
+  const auto body = [](const tools::TensorSet& in, const tools::Axes& axes, const HostCase<Args>& serial) {
     for (const char* scheme : {"ws", "wstma", "wscp", "wstmaw"}) {
       const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-      HostCase<Args> got(in, axes);
-      run_cuda(got, Precision::Default);
-      expect_same_bits(got, serial, std::string("ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
+      expect_run_gives(in, axes, serial, std::string("ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
     }
     {  // wstmaw's dK/dV kernel launched after the dQ kernel ends instead of as its programmatic dependent (auto)
       const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
-      HostCase<Args> got(in, axes);
-      run_cuda(got, Precision::Default);
-      expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_PDL=off vs serial3");
+      expect_run_gives(in, axes, serial, "ATTNBWD_CUDA_MHA_PDL=off vs serial3");
     }
     {  // one launch of both kinds of work (the lag clamped to the heads here), run twice: its counters are left zero
       const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
-      for (int run = 0; run < 2; ++run) {
-        HostCase<Args> got(in, axes);
-        run_cuda(got, Precision::Default);
-        expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " + std::to_string(run));
-      }
+      for (int run = 0; run < 2; ++run)
+        expect_run_gives(in, axes, serial, "ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " + std::to_string(run));
     }
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "wstmaw");
     check(in, axes, smallest_atol(kOp));
-  }
+  };
+  against_serial3({{2, 131, 2, 64}, {1, 256, 2, 64}, {1, 577, 4, 64}, {1, 65, 4, 64}, {4, 1, 1, 64}, {1, 200, 4, 64}},
+                  400, body);
 }
 
 // The fused launch (ATTNBWD_CUDA_MHA_FUSED=on) orders the dQ and dK/dV work of many heads by tickets, each head's
@@ -261,32 +271,17 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
 TEST(CudaVisionMhaNorm, FusedLaunchGivesTheSerialBitsAtEveryLag) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   ATTNBWD_SEED_TRACE();
-  const Shape shapes[] = {{4, 131, 4, 64}, {2, 577, 8, 64}, {2, 577, 16, 64}};  // the last: auto fuses on an H200
-  std::uint64_t tag = 450;
-  for (const Shape& c : shapes) {
-    const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
-    SCOPED_TRACE(tools::axes_to_string(axes));
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
-    HostCase<Args> serial(in, axes);
-    {
-      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "serial3");
-      run_cuda(serial, Precision::Default);
-    }
-    {  // the default (auto: the fused launch where each kernel's grid would take 1-9 waves)
-      HostCase<Args> got(in, axes);
-      run_cuda(got, Precision::Default);
-      expect_same_bits(got, serial, "ATTNBWD_CUDA_MHA_FUSED=auto");
-    }
+  const auto body = [](const tools::TensorSet& in, const tools::Axes& axes, const HostCase<Args>& serial) {
+    // the default (auto: the fused launch where each kernel's grid would take 1-9 waves)
+    expect_run_gives(in, axes, serial, "ATTNBWD_CUDA_MHA_FUSED=auto");
     const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
     for (const char* lag : {"4", "8", "auto"}) {
       const ScopedEnv lag_env("ATTNBWD_CUDA_MHA_LAG", lag);
-      for (int run = 0; run < 2; ++run) {
-        HostCase<Args> got(in, axes);
-        run_cuda(got, Precision::Default);
-        expect_same_bits(got, serial, std::string("ATTNBWD_CUDA_MHA_LAG=") + lag + ", run " + std::to_string(run));
-      }
+      for (int run = 0; run < 2; ++run)
+        expect_run_gives(in, axes, serial, std::string("ATTNBWD_CUDA_MHA_LAG=") + lag + ", run " + std::to_string(run));
     }
-  }
+  };
+  against_serial3({{4, 131, 4, 64}, {2, 577, 8, 64}, {2, 577, 16, 64}}, 450, body);  // the last: auto fuses (H200)
 }
 
 // The fused launch is built for the wstmaw kernels and is one launch: with another scheme, or with
