@@ -697,7 +697,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_h(const AttnParams p
 // dQ: Q and dO staged once, K and V double-buffered.
 // HalfOut: dQ in fp16 and column sums (ATTNBWD_CUDA_VARLEN_DQKV=fp16, see AttnParams::dqkvh).
 template <bool HalfOut>
-__global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
+__device__ __forceinline__ void dq_h(const AttnParams& p) {
   Block b;
   if (!block_of(p, b)) {
     if constexpr (HalfOut) zero_part(p, 0);
@@ -740,7 +740,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
 
 // dK/dV: K and V staged once; Q, dO, lse and delta of the query blocks double-buffered.
 template <bool HalfOut>
-__global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
+__device__ __forceinline__ void dkv_h(const AttnParams& p) {
   Block b;
   if (!block_of(p, b)) {
     if constexpr (HalfOut) zero_part(p, 1), zero_part(p, 2);
@@ -800,6 +800,26 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
   store_dkdv<HalfOut>(p, dk, dv, k0, keys, h, ld3, reinterpret_cast<float*>(smem4));  // the tiles are free
 }
 
+template <bool HalfOut>
+__global__ void __launch_bounds__(kThreads, 2) attn_dq_h(const AttnParams p) {
+  dq_h<HalfOut>(p);
+}
+template <bool HalfOut>
+__global__ void __launch_bounds__(kThreads, 2) attn_dkv_h(const AttnParams p) {
+  dkv_h<HalfOut>(p);
+}
+// Both in one launch (ATTNBWD_CUDA_VARLEN_BWD=one): blockIdx.z 0 the dQ CTAs, 1 the dK/dV CTAs. They read the same
+// inputs and write disjoint outputs (dQ | dK, dV columns and partial rows), so the bits are the two launches'; the
+// dK/dV CTAs start as soon as SMs are free instead of after the last dQ CTA.
+template <bool HalfOut>
+__global__ void __launch_bounds__(kThreads, 2) attn_bwd_h(const AttnParams p) {
+  if (blockIdx.z == 0) {
+    dq_h<HalfOut>(p);
+  } else {
+    dkv_h<HalfOut>(p);
+  }
+}
+
 constexpr std::size_t kSmemForwardH = sizeof(__half) * 5 * kTileH;
 constexpr std::size_t kSmemDqH = sizeof(__half) * 6 * kTileH;
 constexpr std::size_t kSmemDkvH = sizeof(__half) * 6 * kTileH + sizeof(float) * 4 * kRows;
@@ -845,9 +865,9 @@ __global__ void __launch_bounds__(kTableThreads) block_table_kernel(const std::i
 }
 
 template <class Kernel>
-void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t stream) {
+void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t stream, unsigned parts = 1) {
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>(p.slots), static_cast<unsigned>(p.H));
+  const dim3 grid(static_cast<unsigned>(p.slots), static_cast<unsigned>(p.H), parts);
   kernel<<<grid, kThreads, smem, stream>>>(p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
@@ -875,12 +895,18 @@ void attention_forward(const AttnParams& p, Products products, cudaStream_t stre
   with_mode(products, [&](auto mode) { launch(attn_forward<decltype(mode)::value>, kSmemForward, p, stream); });
 }
 
-void attention_backward(const AttnParams& p, Products products, cudaStream_t stream) {
+void attention_backward(const AttnParams& p, Products products, cudaStream_t stream, bool one_launch) {
   if (products != Products::Fp16 && (p.dqkvh != nullptr || p.part != nullptr))
     throw Error("varlen attention_backward", "fp16 dQKV and column sums need the fp16-tile kernels");
   if (products == Products::Fp16) {
+    if (p.dqkvh != nullptr && p.part == nullptr)
+      throw Error("varlen attention_backward", "fp16 dQKV needs the column-sum rows (part)");
+    if (one_launch) {
+      constexpr std::size_t smem = kSmemDqH > kSmemDkvH ? kSmemDqH : kSmemDkvH;
+      if (p.dqkvh != nullptr) return launch(attn_bwd_h<true>, smem, p, stream, 2);
+      return launch(attn_bwd_h<false>, smem, p, stream, 2);
+    }
     if (p.dqkvh != nullptr) {
-      if (p.part == nullptr) throw Error("varlen attention_backward", "fp16 dQKV needs the column-sum rows (part)");
       launch(attn_dq_h<true>, kSmemDqH, p, stream);
       return launch(attn_dkv_h<true>, kSmemDkvH, p, stream);
     }

@@ -58,6 +58,7 @@ enum class Products { Tf32, Tf32x3, Fp16, Fp16Smem32 };
 // Forward recompute: AO (AOh with Products::Fp16), lse, delta.
 void attention_forward(const AttnParams& p, Products products, cudaStream_t stream);
 // Backward: dqkv (dq and dk through the RoPE backward, dV).
-void attention_backward(const AttnParams& p, Products products, cudaStream_t stream);
+// one_launch (Products::Fp16 only; ignored otherwise): the dQ and dK/dV CTAs in one launch (grid z = 2), the same bits.
+void attention_backward(const AttnParams& p, Products products, cudaStream_t stream, bool one_launch = false);
 
 }  // namespace attnbwd::cuda::varlen

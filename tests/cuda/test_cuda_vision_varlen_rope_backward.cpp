@@ -196,6 +196,38 @@ TEST(CudaVisionVarlenRope, BiasRopeVariantsMatchTheOracle) {
   }
 }
 
+// ATTNBWD_CUDA_VARLEN_BWD=one: the fp16-tile dQ and dK/dV CTAs in one launch (grid z = 2) run the same code on
+// disjoint outputs, so every output has the two launches' bits — with fp16 dQKV and per-CTA column sums (the default)
+// and with fp32 dQKV, on odd mixes (empty and length-1 sequences, tails, more CTAs than one wave holds: 300 blocks of
+// 8 heads) and on 4-byte-misaligned tensors. Strict runs other kernels (3xTF32); there the switch is ignored.
+TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
+  ATTNBWD_SEED_TRACE();
+  std::uint64_t tag = 95;
+  std::vector<std::int32_t> many(60, 300);
+  for (const auto& lengths : std::vector<std::vector<std::int32_t>>{{131}, {0, 7, 0, 0, 13, 1, 0},
+                                                                  {1, 130, 0, 33, 2, 64, 65, 17, 129, 128, 63}, many}) {
+    tools::Axes axes;
+    const std::int64_t H = lengths.size() == many.size() ? 8 : 2;
+    const tools::TensorSet in = varlen_inputs(lengths, H, 4.0f, fresh_seed(tag++), axes);
+    SCOPED_TRACE(lengths.size() == many.size() ? "60 sequences of 300, H=8" : label_of(lengths, H));
+    for (const char* dqkv : {"fp16", "fp32"}) {
+      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DQKV", dqkv);
+      for (const std::size_t offset : {std::size_t{0}, std::size_t{4}}) {
+        for (const Precision p : {Precision::Default, Precision::Strict}) {
+          HostCase<Args> two(in, axes), one(in, axes);
+          run_cuda(two, p, true, offset);
+          {
+            const ScopedEnv bwd("ATTNBWD_CUDA_VARLEN_BWD", "one");
+            run_cuda(one, p, true, offset);
+          }
+          expect_same_bits(one, two, std::string("one launch vs two, ") + dqkv + " dQKV, offset " +
+                                         std::to_string(offset) + ", " + to_string(p));
+        }
+      }
+    }
+  }
+}
+
 // No order-dependent atomics: two runs give the same bits, in both modes.
 TEST(CudaVisionVarlenRope, OddRunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
