@@ -107,6 +107,10 @@ void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream) {
     scratch_bytes_[slot] = bytes;
     ++generation_;
   }
+  // ATTNBWD_CUDA_SCRATCH=auto|poison (diagnostic, for tests): poison sets the bytes asked for to 0xff (NaN in fp32 and
+  // fp16) on every call, so that work a kernel leaves undone shows in the outputs instead of last call's values.
+  if (env_switch("ATTNBWD_CUDA_SCRATCH", {"auto", "poison"}) == 1)
+    ATTNBWD_CUDA_CHECK(cudaMemsetAsync(scratch_[slot], 0xff, bytes, stream));
   return scratch_[slot];
 }
 

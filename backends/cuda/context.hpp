@@ -71,7 +71,8 @@ class Context {
   // With ATTNBWD_CUDA_SANITIZE_INIT=1 (for compute-sanitizer initcheck runs only) a new allocation is
   // zeroed: initcheck does not see the stores of cuBLASLt's sm_90 GEMM kernels, so our kernels that
   // read a GEMM result from scratch would otherwise be reported (cmake/probes/initcheck_cublaslt.cu
-  // shows it on a bare cuBLASLt call; device-check.sh runs it).
+  // shows it on a bare cuBLASLt call; device-check.sh runs it). With ATTNBWD_CUDA_SCRATCH=poison (tests) the `bytes`
+  // are set to 0xff on `stream` at every call.
   void* scratch(int slot, std::size_t bytes, cudaStream_t stream);
 
   // cuBLASLt workspace of the slot (fixed size, allocated once).

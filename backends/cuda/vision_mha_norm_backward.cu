@@ -235,7 +235,8 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     const int64_t kernel_ctas = BH * ((S + 2 * mha::kAttnBlock - 1) / (2 * mha::kAttnBlock));
     fused = fused_word == 2 || (fused_word == 0 && wstmaw && pdl_word != 2 && kernel_ctas > ctx.sm_count() &&
                                 kernel_ctas <= 9 * static_cast<int64_t>(ctx.sm_count()));
-    lag = fused ? mha_lag_switch() : 0;
+    const int64_t lag_asked = mha_lag_switch();  // read (and checked) whether or not the launch is fused
+    lag = fused ? lag_asked : 0;
     if (fused && !wstmaw)
       throw Error("ATTNBWD_CUDA_MHA_FUSED", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where "
                                             "they run, or wstmaw)");

@@ -18,6 +18,7 @@
 #if defined(KOKKOS_ENABLE_CUDA) && defined(ATTNBWD_HAVE_CUDA_FAST_PATH)
 
 #include "tests/common/cuda_case.hpp"
+#include "tests/common/scoped_env.hpp"
 
 namespace attnbwd::test {
 namespace {
@@ -78,6 +79,11 @@ TEST(CudaGraphs, VisionMhaNormReplaysGiveTheSameBits) {
     return tools::Axes{{"batch_size", 2}, {"seq_len", S}, {"num_heads", 2}, {"head_dim", 64}, {"embed_dim", 128}};
   };
   replays_match<VisionMhaArgs>("vision_mha_norm_backward", axes(65), axes(300), fresh_seed(803));
+  // The fused attention launch (sm_90; S = 577: tails and one-block CTAs): replayed, its ticket must start at zero
+  // each time (a ticket left set would map CTAs past the work: wrong bits or a hang). The counters themselves are
+  // checked in CudaVisionMhaNorm.FusedLaunchGivesTheSerialBitsAtEveryLag.
+  const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
+  if (is_sm90()) replays_match<VisionMhaArgs>("vision_mha_norm_backward", axes(577), axes(300), fresh_seed(804));
 }
 
 }  // namespace

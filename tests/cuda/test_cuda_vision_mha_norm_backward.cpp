@@ -28,6 +28,7 @@
 
 #if defined(KOKKOS_ENABLE_CUDA) && defined(ATTNBWD_HAVE_CUDA_FAST_PATH)
 
+#include "cuda/context.hpp"
 #include "tests/common/cuda_case.hpp"
 
 namespace attnbwd::test {
@@ -209,8 +210,11 @@ TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
 
 // For each shape (fresh inputs, seeds tag, tag + 1, ...): Default mode through the serial wgmma kernels with three
 // buffers, whose bits every warp-specialised form must give, then body(in, axes, serial).
+// The op's scratch (δ, the fp16 dQKV operand, the column-sum rows: all of what these kernels write) is set to 0xff
+// before every call, so that work a form leaves undone shows as NaN instead of the previous call's bits.
 template <class Body>
 void against_serial3(std::initializer_list<Shape> shapes, std::uint64_t tag, const Body& body) {
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
   for (const Shape& c : shapes) {
     const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
     SCOPED_TRACE(tools::axes_to_string(axes));
@@ -222,6 +226,18 @@ void against_serial3(std::initializer_list<Shape> shapes, std::uint64_t tag, con
     }
     body(in, axes, serial);
   }
+}
+
+// The context's first n counters are zero (the fused launch's ticket and per-head counters, left zero for the next
+// call; a per-head counter left at its count would let the next call's dK/dV work skip its wait for δ).
+void expect_counters_zero(std::int64_t n) {
+  unsigned* d = cuda::Context::current().counters(static_cast<std::size_t>(n), nullptr);
+  std::vector<unsigned> h(static_cast<std::size_t>(n), 1u);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(h.data(), d, h.size() * sizeof(unsigned), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::size_t nonzero = 0;
+  for (const unsigned v : h) nonzero += v != 0u;
+  EXPECT_EQ(nonzero, 0u) << "of the first " << n << " counters";
 }
 
 // One Default run under the environment as it is, expected to give `want`'s bits.
@@ -277,8 +293,10 @@ TEST(CudaVisionMhaNorm, FusedLaunchGivesTheSerialBitsAtEveryLag) {
     const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
     for (const char* lag : {"4", "8", "auto"}) {
       const ScopedEnv lag_env("ATTNBWD_CUDA_MHA_LAG", lag);
-      for (int run = 0; run < 2; ++run)
+      for (int run = 0; run < 2; ++run) {
         expect_run_gives(in, axes, serial, std::string("ATTNBWD_CUDA_MHA_LAG=") + lag + ", run " + std::to_string(run));
+        expect_counters_zero(1 + 2 * axes.at("batch_size") * axes.at("num_heads"));
+      }
     }
   };
   against_serial3({{4, 131, 4, 64}, {2, 577, 8, 64}, {2, 577, 16, 64}}, 450, body);  // the last: auto fuses (H200)

@@ -199,9 +199,12 @@ TEST(CudaVisionVarlenRope, BiasRopeVariantsMatchTheOracle) {
 // ATTNBWD_CUDA_VARLEN_BWD=one: the fp16-tile dQ and dK/dV CTAs in one launch (grid z = 2) run the same code on
 // disjoint outputs, so every output has the two launches' bits — with fp16 dQKV and per-CTA column sums (the default)
 // and with fp32 dQKV, on odd mixes (empty and length-1 sequences, tails, more CTAs than one wave holds: 300 blocks of
-// 8 heads) and on 4-byte-misaligned tensors. Strict runs other kernels (3xTF32); there the switch is ignored.
+// 8 heads) and on 4-byte-misaligned tensors. Strict runs other kernels (3xTF32); there the switch is ignored. The
+// op's scratch (dQKV, the column-sum rows) is set to 0xff before every call, so CTAs the one launch leaves out show
+// as NaN instead of the two launches' bits from the run before.
 TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
   ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
   std::uint64_t tag = 95;
   std::vector<std::int32_t> many(60, 300);
   for (const auto& lengths : std::vector<std::vector<std::int32_t>>{{131}, {0, 7, 0, 0, 13, 1, 0},
