@@ -226,13 +226,13 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     wgmma = mha_wgmma_switch(attn_ctas * split, ctx.sm_count(), ws_why.empty() && split == 1 && copy == 0);
     if (wgmma.ws && !ws_why.empty())
       throw Error("ATTNBWD_CUDA_MHA_WGMMA", "the warp-specialised kernels cannot run here: " + ws_why);
+    const bool wstmaw = wgmma.ws && wgmma.wide_dq;
     const int pdl_word = mha_pdl_switch();
-    if (pdl_word == 2 && !(wgmma.ws && wgmma.wide_dq))
+    if (pdl_word == 2 && !wstmaw)
       throw Error("ATTNBWD_CUDA_MHA_PDL", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where they "
                                           "run, or wstmaw)");
     const int fused_word = mha_fused_switch();
-    const bool wstmaw = wgmma.ws && wgmma.wide_dq;
-    const int64_t kernel_ctas = BH * ((S + 2 * mha::kAttnBlock - 1) / (2 * mha::kAttnBlock));
+    const int64_t kernel_ctas = BH * mha::ws_ctas_per_head(S);
     fused = fused_word == 2 || (fused_word == 0 && wstmaw && pdl_word != 2 && kernel_ctas > ctx.sm_count() &&
                                 kernel_ctas <= 9 * static_cast<int64_t>(ctx.sm_count()));
     const int64_t lag_asked = mha_lag_switch();  // read (and checked) whether or not the launch is fused
@@ -242,7 +242,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
                                             "they run, or wstmaw)");
     if (fused && pdl_word == 2)
       throw Error("ATTNBWD_CUDA_MHA_FUSED", "on is one launch: ATTNBWD_CUDA_MHA_PDL=on does not apply");
-    pdl = wgmma.ws && wgmma.wide_dq && pdl_word != 1 && !fused;
+    pdl = wstmaw && pdl_word != 1 && !fused;
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "

@@ -22,6 +22,10 @@ constexpr float kAttnDsScale = 16.0f;
 
 // Blocks of kAttnBlock along the sequence (the kernels' grid x, and the partial-sum rows per batch).
 __host__ __device__ inline std::int64_t attn_blocks(std::int64_t S) { return (S + kAttnBlock - 1) / kAttnBlock; }
+// CTAs per (batch, head) of each warp-specialised kernel: two blocks of kAttnBlock rows each.
+__host__ __device__ inline std::int64_t ws_ctas_per_head(std::int64_t S) {
+  return (S + 2 * kAttnBlock - 1) / (2 * kAttnBlock);
+}
 
 struct AttnParams {
   std::int64_t B = 0, S = 0;

@@ -665,7 +665,7 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
 
 // The head and first row (dQ: query, dK/dV: key) of this CTA of a two-kernel launch: ⌈S/128⌉ CTAs per head.
 __device__ __forceinline__ void ws_cta(int64_t S, int64_t& bh, int64_t& first) {
-  const int64_t n = (S + 2 * kRows - 1) / (2 * kRows);
+  const int64_t n = ws_ctas_per_head(S);
   bh = blockIdx.x / n;
   first = (blockIdx.x - bh * n) * 2 * kRows;
 }
@@ -727,7 +727,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
             unsigned* done = p.order + 1 + p.B * p.H;  // its two counters for the next launch
             while (ld_acquire_gpu(p.order + 1 + bh) < static_cast<unsigned>(nq)) __nanosleep(128);
             fence_proxy_async_global();
-            if (atomicAdd(done + bh, 1u) == static_cast<unsigned>((S + 2 * kRows - 1) / (2 * kRows)) - 1) {
+            if (atomicAdd(done + bh, 1u) == static_cast<unsigned>(ws_ctas_per_head(S)) - 1) {
               atomicExch(p.order + 1 + bh, 0u);
               atomicExch(done + bh, 0u);
             }
@@ -858,7 +858,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
                   const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mPk,
                   const __grid_constant__ AttnParams p) {
   __shared__ unsigned ticket;
-  const int64_t n = (p.S + 2 * kRows - 1) / (2 * kRows), BH = p.B * p.H;
+  const int64_t n = ws_ctas_per_head(p.S), BH = p.B * p.H;
   if (threadIdx.x == 0) {
     const unsigned t = atomicAdd(p.order, 1u);
     if (t == gridDim.x - 1) atomicExch(p.order, 0u);  // the last ticket: every CTA has taken its own
@@ -948,32 +948,41 @@ std::string attention_ws_unsupported(const AttnParams& p) {
   if (const std::string why = attention_ws_unsupported_input(p.B, p.S, p.H, p.P); !why.empty()) return why;
   if (!a16(p.dO) || !a16(p.q) || !a16(p.k) || !a16(p.v) || !a16(p.delta)) return "operands not 16-byte aligned";
   if (p.delta_ld % kRows != 0 || p.delta_ld < attn_blocks(p.S) * kRows) return "delta_ld not a padded row stride";
-  const std::int64_t ctas = p.B * p.H * ((p.S + 2 * kRows - 1) / (2 * kRows));
+  const std::int64_t ctas = p.B * p.H * ws_ctas_per_head(p.S);
   if (ctas >= (std::int64_t{1} << 31) || p.B * p.H >= (std::int64_t{1} << 31) || p.S >= (std::int64_t{1} << 31))
     return "grid or TMA coordinates past 32 bits";
   return {};
 }
 
 namespace {
+// The warp-specialised kernels' TMA maps: q, k, v per head ([B·H][S][64] fp16), dO as rows of dA ([B][S][E] fp16,
+// head h at column h·64), and P viewed as [B·H·S / 4][4·S] for the dQ (boxes of rows ldq floats wide) and the dK/dV
+// kernel (kLdPV2), each only where that kernel takes P by TMA.
+struct WsMaps {
+  CUtensorMap q{}, k{}, v{}, dO{}, Pq{}, Pk{};
+  WsMaps(const AttnParams& p, bool tma_dq, bool tma_dkv, int ldq) {
+    const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
+    const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
+    q = head_map(p.q), k = head_map(p.k), v = head_map(p.v);
+    dO = sm90::tensor_map_3d_f16(p.dO, E, S, p.B, E, S * E, kRows);
+    if (tma_dq) Pq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ldq, ws::kViewRowsQ);
+    if (tma_dkv) Pk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
+  }
+};
+
 template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kPdl = false>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
   constexpr int kLdQ = kWideQ ? ws::kLdPQ : kLdP;
   static_assert(!kWideQ || kTmaQ, "the wide dQ kernel takes P by TMA");
-  const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
-  const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
-  const CUtensorMap mQ = head_map(p.q), mK = head_map(p.k), mV = head_map(p.v);
-  const CUtensorMap mdO = sm90::tensor_map_3d_f16(p.dO, E, S, p.B, E, S * E, kRows);
-  CUtensorMap mPq{}, mPk{};  // P viewed as [B·H·S / 4][4·S] (the kernels taking P by TMA)
-  if constexpr (kTmaQ) mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, kLdQ, ws::kViewRowsQ);
-  if constexpr (kTmaK) mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
+  const WsMaps m(p, kTmaQ, kTmaK, kLdQ);
   const std::size_t bytes = kWideQ ? ws::smem(kStages, ws::kStageBytesQ, 0) : ws::smem(kStages);
   const std::size_t bytes_kv = ws::smem(kStages, kTmaK ? ws::kStageBytesWide : ws::kStageBytes);
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kPdl>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
-  const auto grid = static_cast<unsigned>(BH * ((S + 2 * kRows - 1) / (2 * kRows)));
-  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, p);
+  const auto grid = static_cast<unsigned>(p.B * p.H * ws_ctas_per_head(p.S));
+  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl><<<grid, ws::kThreads3, bytes, stream>>>(m.k, m.v, m.dO, m.Pq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   if constexpr (kPdl) {  // the dK/dV kernel as a programmatic dependent of the dQ kernel
     cudaLaunchAttribute attr[1];
@@ -986,9 +995,9 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, mQ, mV, mdO, mPk, p));
+    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, m.q, m.v, m.dO, m.Pk, p));
   } else {
-    ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(mQ, mV, mdO, mPk, p);
+    ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(m.q, m.v, m.dO, m.Pk, p);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
 }
@@ -997,17 +1006,12 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
 namespace {
 template <int kStages>
 void launch_fused(const AttnParams& p, cudaStream_t stream) {
-  const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
-  const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
-  const CUtensorMap mQ = head_map(p.q), mK = head_map(p.k), mV = head_map(p.v);
-  const CUtensorMap mdO = sm90::tensor_map_3d_f16(p.dO, E, S, p.B, E, S * E, kRows);
-  const CUtensorMap mPq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPQ, ws::kViewRowsQ);
-  const CUtensorMap mPk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
+  const WsMaps m(p, true, true, ws::kLdPQ);
   const std::size_t bytes = std::max(ws::smem(kStages, ws::kStageBytesQ, 0), ws::smem(kStages, ws::kStageBytesWide));
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_fused_ws<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(bytes)));
-  const auto grid = static_cast<unsigned>(2 * BH * ((S + 2 * kRows - 1) / (2 * kRows)));
-  ws::attn_fused_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(mK, mV, mdO, mPq, mQ, mPk, p);
+  const auto grid = static_cast<unsigned>(2 * p.B * p.H * ws_ctas_per_head(p.S));
+  ws::attn_fused_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(m.k, m.v, m.dO, m.Pq, m.q, m.Pk, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
@@ -1020,7 +1024,7 @@ void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, 
     if (pdl || !(wide_dq && tma_dq && tma_dkv) || p.order == nullptr || p.lag < 1)
       fail("attention_backward_sm90_ws", __FILE__, __LINE__,
            "the fused launch is built for wstmaw without pdl, with p.order and p.lag >= 1");
-    if (2 * p.B * p.H * ((p.S + 2 * kRows - 1) / (2 * kRows)) >= (std::int64_t{1} << 31))
+    if (2 * p.B * p.H * ws_ctas_per_head(p.S) >= (std::int64_t{1} << 31))
       fail("attention_backward_sm90_ws", __FILE__, __LINE__, "the fused launch's grid past 32 bits");
     return launch_fused<4>(p, stream);
   }

@@ -302,6 +302,27 @@ TEST(CudaVisionMhaNorm, FusedLaunchGivesTheSerialBitsAtEveryLag) {
   against_serial3({{4, 131, 4, 64}, {2, 577, 8, 64}, {2, 577, 16, 64}}, 450, body);  // the last: auto fuses (H200)
 }
 
+// A Default run on device copies of `in` whose outputs are poisoned (every byte 0xff), each tensor `offset` bytes into
+// its allocation, that must be an attnbwd::Error naming `named`, raised before any output is written.
+void expect_error_writes_nothing(const tools::TensorSet& in, const tools::Axes& axes, std::size_t offset,
+                                 const std::string& named) {
+  HostCase<Args> c(in, axes);
+  ShiftedArgs<Args> device(c.args, offset);
+  try {
+    detail::run(Kokkos::Cuda(), device.args, Options{});
+    ADD_FAILURE() << "expected attnbwd::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), named);
+  }
+  Kokkos::Cuda().fence();
+  device.outputs_to(c.args);
+  for (std::size_t i = 0; i < c.outputs.size(); ++i) {
+    std::size_t written = 0;
+    for (const auto byte : c.outputs[i]) written += static_cast<unsigned char>(byte) != 0xffu;
+    EXPECT_EQ(written, 0u) << "output " << i << " was written";
+  }
+}
+
 // The fused launch is built for the wstmaw kernels and is one launch: with another scheme, or with
 // ATTNBWD_CUDA_MHA_PDL=on, it is an Error naming ATTNBWD_CUDA_MHA_FUSED; a lag it does not know is an Error naming
 // ATTNBWD_CUDA_MHA_LAG. Raised before any output is written (the outputs keep their poison).
@@ -324,27 +345,13 @@ TEST(CudaVisionMhaNorm, FusedLaunchWithAnotherSchemeOrPdlIsAnError) {
     const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", k.pdl);
     const ScopedEnv lag("ATTNBWD_CUDA_MHA_LAG", k.lag);
     const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
-    HostCase<Args> c(in, axes);  // outputs poisoned (every byte 0xff), copied to the device as they are
-    ShiftedArgs<Args> device(c.args, 0);
-    try {
-      detail::run(Kokkos::Cuda(), device.args, Options{});
-      ADD_FAILURE() << "expected attnbwd::Error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.argument(), k.named);
-    }
-    Kokkos::Cuda().fence();
-    device.outputs_to(c.args);
-    for (std::size_t i = 0; i < c.outputs.size(); ++i) {
-      std::size_t written = 0;
-      for (const auto byte : c.outputs[i]) written += static_cast<unsigned char>(byte) != 0xffu;
-      EXPECT_EQ(written, 0u) << "output " << i << " was written";
-    }
+    expect_error_writes_nothing(in, axes, 0, k.named);
   }
 }
 
 // The dependent launch is built for the wstmaw kernels: asked for with another scheme it is an Error naming its switch
 // (on an sm_90 device, where the wgmma kernels run), on a shape every ws form can run (B·H·S a multiple of 4), so
-// the Error is the switch's own and not the scheme's.
+// the Error is the switch's own and not the scheme's; raised before any output is written.
 TEST(CudaVisionMhaNorm, DependentLaunchWithAnotherSchemeIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   const tools::Axes axes = axes_of(1, 131, 4, 64);
@@ -353,13 +360,7 @@ TEST(CudaVisionMhaNorm, DependentLaunchWithAnotherSchemeIsAnError) {
     SCOPED_TRACE(std::string("ATTNBWD_CUDA_MHA_PDL=on with ") + scheme);
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
     const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "on");
-    HostCase<Args> c(in, axes);
-    try {
-      run_cuda(c, Precision::Default);
-      ADD_FAILURE() << "expected attnbwd::Error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_MHA_PDL");
-    }
+    expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_PDL");
   }
 }
 
@@ -376,22 +377,7 @@ TEST(CudaVisionMhaNorm, ForcedWarpSpecialisedAttentionWhereItCannotRunIsAnError)
     SCOPED_TRACE(tools::axes_to_string(axes) + " offset " + std::to_string(k.offset));
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(320));
     const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "ws");
-    HostCase<Args> c(in, axes);  // outputs poisoned (every byte 0xff), copied to the device as they are
-    ShiftedArgs<Args> device(c.args, k.offset);
-    try {
-      detail::run(Kokkos::Cuda(), device.args, Options{});
-      ADD_FAILURE() << "expected attnbwd::Error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_MHA_WGMMA");
-    }
-    Kokkos::Cuda().fence();
-    device.outputs_to(c.args);
-    for (std::size_t i = 0; i < c.outputs.size(); ++i) {
-      const auto& o = c.outputs[i];
-      std::size_t written = 0;
-      for (const auto byte : o) written += static_cast<unsigned char>(byte) != 0xffu;
-      EXPECT_EQ(written, 0u) << "output " << i << " was written";
-    }
+    expect_error_writes_nothing(in, axes, k.offset, "ATTNBWD_CUDA_MHA_WGMMA");
   }
 }
 
