@@ -216,13 +216,13 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // 1.07× faster on every workload (H200, 2026-12-01, perf/NOTES.md).
   const bool half_dqkv = products == varlen::Products::Fp16 &&
                          env_switch("ATTNBWD_CUDA_VARLEN_DQKV", {"auto", "fp16", "fp32"}) != 2;
-  // ATTNBWD_CUDA_VARLEN_BWD=auto|two|one: the fp16-tile dQ and dK/dV kernels as two launches (auto, two) or as one
-  // launch of both kinds of CTA (one: grid z = 2; the same bits). The two read the same inputs and write disjoint
-  // outputs, so in one launch the dK/dV CTAs need not wait for the last dQ CTA: at S ≤ 256 each kernel is one
-  // partial wave (#8: 112 CTAs of 2 per SM, 21.6 and 27.9 µs one after the other), together still one.
-  // Predicted (fourteenth session, not yet run on a GPU): #8, #11, #1 −15 to −20 µs (~5-6 %), the larger ones
-  // 0-2 %. Ignored by the other product modes.
-  const bool one_bwd_launch = env_switch("ATTNBWD_CUDA_VARLEN_BWD", {"auto", "two", "one"}) == 2;
+  // ATTNBWD_CUDA_VARLEN_BWD=auto|two|one: the fp16-tile dQ and dK/dV kernels as one launch of both kinds of CTA
+  // (auto, one: grid z = 2) or as two launches (two; the same bits). The two read the same inputs and write disjoint
+  // outputs, so in one launch the dK/dV CTAs need not wait for the last dQ CTA: at S <= 256 each kernel is one
+  // partial wave (#8: 112 CTAs of 2 per SM, 21.6 + 27.7 us one after the other, 37.3 us as one launch).
+  // Measured on an H200 (fifteenth session, perf/NOTES.md): 1.022x geomean over all 16 workloads, #8, #11 1.10x,
+  // #1 1.06x. Ignored by the other product modes.
+  const bool one_bwd_launch = env_switch("ATTNBWD_CUDA_VARLEN_BWD", {"auto", "two", "one"}) != 1;
 
   // Scratch (slot 0), every piece a multiple of 64 floats (256 B):
   // qkv | dqkv (not with fp16 dQKV) | dAO | AO | lse | delta | proj-bias partials | qkv-bias partials | block table.

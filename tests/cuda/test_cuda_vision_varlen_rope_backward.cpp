@@ -196,7 +196,7 @@ TEST(CudaVisionVarlenRope, BiasRopeVariantsMatchTheOracle) {
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_BWD=one: the fp16-tile dQ and dK/dV CTAs in one launch (grid z = 2) run the same code on
+// ATTNBWD_CUDA_VARLEN_BWD=one (the default): the fp16-tile dQ and dK/dV CTAs in one launch (grid z = 2) run the same code on
 // disjoint outputs, so every output has the two launches' bits — with fp16 dQKV and per-CTA column sums (the default)
 // and with fp32 dQKV, on odd mixes (empty and length-1 sequences, tails, more CTAs than one wave holds: 300 blocks of
 // 8 heads) and on 4-byte-misaligned tensors. Strict runs other kernels (3xTF32); there the switch is ignored. The
@@ -218,7 +218,10 @@ TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
       for (const std::size_t offset : {std::size_t{0}, std::size_t{4}}) {
         for (const Precision p : {Precision::Default, Precision::Strict}) {
           HostCase<Args> two(in, axes), one(in, axes);
-          run_cuda(two, p, true, offset);
+          {
+            const ScopedEnv bwd("ATTNBWD_CUDA_VARLEN_BWD", "two");
+            run_cuda(two, p, true, offset);
+          }
           {
             const ScopedEnv bwd("ATTNBWD_CUDA_VARLEN_BWD", "one");
             run_cuda(one, p, true, offset);
