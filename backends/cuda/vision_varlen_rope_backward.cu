@@ -43,7 +43,6 @@
 #include "sizes.hpp"
 #include "context.hpp"
 #include "convert.hpp"
-#include "mixed_gemm.hpp"
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
 #include "stages.hpp"
@@ -224,11 +223,6 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // Measured on an H200 (fifteenth session, perf/NOTES.md): 1.022x geomean over all 16 workloads, #8, #11 1.10x,
   // #1 1.06x. Ignored by the other product modes.
   const bool one_bwd_launch = env_switch("ATTNBWD_CUDA_VARLEN_BWD", {"auto", "two", "one"}) != 1;
-  // ATTNBWD_CUDA_VARLEN_QKV=auto|cublas|mixed: Default's forward QKV GEMM as the fp16 conversion of X and Wqkv
-  // followed by a cuBLASLt GEMM (auto, cublas), or (mixed, where S ≤ kMixedGemmMaxM and the alignment allows) X
-  // converted alone and one kernel that reads the fp32 Wqkv once, converts it in shared memory, multiplies, and
-  // writes the fp16 copy the dX GEMM reads (mixed_gemm.hpp). Predicted at S = 131: 64.6 + 27.6 us -> ~55 us.
-  const bool mixed_qkv = env_switch("ATTNBWD_CUDA_VARLEN_QKV", {"auto", "cublas", "mixed"}) == 2;
 
   // Scratch (slot 0), every piece a multiple of 64 floats (256 B):
   // qkv | dqkv (not with fp16 dQKV) | dAO | AO | lse | delta | proj-bias partials | qkv-bias partials | block table.
@@ -299,21 +293,12 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     Gemm g;  // QKV[S,3C] = X[S,C]·Wqkv[3C,C]ᵀ
     g.trans_b = true;
     g.M = S, g.N = C3, g.K = C, g.lda = C, g.ldb = C, g.ldc = C3;
-    MixedGemm mg;  // the same product with Wqkv converted inside the kernel (mixed_gemm.hpp)
-    mg.A = Xh, mg.lda = C, mg.W = Wqkv, mg.Wh = Wqkvh, mg.Y = qkv, mg.ldy = C3, mg.M = S, mg.N = C3, mg.K = C;
-    if (use_fp16 && mixed_qkv && mixed_gemm_ok(mg)) {
-      convert_to_half(X, Xh, S * C, stream);
-      stages.mark("to_half_X");
-      mixed_gemm(mg, ctx.sm_count(), stream);  // also writes Wqkvh for the dX GEMM
-      stages.mark("QKV_mixed");
-    } else {
-      if (use_fp16) {
-        convert_to_half({{X, Xh, S * C}, {Wqkv, Wqkvh, C3 * C}}, stream);
-        stages.mark("to_half_X_Wqkv");
-      }
-      gemm(ctx, 0, stream, compute, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);
-      stages.mark("QKV");
+    if (use_fp16) {
+      convert_to_half({{X, Xh, S * C}, {Wqkv, Wqkvh, C3 * C}}, stream);
+      stages.mark("to_half_X_Wqkv");
     }
+    gemm(ctx, 0, stream, compute, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);
+    stages.mark("QKV");
   }
   varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
   stages.mark("table");

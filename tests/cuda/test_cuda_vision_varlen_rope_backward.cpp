@@ -54,9 +54,10 @@ void run_cuda(HostCase<Args>& got, Precision p, bool host_cu_seqlens = true, std
   device.outputs_to(got.args);
 }
 
-// The fast path in both modes against the oracle's outputs `want`; every output checked.
-void check_against(const Oracle<Args>& want, const std::string& label, const tools::TensorSet& in,
-                   const tools::Axes& axes, double atol, bool host_cu_seqlens = true, std::size_t offset = 0) {
+// The oracle once, then the fast path in both modes; every output checked.
+void check(const std::string& label, const tools::TensorSet& in, const tools::Axes& axes, double atol,
+           bool host_cu_seqlens = true, std::size_t offset = 0) {
+  const Oracle<Args> want(in, axes);
   for (const Precision p : {Precision::Default, Precision::Strict}) {
     HostCase<Args> got(in, axes);
     const std::string context = label + " " + to_string(p);
@@ -71,13 +72,6 @@ void check_against(const Oracle<Args>& want, const std::string& label, const too
       EXPECT_TRUE(r) << context;
     }
   }
-}
-
-// The oracle once, then the fast path in both modes; every output checked.
-void check(const std::string& label, const tools::TensorSet& in, const tools::Axes& axes, double atol,
-           bool host_cu_seqlens = true, std::size_t offset = 0) {
-  const Oracle<Args> want(in, axes);
-  check_against(want, label, in, axes, atol, host_cu_seqlens, offset);
 }
 
 // Inputs for sequences of the given lengths (zeros allowed), H heads of 128. The qkv weights are
@@ -240,18 +234,6 @@ TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_QKV=mixed: the forward QKV GEMM as X converted alone and one kernel reading the fp32 Wqkv
-// (mixed_gemm.hpp; it also writes the fp16 Wqkv the dX GEMM reads), on odd mixes of S ≤ 224 (the kernel's limit:
-// S = 224 takes its 3-stage ring, S = 208 its 4-stage ring) and at S = 225 and with misaligned tensors (the
-// cuBLASLt form instead). Its own test (test_cuda_mixed_gemm.cpp) covers the work split's edges.
-TEST(CudaVisionVarlenRope, MixedQkvVariantMatchesTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv env("ATTNBWD_CUDA_VARLEN_QKV", "mixed");
-  std::uint64_t tag = 120;
-  check_variant_on_odd_mixes("mixed QKV",
-                             {{131}, {1, 1, 1, 1, 1}, {0, 7, 0, 0, 13, 1, 0}, {100, 124}, {200, 8}, {225}}, tag);
-}
-
 // No order-dependent atomics: two runs give the same bits, in both modes.
 TEST(CudaVisionVarlenRope, OddRunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
@@ -306,12 +288,7 @@ TEST(CudaVisionVarlenRope, RealWorkloadsMatchTheOracle) {
   for (const char* index : {"8", "1"}) {
     const tools::Workload& w = tools::find_workload(all, index);
     const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars);
-    const Oracle<Args> want(in, w.axes);
-    // Both forms of the forward QKV GEMM (S ≤ 224 here: the mixed kernel's 10-11 column tiles per CTA, K = 3584).
-    for (const char* qkv : {"cublas", "mixed"}) {
-      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_QKV", qkv);
-      check_against(want, "workload " + std::string(index) + " " + w.uuid + " QKV " + qkv, in, w.axes, w.atol);
-    }
+    check("workload " + std::string(index) + " " + w.uuid, in, w.axes, w.atol);
   }
 }
 
