@@ -248,9 +248,23 @@ __device__ __forceinline__ void rope_back(const RopeRow& r, int j, int e, float 
   ohi = hi * r.c_hi[j][e] - lo * r.s_lo[j][e];
 }
 
+// The fp16 kernels' exponential: 2^x by one ex2.approx.ftz (relative error ~2^-22, far below the fp16 rounding
+// that P and dS get next; 2^-inf = 0), the caller folding log2(e) into the FMA that forms x. expf costs 8-9
+// instructions per element (range reduction around the same ex2), which the three fp16 kernels spend 32 times per
+// thread and block: ~13 % of the backward kernel's instructions at S = 8192 (ncu, fifteenth session). The TF32 /
+// 3xTF32 / fp16-v1 kernels keep expf.
+constexpr float kLog2e = 1.4426950408889634f;
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Online-softmax step of the forward for one key block (keys valid columns): this warp's 16×64 scores
 // s become exp(s·scaling − m_new) in place; the running maxima m and this thread's part of the row
 // sums l are updated and the output accumulator o rescaled. Rows g and g + 8 of the warp.
+// Fast (the fp16 kernel): exp(x − m) as 2^(x·log2 e − m·log2 e), one FMA and one ex2 per element.
+template <bool Fast = false>
 __device__ __forceinline__ void softmax_step(float (&s)[8][4], int keys, float scaling, float (&m)[2], float (&l)[2],
                                              float (&o)[16][4]) {
   const int t = threadIdx.x & 3;
@@ -272,11 +286,15 @@ __device__ __forceinline__ void softmax_step(float (&s)[8][4], int keys, float s
   const float corr[2] = {expf(m[0] - mx[0]), expf(m[1] - mx[1])};
   m[0] = mx[0], m[1] = mx[1];
   float sum[2] = {0.0f, 0.0f};
+  const float nm[2] = {-mx[0] * kLog2e, -mx[1] * kLog2e};
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      s[j][r] = expf(s[j][r] - mx[r >> 1]);
+      if constexpr (Fast)
+        s[j][r] = exp2_approx(fmaf(s[j][r], kLog2e, nm[r >> 1]));
+      else
+        s[j][r] = expf(s[j][r] - mx[r >> 1]);
       sum[r >> 1] += s[j][r];
     }
   l[0] = l[0] * corr[0] + sum[0];
@@ -358,17 +376,23 @@ __device__ __forceinline__ void load_row_terms(const AttnParams& p, int64_t q0, 
 }
 
 // dQ kernels: this warp's 16×64 scores s and dP become dS·ds_factor in s, with P = exp(s·scaling − lse);
-// zero for keys ≥ keys and rows ≥ rows.
+// zero for keys ≥ keys and rows ≥ rows. Fast (the fp16 kernel): P = 2^(s·scaling·log2 e − lse·log2 e).
+template <bool Fast = false>
 __device__ __forceinline__ void ds_rows(float (&s)[8][4], const float (&dp)[8][4], int keys, int rows,
                                         const float (&lse)[2], const float (&dl)[2], float scaling, float ds_factor) {
   const int w = threadIdx.x / 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const float sl = scaling * kLog2e, nl[2] = {-lse[0] * kLog2e, -lse[1] * kLog2e};
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int col = j * 8 + 2 * t + (r & 1), i = r >> 1;
       const bool live = col < keys && w * 16 + g + 8 * i < rows;
-      const float pr = live ? expf(s[j][r] * scaling - lse[i]) : 0.0f;
+      float pr = 0.0f;
+      if constexpr (Fast)
+        pr = live ? exp2_approx(fmaf(s[j][r], sl, nl[i])) : 0.0f;
+      else
+        pr = live ? expf(s[j][r] * scaling - lse[i]) : 0.0f;
       s[j][r] = pr * (dp[j][r] - dl[i]) * ds_factor;
     }
 }
@@ -686,7 +710,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_h(const AttnParams p
         float s[8][4];
         zero(s);
         mma_abt_h<8>(s, sQ + w * 16 * kLdH, sK + buf * kTileH);
-        softmax_step(s, keys, p.scaling, m, l, o);
+        softmax_step<true>(s, keys, p.scaling, m, l, o);
         uint32_t a[4][4];
         to_afrag(a, s);
         mma_rb_h(o, a, sV + buf * kTileH);
@@ -729,7 +753,7 @@ __device__ __forceinline__ void dq_h(const AttnParams& p) {
         zero(dp);
         mma_abt_h<8>(s, sQ + w * 16 * kLdH, cK);
         mma_abt_h<8>(dp, sdO + w * 16 * kLdH, sV + buf * kTileH);
-        ds_rows(s, dp, keys, rows, lse, dl, p.scaling, p.scaling * kDsScale);
+        ds_rows<true>(s, dp, keys, rows, lse, dl, p.scaling, p.scaling * kDsScale);
         uint32_t a[4][4];
         to_afrag(a, s);
         mma_rb_h(dq, a, cK);
@@ -776,6 +800,7 @@ __device__ __forceinline__ void dkv_h(const AttnParams& p) {
         const float* cLse = sLse + buf * kRows;
         const float* cDl = sDl + buf * kRows;
         // Transposed tiles: rows are this warp's 16 keys, columns the 64 queries.
+        const float sl = p.scaling * kLog2e;  // P = 2^(s·scaling·log2 e − lse·log2 e) (exp2_approx)
         float s[8][4], dp[8][4];
         zero(s);
         zero(dp);
@@ -787,7 +812,7 @@ __device__ __forceinline__ void dkv_h(const AttnParams& p) {
           for (int r = 0; r < 4; ++r) {
             const int col = j * 8 + 2 * t + (r & 1);
             const bool live = col < qrows && w * 16 + g + 8 * (r >> 1) < keys;
-            s[j][r] = live ? expf(s[j][r] * p.scaling - cLse[col]) : 0.0f;
+            s[j][r] = live ? exp2_approx(fmaf(s[j][r], sl, -cLse[col] * kLog2e)) : 0.0f;
             dp[j][r] = s[j][r] * (dp[j][r] - cDl[col]) * (p.scaling * kDsScale);
           }
         uint32_t a[4][4];
