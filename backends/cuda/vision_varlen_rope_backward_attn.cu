@@ -30,36 +30,16 @@
 
 #include "check.hpp"
 #include "mma_fp16.cuh"
+#include "vision_varlen_rope_backward_attn_parts.cuh"
 
 namespace attnbwd::cuda::varlen {
 namespace {
 
-using std::int64_t;
-using std::uint32_t;
-using mma16::cp_async16;
-using mma16::cp_async_commit;
-using mma16::cp_async_wait;
-using mma16::stream_blocks;
-using mma16::half2_bits;
-using mma16::mma16816;
-using mma16::scale_acc;
-using mma16::to_afrag;
-using mma16::zero;
-
-constexpr int kD = kHeadDim;
-constexpr int kRows = kBlock;     // rows per block (16 per warp)
-constexpr int kThreads = 128;
 // Shared-memory row strides (floats). Operands read as [row = lane/4][col = lane%4] fragments (A, or B
 // given as [n][k]) use ≡ 4 (mod 32): conflict-free. B given as [k][n] prefers ≡ 8 (mod 32).
 constexpr int kLdA = kD + 4;      // 132
 constexpr int kLdB = kD + 8;      // 136
 constexpr int kLdP = kRows + 4;   // 68: P and dS tiles
-
-__device__ __forceinline__ void seq_range(const std::int32_t* cu, int64_t i, int64_t S, int64_t& a, int64_t& b) {
-  const int64_t x = cu[i], y = cu[i + 1];
-  a = x < 0 ? 0 : (x > S ? S : x);
-  b = y < a ? a : (y > S ? S : y);
-}
 
 __device__ __forceinline__ uint32_t tf32(float x) {
   uint32_t r;
@@ -77,7 +57,6 @@ __device__ __forceinline__ void mma1688(float (&c)[4], uint32_t a0, uint32_t a1,
 }
 
 constexpr int kTf32 = 0, kTf32x3 = 1, kFp16 = 2;  // product modes
-constexpr float kDsScale = 256.0f;                // fp16 mode: dS tiles stored ×kDsScale
 
 // fp16 products (m16n8k16), operands converted from the fp32 tiles as fragments are read. A pairs
 // (k, k+1) are adjacent in a row (8-byte loads: lda even, k even); B pairs too when BT.
@@ -181,35 +160,6 @@ __device__ __forceinline__ void store_tile16x64(float* __restrict__ s, const flo
   }
 }
 
-// The slot's (sequence, block) and the sequence's token range; false when the slot is unused.
-__device__ __forceinline__ bool slot_of(const AttnParams& p, int64_t& start, int64_t& end, int64_t& b0) {
-  const int2 e = p.table[blockIdx.x];
-  if (e.x < 0) return false;
-  seq_range(p.cu, e.x, p.S, start, end);
-  b0 = start + static_cast<int64_t>(e.y) * kBlock;
-  return b0 < end;
-}
-
-// This CTA's block: the slot's sequence [start, end), the block's first token b0 and token count n
-// (≤ 64), the head h, and the head's q, k, v columns of qkv (row stride ld3).
-struct Block {
-  int64_t start, end, b0;
-  int n, h;
-  int64_t ld3;
-  const float *gQ, *gK, *gV;
-};
-
-__device__ __forceinline__ bool block_of(const AttnParams& p, Block& b) {
-  if (!slot_of(p, b.start, b.end, b.b0)) return false;
-  b.n = static_cast<int>(b.end - b.b0 < kRows ? b.end - b.b0 : kRows);
-  b.h = blockIdx.y;
-  b.ld3 = 3 * p.C;
-  b.gQ = p.qkv + static_cast<int64_t>(b.h) * kD;
-  b.gK = b.gQ + p.C;
-  b.gV = b.gQ + 2 * p.C;
-  return true;
-}
-
 // The fp32-tile kernels' key step: key block k0 (keys rows) of the head's K and V into sK, sV (V's row
 // stride ldv), synchronously between barriers (every warp is done with the previous block before, and
 // sees the new one after).
@@ -218,46 +168,6 @@ __device__ __forceinline__ void load_kv(const Block& b, float* sK, float* sV, in
   load_tile(sK, kLdA, b.gK, b.ld3, k0, keys);
   load_tile(sV, ldv, b.gV, b.ld3, k0, keys);
   __syncthreads();
-}
-
-// RoPE backward of a gradient pair (lo at column d, hi at d + 64) of one token row:
-// lo' = lo·cos[d] + hi·sin[d+64]; hi' = hi·cos[d+64] − lo·sin[d].
-// The cos/sin values one thread's RoPE backward of one row needs (columns j·8 + 2t + e and + 64, e = 0, 1),
-// loaded together before any result is stored: loads after a store to a possibly aliasing pointer could
-// not be moved above it, and each of the 8 column groups paid a global round trip (ncu, 2026-12-01: the
-// dQ kernel's epilogue was 37 % of its stall samples). Scalar loads: cos/sin may be only 4-byte aligned.
-struct RopeRow {
-  float c_lo[8][2], c_hi[8][2], s_lo[8][2], s_hi[8][2];
-};
-__device__ __forceinline__ void load_rope_row(const float* __restrict__ cs, const float* __restrict__ sn, int t,
-                                              RopeRow& r) {
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int d = j * 8 + 2 * t + e;
-      r.c_lo[j][e] = __ldg(cs + d);
-      r.c_hi[j][e] = __ldg(cs + d + kD / 2);
-      r.s_lo[j][e] = __ldg(sn + d);
-      r.s_hi[j][e] = __ldg(sn + d + kD / 2);
-    }
-}
-// lo', hi' for column d = j·8 + 2t + e of the row loaded into r.
-__device__ __forceinline__ void rope_back(const RopeRow& r, int j, int e, float lo, float hi, float& olo, float& ohi) {
-  olo = lo * r.c_lo[j][e] + hi * r.s_hi[j][e];
-  ohi = hi * r.c_hi[j][e] - lo * r.s_lo[j][e];
-}
-
-// The fp16 kernels' exponential: 2^x by one ex2.approx.ftz (relative error ~2^-22, far below the fp16 rounding
-// that P and dS get next; 2^-inf = 0), the caller folding log2(e) into the FMA that forms x. expf costs 8-9
-// instructions per element (range reduction around the same ex2), which the three fp16 kernels spend 32 times per
-// thread and block: ~13 % of the backward kernel's instructions at S = 8192 (ncu, fifteenth session). The TF32 /
-// 3xTF32 / fp16-v1 kernels keep expf.
-constexpr float kLog2e = 1.4426950408889634f;
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Online-softmax step of the forward for one key block (keys valid columns): this warp's 16×64 scores
@@ -397,34 +307,6 @@ __device__ __forceinline__ void ds_rows(float (&s)[8][4], const float (&dp)[8][4
     }
 }
 
-// dK/dV kernels: lse and delta of query block q0 (qrows rows, zero after) into sLse, sDl [kRows].
-__device__ __forceinline__ void stage_row_terms(const AttnParams& p, int64_t q0, int qrows, int h, float* sLse,
-                                                float* sDl) {
-  for (int r = threadIdx.x; r < kRows; r += kThreads) {
-    sLse[r] = r < qrows ? p.lse[(q0 + r) * p.H + h] : 0.0f;
-    sDl[r] = r < qrows ? p.delta[(q0 + r) * p.H + h] : 0.0f;
-  }
-}
-
-// The output: fp32 p.dqkv, or (HalfOut) fp16 p.dqkvh; put2 stores two adjacent columns of one row.
-template <bool HalfOut>
-__device__ __forceinline__ std::conditional_t<HalfOut, __half, float>* out_base(const AttnParams& p) {
-  if constexpr (HalfOut)
-    return p.dqkvh;
-  else
-    return p.dqkv;
-}
-__device__ __forceinline__ void put2(float* at, float x, float y) { *reinterpret_cast<float2*>(at) = make_float2(x, y); }
-__device__ __forceinline__ void put2(__half* at, float x, float y) {
-  *reinterpret_cast<uint32_t*>(at) = half2_bits(x, y);
-}
-
-// p.part's row for this CTA's slot, columns [part·C + h·128, + 128), all zero (a CTA with no block).
-__device__ __forceinline__ void zero_part(const AttnParams& p, int part) {
-  float* out = p.part + static_cast<int64_t>(blockIdx.x) * 3 * p.C + part * p.C + static_cast<int64_t>(blockIdx.y) * kD;
-  for (int c = threadIdx.x; c < kD; c += kThreads) out[c] = 0.0f;
-}
-
 // dQ' (this warp's 16×128 accumulator) through the RoPE backward into the dq columns of p.dqkv (HalfOut:
 // p.dqkvh, and the CTA's column sums into p.part; red: see mma16::cta_column_sums): columns d (tile j < 8) pair
 // with d + 64 (tile j + 8) in this thread. HalfOut = false is the code as it was before HalfOut existed.
@@ -455,47 +337,6 @@ __device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[
   if constexpr (HalfOut) {
     mma16::cta_column_sums(cs, red, p.part + static_cast<int64_t>(blockIdx.x) * ld3 + static_cast<int64_t>(h) * kD);
     __syncthreads();  // red is free again
-  }
-}
-
-// dK' (through the RoPE backward) and dV of this warp's 16 keys into the dk and dv columns of p.dqkv
-// (HalfOut: p.dqkvh, and the CTA's column sums of both into p.part).
-template <bool HalfOut>
-__device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk)[16][4], const float (&dv)[16][4],
-                                           int64_t k0, int keys, int h, int64_t ld3, float* red) {
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  float sk[16][2] = {}, sv[16][2] = {};
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int row = w * 16 + g + 8 * i;
-    if (row >= keys) continue;
-    const int64_t tok = k0 + row;
-    RopeRow rr;
-    load_rope_row(p.cos + tok * kD, p.sin + tok * kD, t, rr);
-    auto* ok = out_base<HalfOut>(p) + tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
-    auto* ov = ok + p.C;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int d = j * 8 + 2 * t;
-      float lo0, hi0, lo1, hi1;
-      rope_back(rr, j, 0, dk[j][2 * i], dk[j + 8][2 * i], lo0, hi0);
-      rope_back(rr, j, 1, dk[j][2 * i + 1], dk[j + 8][2 * i + 1], lo1, hi1);
-      put2(ok + d, lo0, lo1);
-      put2(ok + d + kD / 2, hi0, hi1);
-      sk[j][0] += lo0, sk[j][1] += lo1, sk[j + 8][0] += hi0, sk[j + 8][1] += hi1;
-    }
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      put2(ov + j * 8 + 2 * t, dv[j][2 * i], dv[j][2 * i + 1]);
-      sv[j][0] += dv[j][2 * i], sv[j][1] += dv[j][2 * i + 1];
-    }
-  }
-  if constexpr (HalfOut) {
-    float* row = p.part + static_cast<int64_t>(blockIdx.x) * ld3 + static_cast<int64_t>(h) * kD;
-    mma16::cta_column_sums(sk, red, row + p.C);
-    __syncthreads();  // red is free again
-    mma16::cta_column_sums(sv, red, row + 2 * p.C);
-    __syncthreads();
   }
 }
 
@@ -669,15 +510,6 @@ __device__ __forceinline__ void mma_rb_h(float (&acc)[16][4], const uint32_t (&a
 }
 
 constexpr int kTileH = kRows * kLdH;  // halves per fp16 tile (17408 B)
-
-// The head's q, k, v columns of p.qkvh and its dO columns of p.dAOh.
-struct HalfCols {
-  const __half *q, *k, *v, *dO;
-};
-__device__ __forceinline__ HalfCols half_cols(const AttnParams& p, int h) {
-  const __half* q = p.qkvh + static_cast<int64_t>(h) * kD;
-  return {q, q + p.C, q + 2 * p.C, p.dAOh + static_cast<int64_t>(h) * kD};
-}
 
 // The K and V tiles of key block k1 (keys1 keys) into buffer `to` of the double-buffered sK, sV.
 __device__ __forceinline__ void issue_kv_h(__half* sK, __half* sV, const HalfCols& hc, int64_t ld3, int64_t k1,
