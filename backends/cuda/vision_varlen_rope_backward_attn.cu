@@ -752,12 +752,19 @@ void attention_forward(const AttnParams& p, Products products, cudaStream_t stre
   with_mode(products, [&](auto mode) { launch(attn_forward<decltype(mode)::value>, kSmemForward, p, stream); });
 }
 
-void attention_backward(const AttnParams& p, Products products, cudaStream_t stream, bool one_launch) {
+void attention_backward(const AttnParams& p, Products products, cudaStream_t stream, bool one_launch, bool dkv_sm90) {
   if (products != Products::Fp16 && (p.dqkvh != nullptr || p.part != nullptr))
     throw Error("varlen attention_backward", "fp16 dQKV and column sums need the fp16-tile kernels");
   if (products == Products::Fp16) {
     if (p.dqkvh != nullptr && p.part == nullptr)
       throw Error("varlen attention_backward", "fp16 dQKV needs the column-sum rows (part)");
+    if (dkv_sm90) {
+      if (p.dqkvh != nullptr)
+        launch(attn_dq_h<true>, kSmemDqH, p, stream);
+      else
+        launch(attn_dq_h<false>, kSmemDqH, p, stream);
+      return attention_backward_dkv_sm90(p, stream);
+    }
     if (one_launch) {
       constexpr std::size_t smem = kSmemDqH > kSmemDkvH ? kSmemDqH : kSmemDkvH;
       if (p.dqkvh != nullptr) return launch(attn_bwd_h<true>, smem, p, stream, 2);

@@ -54,10 +54,9 @@ void run_cuda(HostCase<Args>& got, Precision p, bool host_cu_seqlens = true, std
   device.outputs_to(got.args);
 }
 
-// The oracle once, then the fast path in both modes; every output checked.
-void check(const std::string& label, const tools::TensorSet& in, const tools::Axes& axes, double atol,
-           bool host_cu_seqlens = true, std::size_t offset = 0) {
-  const Oracle<Args> want(in, axes);
+// The fast path in both modes against the oracle's outputs `want`; every output checked.
+void check_against(const Oracle<Args>& want, const std::string& label, const tools::TensorSet& in,
+                   const tools::Axes& axes, double atol, bool host_cu_seqlens = true, std::size_t offset = 0) {
   for (const Precision p : {Precision::Default, Precision::Strict}) {
     HostCase<Args> got(in, axes);
     const std::string context = label + " " + to_string(p);
@@ -72,6 +71,13 @@ void check(const std::string& label, const tools::TensorSet& in, const tools::Ax
       EXPECT_TRUE(r) << context;
     }
   }
+}
+
+// The oracle once, then the fast path in both modes; every output checked.
+void check(const std::string& label, const tools::TensorSet& in, const tools::Axes& axes, double atol,
+           bool host_cu_seqlens = true, std::size_t offset = 0) {
+  const Oracle<Args> want(in, axes);
+  check_against(want, label, in, axes, atol, host_cu_seqlens, offset);
 }
 
 // Inputs for sequences of the given lengths (zeros allowed), H heads of 128. The qkv weights are
@@ -234,6 +240,24 @@ TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
   }
 }
 
+// ATTNBWD_CUDA_VARLEN_DKV=wgmma (sm_90 only): the dK/dV kernel on wgmma (vision_varlen_rope_backward_attn_sm90.cu),
+// its products in another order than the mma.sync kernel's, against the oracle on odd mixes (empty and length-1
+// sequences, tails of every size around the 64-token blocks, a sequence of 300 = 5 blocks) and misaligned tensors,
+// with fp16 dQKV (the default) and fp32 dQKV; Strict ignores the switch. Elsewhere the switch is an Error.
+TEST(CudaVisionVarlenRope, DkvWgmmaVariantMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma dK/dV kernel needs an sm_90 device";
+  const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DKV", "wgmma");
+  std::uint64_t tag = 140;
+  for (const char* dqkv : {"fp16", "fp32"}) {
+    const ScopedEnv d("ATTNBWD_CUDA_VARLEN_DQKV", dqkv);
+    check_variant_on_odd_mixes(std::string("wgmma dK/dV, ") + dqkv + " dQKV",
+                               {{131}, {1, 1, 1, 1, 1}, {0, 7, 0, 0, 13, 1, 0},
+                                {1, 130, 0, 33, 2, 64, 65, 17, 129, 128, 63}, {300}},
+                               tag);
+  }
+}
+
 // No order-dependent atomics: two runs give the same bits, in both modes.
 TEST(CudaVisionVarlenRope, OddRunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
@@ -288,7 +312,12 @@ TEST(CudaVisionVarlenRope, RealWorkloadsMatchTheOracle) {
   for (const char* index : {"8", "1"}) {
     const tools::Workload& w = tools::find_workload(all, index);
     const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars);
-    check("workload " + std::string(index) + " " + w.uuid, in, w.axes, w.atol);
+    const Oracle<Args> want(in, w.axes);
+    check_against(want, "workload " + std::string(index) + " " + w.uuid, in, w.axes, w.atol);
+    if (is_sm90()) {  // the wgmma dK/dV kernel at the workload's 28 heads of 128
+      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DKV", "wgmma");
+      check_against(want, "workload " + std::string(index) + " " + w.uuid + " wgmma dK/dV", in, w.axes, w.atol);
+    }
   }
 }
 

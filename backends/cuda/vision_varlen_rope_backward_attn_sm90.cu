@@ -1,0 +1,196 @@
+// vision_varlen_rope_backward (spec §5): the dK/dV half of the varlen attention backward on sm_90a wgmma
+// (ATTNBWD_CUDA_VARLEN_DKV=wgmma; the dQ half stays the mma.sync kernel of vision_varlen_rope_backward_attn.cu).
+//
+// Why: the mma.sync dK/dV kernel runs at 2 warps per scheduler with 16-row warp tiles, latency-bound (ncu at
+// S = 8192: 31 % tensor-pipe time, perf/NOTES.md, fifteenth session). Here one warpgroup owns the CTA's 64 keys
+// (K and V resident, 128-byte-swizzled) and streams the sequence's query blocks (Q, dO, lse, delta; two buffers
+// by cp.async, as the gqa kv kernel does). Per query block of 64:
+//  1. Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: wgmma m64n64k16 from shared memory (both operands K-major; k = head_dim), one
+//     commit group;
+//  2. Pᵀ = 2^(Sᵀ·scaling·log2 e − lse·log2 e) and dSᵀ = Pᵀ⊙(dPᵀ − delta)·scaling·kDsScale element-wise in the
+//     accumulator layout (which is mma.sync's C layout: the same code and masks as the mma.sync dK/dV kernel),
+//     packed to fp16 A fragments;
+//  3. dV += Pᵀ·dO and dK += dSᵀ·Q: wgmma with A from registers and B an N-major tile (rows = queries), two
+//     64-column halves each.
+// The accumulators dK, dV (64 keys × 128 per warpgroup, 16 rows per warp in the C layout) go through the same
+// epilogue as the mma.sync kernel (store_dkdv: RoPE backward, fp16 or fp32 dQKV, the CTA's bias column sums).
+// Rows past a sequence's end (keys or queries) are zero-filled tiles and masked out of P, as in the mma.sync
+// kernels. The products accumulate in another order than the mma.sync kernel's: not its bits (oracle tests).
+// Built in the fifteenth session after its device time was spent: not yet run on a GPU.
+#include <cstdint>
+
+#include "check.hpp"
+#include "sm90/ptx.cuh"
+#include "vision_varlen_rope_backward_attn_parts.cuh"
+
+namespace attnbwd::cuda::varlen {
+namespace {
+
+constexpr int kSub = kRows * 64 * 2;  // one swizzled [64][64] fp16 half tile: 8 KB
+constexpr int kTileW = 2 * kSub;      // [64][128]: head_dim 0-63 | 64-127
+// Shared memory: K, V; two buffers of Q and dO; two of lse and delta [64] each; +1 KB to align the tiles to 1024 B.
+constexpr std::size_t kSmemDkvWg =
+    static_cast<std::size_t>(kTileW) * 6 + sizeof(float) * 4 * kRows + 1024;
+
+#if defined(ATTNBWD_SM90_DEVICE)
+
+using namespace sm90;
+
+// Issues the copy of rows [row0, row0 + rows) × 128 halves of a row-major fp16 matrix (row stride ldg halves,
+// 16-byte aligned rows) into a swizzled tile: 16-byte chunk c of row r at half c / 8, chunk (c % 8) ^ (r % 8);
+// rows ≥ rows are zero-filled (so masked rows hold zeros, never stale bits, in the products). rows ≥ 1.
+__device__ __forceinline__ void issue_tile_sw(std::uint8_t* s, const __half* __restrict__ g, int64_t ldg,
+                                              int64_t row0, int rows) {
+#pragma unroll
+  for (int u = 0; u < kRows * 16 / kThreads; ++u) {
+    const int i = static_cast<int>(threadIdx.x) + u * kThreads, r = i >> 4, c = i & 15;
+    const bool valid = r < rows;
+    mma16::cp_async16(s + (c >> 3) * kSub + r * 128 + (((c & 7) ^ (r & 7)) << 4),
+                      g + (row0 + (valid ? r : 0)) * ldg + c * 8, valid);
+  }
+}
+
+// Descriptors of a swizzled tile at head_dim half 0: K-major (k step: 16 columns = 32 bytes, +2 in the address
+// field; half: +kSub / 16) and N-major (k step: 16 rows = 2,048 bytes, +128; one 64-wide N chunk per half).
+__device__ __forceinline__ std::uint64_t kmajor_desc(const std::uint8_t* tile) {
+  return smem_desc(smem_addr(tile), 16, 1024);
+}
+__device__ __forceinline__ std::uint64_t nmajor_desc(const std::uint8_t* tile) {
+  return smem_desc(smem_addr(tile), kSub, 1024);
+}
+
+// acc (64 rows × 128 as two 64-column halves) += A·B over k = 64: A this warp's fp16 fragments, B an N-major
+// [64][128] tile given by its half-0 descriptor.
+__device__ __forceinline__ void rs_n128(float (&acc)[2][8][4], const std::uint32_t (&a)[4][4], std::uint64_t desc) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+    for (int kc = 0; kc < 4; ++kc)
+      wgmma_m64n64k16_rs<Mma16::F16, 1>(acc[hf], a[kc], desc + hf * (kSub >> 4) + kc * (2048 >> 4), 1);
+}
+
+__device__ __forceinline__ void fence_frags(std::uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[k][i])::"memory");
+}
+
+template <bool HalfOut>
+__global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
+  Block b;
+  if (!block_of(p, b)) {
+    if constexpr (HalfOut) zero_part(p, 1), zero_part(p, 2);
+    return;
+  }
+  const int64_t k0 = b.b0, ld3 = b.ld3;
+  const int keys = b.n, h = b.h;
+  const HalfCols hc = half_cols(p, h);
+  extern __shared__ float4 smem4[];
+  std::uint8_t* sK = align_smem_1024(smem4);
+  std::uint8_t* sV = sK + kTileW;
+  std::uint8_t* sQ = sV + kTileW;      // [2]
+  std::uint8_t* sdO = sQ + 2 * kTileW;  // [2]
+  float* sLse = reinterpret_cast<float*>(sdO + 2 * kTileW);  // [2][kRows]
+  float* sDl = sLse + 2 * kRows;                             // [2][kRows]
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+
+  issue_tile_sw(sK, hc.k, ld3, k0, keys);  // committed with the first query block
+  issue_tile_sw(sV, hc.v, ld3, k0, keys);
+  // Descriptors at buffer 0; a buffer adds kTileW / 16 to the address field (every address < 256 KB).
+  const std::uint64_t dKk = kmajor_desc(sK), dVk = kmajor_desc(sV), dQk = kmajor_desc(sQ), dOk = kmajor_desc(sdO),
+                      dQn = nmajor_desc(sQ), dOn = nmajor_desc(sdO);
+  float dk[2][8][4], dv[2][8][4];
+  mma16::zero(dk[0]);
+  mma16::zero(dk[1]);
+  mma16::zero(dv[0]);
+  mma16::zero(dv[1]);
+  const float sl = p.scaling * kLog2e, ds_factor = p.scaling * kDsScale;
+  mma16::stream_blocks<kRows, true>(
+      b.start, b.end,
+      [&](int64_t q1, int qrows1, int to) {
+        issue_tile_sw(sQ + to * kTileW, hc.q, ld3, q1, qrows1);
+        issue_tile_sw(sdO + to * kTileW, hc.dO, p.C, q1, qrows1);
+        stage_row_terms(p, q1, qrows1, h, sLse + to * kRows, sDl + to * kRows);
+      },
+      [&](int buf, int qrows) {
+        const std::uint64_t bq = static_cast<std::uint64_t>(buf) * (kTileW >> 4);
+        const float* cLse = sLse + buf * kRows;
+        const float* cDl = sDl + buf * kRows;
+        // 1. Sᵀ and dPᵀ (rows: this warpgroup's keys; columns: the block's queries)
+        float s[8][4], dp[8][4];
+        mma16::zero(s);
+        mma16::zero(dp);
+        fence_acc(s);
+        fence_acc(dp);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+          const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
+          wgmma_m64n64k16_ss<Mma16::F16, 0>(s, dKk + off, dQk + bq + off, kk);
+          wgmma_m64n64k16_ss<Mma16::F16, 0>(dp, dVk + off, dOk + bq + off, kk);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_acc(s);
+        fence_acc(dp);
+        // 2. Pᵀ and dSᵀ·kDsScale, as the mma.sync dK/dV kernel forms them
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int col = j * 8 + 2 * t + (r & 1);
+            const bool live = col < qrows && w * 16 + g + 8 * (r >> 1) < keys;
+            s[j][r] = live ? exp2_approx(fmaf(s[j][r], sl, -cLse[col] * kLog2e)) : 0.0f;
+            dp[j][r] = s[j][r] * (dp[j][r] - cDl[col]) * ds_factor;
+          }
+        std::uint32_t ap[4][4], as[4][4];
+        mma16::to_afrag(ap, s);
+        mma16::to_afrag(as, dp);
+        // 3. dV += Pᵀ·dO, dK += dSᵀ·Q
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]), fence_acc(dk[hf]);
+        wgmma_fence();
+        rs_n128(dv, ap, dOn + bq);
+        rs_n128(dk, as, dQn + bq);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_frags(ap);
+        fence_frags(as);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]), fence_acc(dk[hf]);
+      });
+  // [2][8][4] halves = [16][4] column tiles of the mma.sync layout (tile j < 8: head_dim 8j.., j ≥ 8: 64 + 8(j − 8)..)
+  float(&dk16)[16][4] = reinterpret_cast<float(&)[16][4]>(dk);
+  float(&dv16)[16][4] = reinterpret_cast<float(&)[16][4]>(dv);
+  mma16::scale_acc(dk16, 1.0f / kDsScale);
+  // stream_blocks ended with a barrier: the tiles are free for the column sums' scratch
+  store_dkdv<HalfOut>(p, dk16, dv16, k0, keys, h, ld3, reinterpret_cast<float*>(sK));
+}
+
+#else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
+
+template <bool HalfOut>
+__global__ void attn_dkv_wg(const AttnParams) {
+  __trap();
+}
+
+#endif
+
+template <class Kernel>
+void launch_wg(Kernel kernel, const AttnParams& p, cudaStream_t stream) {
+  ATTNBWD_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemDkvWg)));
+  const dim3 grid(static_cast<unsigned>(p.slots), static_cast<unsigned>(p.H));
+  kernel<<<grid, kThreads, kSmemDkvWg, stream>>>(p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void attention_backward_dkv_sm90(const AttnParams& p, cudaStream_t stream) {
+  if (p.dqkvh != nullptr) return launch_wg(attn_dkv_wg<true>, p, stream);
+  launch_wg(attn_dkv_wg<false>, p, stream);
+}
+
+}  // namespace attnbwd::cuda::varlen
