@@ -147,7 +147,9 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
         std::uint32_t ap[4][4], as[4][4];
         mma16::to_afrag(ap, s);
         mma16::to_afrag(as, dp);
-        // 3. dV += Pᵀ·dO, dK += dSᵀ·Q
+        // 3. dV += Pᵀ·dO, dK += dSᵀ·Q (the fragments and accumulators pinned before the fence)
+        fence_frags(ap);
+        fence_frags(as);
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]), fence_acc(dk[hf]);
         wgmma_fence();

@@ -306,6 +306,45 @@ TEST(CudaVisionVarlenRope, Fp16TileKernelsAgreeWithV1) {
   }
 }
 
+// ATTNBWD_CUDA_VARLEN_DKV=wgmma against the mma.sync dK/dV kernel on the same inputs (sm_90 only): the same fp16
+// products summed in another order, so every output agrees to rel-L2 ≤ 2e-3 (five times tighter than the oracle
+// bound), on tails of every size, empty and length-1 sequences, 5 key blocks and workload #1 (28 heads). The op's
+// scratch is poisoned (0xff) before every call, so dK/dV rows the kernel leaves unwritten show as NaN.
+TEST(CudaVisionVarlenRope, DkvWgmmaAgreesWithMma) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma dK/dV kernel needs an sm_90 device";
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
+  const tools::Workload& w1 = tools::find_workload(all, "1");
+  std::vector<std::pair<std::string, std::pair<tools::TensorSet, tools::Axes>>> cases;
+  for (const std::vector<std::int32_t>& lengths :
+       {std::vector<std::int32_t>{1, 7, 65, 131}, std::vector<std::int32_t>{0, 300, 1, 0, 64, 63},
+        std::vector<std::int32_t>{127, 129, 2, 191}}) {
+    tools::Axes axes;
+    tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(150 + lengths.size()), axes);
+    cases.push_back({label_of(lengths, 2), {std::move(in), axes}});
+  }
+  cases.push_back({"workload 1", {tools::generate_inputs(kOp, w1.axes, fresh_seed(160), w1.scalars), w1.axes}});
+  for (const auto& [label, c] : cases) {
+    HostCase<Args> mma(c.first, c.second), wg(c.first, c.second);
+    {
+      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DKV", "mma");
+      run_cuda(mma, Precision::Default);
+    }
+    {
+      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DKV", "wgmma");
+      run_cuda(wg, Precision::Default);
+    }
+    const auto g = outputs_of(wg.args), w = outputs_of(mma.args);
+    ASSERT_EQ(g.size(), 5u);
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const auto r = close(g[i].name, g[i].data, w[i].data, g[i].size, Tolerance{0.0, 0.0, 0.0, 2e-3});
+      std::printf("[ measured ] wgmma dK/dV vs mma.sync, %s: %s\n", label.c_str(), r.message());
+      EXPECT_TRUE(r) << label;
+    }
+  }
+}
+
 TEST(CudaVisionVarlenRope, RealWorkloadsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
