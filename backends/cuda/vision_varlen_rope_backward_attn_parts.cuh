@@ -118,6 +118,24 @@ __device__ __forceinline__ void stage_row_terms(const AttnParams& p, int64_t q0,
   }
 }
 
+// dK/dV kernels (mma.sync and wgmma: the same accumulator layout): this warp's 16 keys × 64 queries of scores s (Sᵀ)
+// and dPᵀ become Pᵀ in s and dSᵀ·kDsScale in dp, with P = 2^(s·scaling·log2 e − lse·log2 e) (exp2_approx) and the
+// query block's lse and delta in cLse, cDl; zero for queries ≥ qrows and keys ≥ keys.
+__device__ __forceinline__ void p_ds_transposed(float (&s)[8][4], float (&dp)[8][4], int qrows, int keys,
+                                                const float* cLse, const float* cDl, float scaling) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float sl = scaling * kLog2e;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int col = j * 8 + 2 * t + (r & 1);
+      const bool live = col < qrows && w * 16 + g + 8 * (r >> 1) < keys;
+      s[j][r] = live ? exp2_approx(fmaf(s[j][r], sl, -cLse[col] * kLog2e)) : 0.0f;
+      dp[j][r] = s[j][r] * (dp[j][r] - cDl[col]) * (scaling * kDsScale);
+    }
+}
+
 // The output: fp32 p.dqkv, or (HalfOut) fp16 p.dqkvh; put2 stores two adjacent columns of one row.
 template <bool HalfOut>
 __device__ __forceinline__ std::conditional_t<HalfOut, __half, float>* out_base(const AttnParams& p) {

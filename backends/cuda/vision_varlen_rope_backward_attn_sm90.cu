@@ -93,7 +93,6 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   std::uint8_t* sdO = sQ + 2 * kTileW;  // [2]
   float* sLse = reinterpret_cast<float*>(sdO + 2 * kTileW);  // [2][kRows]
   float* sDl = sLse + 2 * kRows;                             // [2][kRows]
-  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 
   issue_tile_sw(sK, hc.k, ld3, k0, keys);  // committed with the first query block
   issue_tile_sw(sV, hc.v, ld3, k0, keys);
@@ -105,7 +104,6 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   mma16::zero(dk[1]);
   mma16::zero(dv[0]);
   mma16::zero(dv[1]);
-  const float sl = p.scaling * kLog2e, ds_factor = p.scaling * kDsScale;
   mma16::stream_blocks<kRows, true>(
       b.start, b.end,
       [&](int64_t q1, int qrows1, int to) {
@@ -135,15 +133,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
         fence_acc(s);
         fence_acc(dp);
         // 2. Pᵀ and dSᵀ·kDsScale, as the mma.sync dK/dV kernel forms them
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const int col = j * 8 + 2 * t + (r & 1);
-            const bool live = col < qrows && w * 16 + g + 8 * (r >> 1) < keys;
-            s[j][r] = live ? exp2_approx(fmaf(s[j][r], sl, -cLse[col] * kLog2e)) : 0.0f;
-            dp[j][r] = s[j][r] * (dp[j][r] - cDl[col]) * ds_factor;
-          }
+        p_ds_transposed(s, dp, qrows, keys, cLse, cDl, p.scaling);
         std::uint32_t ap[4][4], as[4][4];
         mma16::to_afrag(ap, s);
         mma16::to_afrag(as, dp);
