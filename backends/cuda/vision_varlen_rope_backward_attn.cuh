@@ -59,12 +59,15 @@ enum class Products { Tf32, Tf32x3, Fp16, Fp16Smem32 };
 void attention_forward(const AttnParams& p, Products products, cudaStream_t stream);
 // Backward: dqkv (dq and dk through the RoPE backward, dV).
 // one_launch (Products::Fp16 only; ignored otherwise): the dQ and dK/dV CTAs in one launch (grid z = 2), the same bits.
-// dkv_sm90 (Products::Fp16 only; sm_90 devices only, the caller checks): the dQ kernel, then the sm_90a wgmma dK/dV
-// kernel (attention_backward_dkv_sm90) instead of the mma.sync one; one_launch is then ignored.
+// sm90 (Products::Fp16 only; sm_90 devices only, the caller checks): kSm90Dq, kSm90Dkv: that kernel on sm_90a wgmma
+// (attention_backward_dq_sm90, attention_backward_dkv_sm90) instead of mma.sync, each in its own launch; one_launch
+// is then ignored.
+constexpr int kSm90Dq = 1, kSm90Dkv = 2;
 void attention_backward(const AttnParams& p, Products products, cudaStream_t stream, bool one_launch = false,
-                        bool dkv_sm90 = false);
-// The sm_90a wgmma dK/dV kernel alone (vision_varlen_rope_backward_attn_sm90.cu): dk, dv (fp16 with column sums
+                        int sm90 = 0);
+// The sm_90a wgmma kernels alone (vision_varlen_rope_backward_attn_sm90.cu): dk, dv, or dq (fp16 with column sums
 // where p.dqkvh is set, else fp32) from p.qkvh, p.dAOh, lse and delta. Products::Fp16's inputs; sm_90 only.
 void attention_backward_dkv_sm90(const AttnParams& p, cudaStream_t stream);
+void attention_backward_dq_sm90(const AttnParams& p, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda::varlen

@@ -118,6 +118,41 @@ __device__ __forceinline__ void stage_row_terms(const AttnParams& p, int64_t q0,
   }
 }
 
+// dQ kernels: lse and delta of this warp's rows g and g + 8 of query block q0 (zero past `rows`).
+__device__ __forceinline__ void load_row_terms(const AttnParams& p, int64_t q0, int rows, int h, float (&lse)[2],
+                                               float (&dl)[2]) {
+  const int w = threadIdx.x / 32, g = (threadIdx.x & 31) >> 2;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    const int64_t at = (q0 + row) * p.H + h;
+    lse[i] = row < rows ? p.lse[at] : 0.0f;
+    dl[i] = row < rows ? p.delta[at] : 0.0f;
+  }
+}
+
+// dQ kernels: this warp's 16×64 scores s and dP become dS·ds_factor in s, with P = exp(s·scaling − lse);
+// zero for keys ≥ keys and rows ≥ rows. Fast (the fp16 kernel): P = 2^(s·scaling·log2 e − lse·log2 e).
+template <bool Fast = false>
+__device__ __forceinline__ void ds_rows(float (&s)[8][4], const float (&dp)[8][4], int keys, int rows,
+                                        const float (&lse)[2], const float (&dl)[2], float scaling, float ds_factor) {
+  const int w = threadIdx.x / 32, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const float sl = scaling * kLog2e, nl[2] = {-lse[0] * kLog2e, -lse[1] * kLog2e};
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int col = j * 8 + 2 * t + (r & 1), i = r >> 1;
+      const bool live = col < keys && w * 16 + g + 8 * i < rows;
+      float pr = 0.0f;
+      if constexpr (Fast)
+        pr = live ? exp2_approx(fmaf(s[j][r], sl, nl[i])) : 0.0f;
+      else
+        pr = live ? expf(s[j][r] * scaling - lse[i]) : 0.0f;
+      s[j][r] = pr * (dp[j][r] - dl[i]) * ds_factor;
+    }
+}
+
 // dK/dV kernels (mma.sync and wgmma: the same accumulator layout): this warp's 16 keys × 64 queries of scores s (Sᵀ)
 // and dPᵀ become Pᵀ in s and dSᵀ·kDsScale in dp, with P = 2^(s·scaling·log2 e − lse·log2 e) (exp2_approx) and the
 // query block's lse and delta in cLse, cDl; zero for queries ≥ qrows and keys ≥ keys.
@@ -153,6 +188,39 @@ __device__ __forceinline__ void put2(__half* at, float x, float y) {
 __device__ __forceinline__ void zero_part(const AttnParams& p, int part) {
   float* out = p.part + static_cast<int64_t>(blockIdx.x) * 3 * p.C + part * p.C + static_cast<int64_t>(blockIdx.y) * kD;
   for (int c = threadIdx.x; c < kD; c += kThreads) out[c] = 0.0f;
+}
+
+// dQ' (this warp's 16×128 accumulator) through the RoPE backward into the dq columns of p.dqkv (HalfOut:
+// p.dqkvh, and the CTA's column sums into p.part; red: see mma16::cta_column_sums): columns d (tile j < 8) pair
+// with d + 64 (tile j + 8) in this thread. HalfOut = false is the code as it was before HalfOut existed.
+template <bool HalfOut>
+__device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[16][4], int64_t q0, int rows, int h,
+                                         int64_t ld3, float* red) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float cs[16][2] = {};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    if (row >= rows) continue;
+    const int64_t tok = q0 + row;
+    RopeRow rr;
+    load_rope_row(p.cos + tok * kD, p.sin + tok * kD, t, rr);
+    auto* out = out_base<HalfOut>(p) + tok * ld3 + static_cast<int64_t>(h) * kD;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int d = j * 8 + 2 * t;
+      float lo0, hi0, lo1, hi1;
+      rope_back(rr, j, 0, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
+      rope_back(rr, j, 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
+      put2(out + d, lo0, lo1);
+      put2(out + d + kD / 2, hi0, hi1);
+      cs[j][0] += lo0, cs[j][1] += lo1, cs[j + 8][0] += hi0, cs[j + 8][1] += hi1;
+    }
+  }
+  if constexpr (HalfOut) {
+    mma16::cta_column_sums(cs, red, p.part + static_cast<int64_t>(blockIdx.x) * ld3 + static_cast<int64_t>(h) * kD);
+    __syncthreads();  // red is free again
+  }
 }
 
 // dK' (through the RoPE backward) and dV of this warp's 16 keys into the dk and dv columns of p.dqkv

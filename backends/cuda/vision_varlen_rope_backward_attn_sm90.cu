@@ -1,5 +1,5 @@
-// vision_varlen_rope_backward (spec §5): the dK/dV half of the varlen attention backward on sm_90a wgmma
-// (ATTNBWD_CUDA_VARLEN_DKV=wgmma; the dQ half stays the mma.sync kernel of vision_varlen_rope_backward_attn.cu).
+// vision_varlen_rope_backward (spec §5): the varlen attention backward's dK/dV and dQ kernels on sm_90a wgmma
+// (ATTNBWD_CUDA_VARLEN_WGMMA=dkv|dq|all; the mma.sync kernels of vision_varlen_rope_backward_attn.cu otherwise).
 //
 // Why: the mma.sync dK/dV kernel runs at 2 warps per scheduler with 16-row warp tiles, latency-bound (ncu at
 // S = 8192: 31 % tensor-pipe time, perf/NOTES.md, fifteenth session). Here one warpgroup owns the CTA's 64 keys
@@ -14,8 +14,11 @@
 //     64-column halves each.
 // The accumulators dK, dV (64 keys × 128 per warpgroup, 16 rows per warp in the C layout) go through the same
 // epilogue as the mma.sync kernel (store_dkdv: RoPE backward, fp16 or fp32 dQKV, the CTA's bias column sums).
+// The dQ kernel is the same with the roles turned: one warpgroup per 64 queries (Q, dO, lse, delta resident), the
+// key blocks (K, V) streamed; S = Q·Kᵀ and dP = dO·Vᵀ from shared memory, dS by the mma.sync dQ kernel's ds_rows,
+// dQ += dS·K with dS in registers and K N-major; its epilogue is store_dq.
 // Rows past a sequence's end (keys or queries) are zero-filled tiles and masked out of P, as in the mma.sync
-// kernels. The products accumulate in another order than the mma.sync kernel's: not its bits (oracle tests).
+// kernels. The products accumulate in another order than the mma.sync kernels': not their bits (oracle tests).
 // Built in the fifteenth session after its device time was spent: not yet run on a GPU.
 #include <cstdint>
 
@@ -29,6 +32,7 @@ namespace {
 constexpr int kSub = kRows * 64 * 2;  // one swizzled [64][64] fp16 half tile: 8 KB
 constexpr int kTileW = 2 * kSub;      // [64][128]: head_dim 0-63 | 64-127
 // Shared memory: K, V; two buffers of Q and dO; two of lse and delta [64] each; +1 KB to align the tiles to 1024 B.
+// (The dQ kernel: Q, dO; two buffers of K and V; the same size is enough.)
 constexpr std::size_t kSmemDkvWg =
     static_cast<std::size_t>(kTileW) * 6 + sizeof(float) * 4 * kRows + 1024;
 
@@ -160,10 +164,86 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   store_dkdv<HalfOut>(p, dk16, dv16, k0, keys, h, ld3, reinterpret_cast<float*>(sK));
 }
 
+// dQ: one warpgroup per (64-query block, head); Q, dO and the rows' lse and delta resident, K and V streamed.
+template <bool HalfOut>
+__global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
+  Block b;
+  if (!block_of(p, b)) {
+    if constexpr (HalfOut) zero_part(p, 0);
+    return;
+  }
+  const int64_t q0 = b.b0, ld3 = b.ld3;
+  const int rows = b.n, h = b.h;
+  const HalfCols hc = half_cols(p, h);
+  extern __shared__ float4 smem4[];
+  std::uint8_t* sQ = align_smem_1024(smem4);
+  std::uint8_t* sdO = sQ + kTileW;
+  std::uint8_t* sK = sdO + kTileW;     // [2]
+  std::uint8_t* sV = sK + 2 * kTileW;  // [2]
+
+  issue_tile_sw(sQ, hc.q, ld3, q0, rows);  // committed with the first key block
+  issue_tile_sw(sdO, hc.dO, p.C, q0, rows);
+  float lse[2], dl[2];
+  load_row_terms(p, q0, rows, h, lse, dl);
+  const std::uint64_t dQk = kmajor_desc(sQ), dOk = kmajor_desc(sdO), dKk = kmajor_desc(sK), dVk = kmajor_desc(sV),
+                      dKn = nmajor_desc(sK);
+  float dq[2][8][4];
+  mma16::zero(dq[0]);
+  mma16::zero(dq[1]);
+  mma16::stream_blocks<kRows, true>(
+      b.start, b.end,
+      [&](int64_t k1, int keys1, int to) {
+        issue_tile_sw(sK + to * kTileW, hc.k, ld3, k1, keys1);
+        issue_tile_sw(sV + to * kTileW, hc.v, ld3, k1, keys1);
+      },
+      [&](int buf, int keys) {
+        const std::uint64_t bk = static_cast<std::uint64_t>(buf) * (kTileW >> 4);
+        // 1. S and dP (rows: this warpgroup's queries; columns: the block's keys)
+        float s[8][4], dp[8][4];
+        mma16::zero(s);
+        mma16::zero(dp);
+        fence_acc(s);
+        fence_acc(dp);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+          const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
+          wgmma_m64n64k16_ss<Mma16::F16, 0>(s, dQk + off, dKk + bk + off, kk);
+          wgmma_m64n64k16_ss<Mma16::F16, 0>(dp, dOk + off, dVk + bk + off, kk);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_acc(s);
+        fence_acc(dp);
+        // 2. dS·kDsScale, as the mma.sync dQ kernel forms it
+        ds_rows<true>(s, dp, keys, rows, lse, dl, p.scaling, p.scaling * kDsScale);
+        std::uint32_t a[4][4];
+        mma16::to_afrag(a, s);
+        // 3. dQ += dS·K
+        fence_frags(a);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) fence_acc(dq[hf]);
+        wgmma_fence();
+        rs_n128(dq, a, dKn + bk);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_frags(a);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) fence_acc(dq[hf]);
+      });
+  float(&dq16)[16][4] = reinterpret_cast<float(&)[16][4]>(dq);
+  mma16::scale_acc(dq16, 1.0f / kDsScale);
+  store_dq<HalfOut>(p, dq16, q0, rows, h, ld3, reinterpret_cast<float*>(sQ));  // the tiles are free
+}
+
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
 
 template <bool HalfOut>
 __global__ void attn_dkv_wg(const AttnParams) {
+  __trap();
+}
+template <bool HalfOut>
+__global__ void attn_dq_wg(const AttnParams) {
   __trap();
 }
 
@@ -183,6 +263,11 @@ void launch_wg(Kernel kernel, const AttnParams& p, cudaStream_t stream) {
 void attention_backward_dkv_sm90(const AttnParams& p, cudaStream_t stream) {
   if (p.dqkvh != nullptr) return launch_wg(attn_dkv_wg<true>, p, stream);
   launch_wg(attn_dkv_wg<false>, p, stream);
+}
+
+void attention_backward_dq_sm90(const AttnParams& p, cudaStream_t stream) {
+  if (p.dqkvh != nullptr) return launch_wg(attn_dq_wg<true>, p, stream);
+  launch_wg(attn_dq_wg<false>, p, stream);
 }
 
 }  // namespace attnbwd::cuda::varlen

@@ -240,34 +240,24 @@ TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_DKV=wgmma (sm_90 only): the dK/dV kernel on wgmma (vision_varlen_rope_backward_attn_sm90.cu),
-// its products in another order than the mma.sync kernel's, against the oracle on odd mixes (empty and length-1
-// sequences, tails of every size around the 64-token blocks, a sequence of 300 = 5 blocks) and misaligned tensors,
-// with fp16 dQKV (the default) and fp32 dQKV; Strict ignores the switch. Elsewhere the switch is an Error.
-TEST(CudaVisionVarlenRope, DkvWgmmaVariantMatchesTheOracle) {
+// ATTNBWD_CUDA_VARLEN_WGMMA=dq|dkv|all (sm_90 only): the dQ and dK/dV kernels on wgmma
+// (vision_varlen_rope_backward_attn_sm90.cu), their products in another order than the mma.sync kernels', against
+// the oracle on odd mixes (empty and length-1 sequences, tails of every size around the 64-token blocks, a sequence
+// of 300 = 5 blocks) and misaligned tensors, with fp16 dQKV (the default) and fp32 dQKV; Strict ignores the switch.
+// Elsewhere a wgmma form is an Error.
+TEST(CudaVisionVarlenRope, WgmmaVariantsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the wgmma dK/dV kernel needs an sm_90 device";
-  const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DKV", "wgmma");
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels need an sm_90 device";
   std::uint64_t tag = 140;
-  for (const char* dqkv : {"fp16", "fp32"}) {
-    const ScopedEnv d("ATTNBWD_CUDA_VARLEN_DQKV", dqkv);
-    check_variant_on_odd_mixes(std::string("wgmma dK/dV, ") + dqkv + " dQKV",
-                               {{131}, {1, 1, 1, 1, 1}, {0, 7, 0, 0, 13, 1, 0},
-                                {1, 130, 0, 33, 2, 64, 65, 17, 129, 128, 63}, {300}},
-                               tag);
-  }
-}
-
-// No order-dependent atomics: two runs give the same bits, in both modes.
-TEST(CudaVisionVarlenRope, OddRunsAreBitIdentical) {
-  ATTNBWD_SEED_TRACE();
-  tools::Axes axes;
-  const tools::TensorSet in = varlen_inputs({1, 7, 65, 131}, 2, 4.0f, fresh_seed(60), axes);
-  for (const Precision p : {Precision::Default, Precision::Strict}) {
-    HostCase<Args> first(in, axes), second(in, axes);
-    run_cuda(first, p);
-    run_cuda(second, p);
-    expect_same_bits(second, first, std::string("second run, ") + to_string(p));
+  for (const char* form : {"dq", "dkv", "all"}) {
+    const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WGMMA", form);
+    for (const char* dqkv : {"fp16", "fp32"}) {
+      const ScopedEnv d("ATTNBWD_CUDA_VARLEN_DQKV", dqkv);
+      check_variant_on_odd_mixes(std::string("wgmma ") + form + ", " + dqkv + " dQKV",
+                                 {{131}, {1, 1, 1, 1, 1}, {0, 7, 0, 0, 13, 1, 0},
+                                  {1, 130, 0, 33, 2, 64, 65, 17, 129, 128, 63}, {300}},
+                                 tag);
+    }
   }
 }
 
@@ -312,13 +302,13 @@ TEST(CudaVisionVarlenRope, Fp16TileKernelsAgreeWithV1) {
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_DKV=wgmma against the mma.sync dK/dV kernel on the same inputs (sm_90 only): the same fp16
+// ATTNBWD_CUDA_VARLEN_WGMMA=dq|dkv|all against the mma.sync kernels on the same inputs (sm_90 only): the same fp16
 // products summed in another order, so every output agrees to rel-L2 ≤ 2e-3 (five times tighter than the oracle
 // bound), on tails of every size, empty and length-1 sequences, 5 key blocks and workload #1 (28 heads). The op's
-// scratch is poisoned (0xff) before every call, so dK/dV rows the kernel leaves unwritten show as NaN.
-TEST(CudaVisionVarlenRope, DkvWgmmaAgreesWithMma) {
+// scratch is poisoned (0xff) before every call, so rows a kernel leaves unwritten show as NaN.
+TEST(CudaVisionVarlenRope, WgmmaAgreesWithMma) {
   ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the wgmma dK/dV kernel needs an sm_90 device";
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels need an sm_90 device";
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
   const tools::Workload& w1 = tools::find_workload(all, "1");
@@ -332,16 +322,19 @@ TEST(CudaVisionVarlenRope, DkvWgmmaAgreesWithMma) {
   }
   cases.push_back({"workload 1", {tools::generate_inputs(kOp, w1.axes, fresh_seed(160), w1.scalars), w1.axes}});
   for (const auto& [label, c] : cases) {
-    HostCase<Args> mma(c.first, c.second), wg(c.first, c.second);
+    HostCase<Args> mma(c.first, c.second);
     {
-      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DKV", "mma");
+      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WGMMA", "off");
       run_cuda(mma, Precision::Default);
     }
-    {
-      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DKV", "wgmma");
-      run_cuda(wg, Precision::Default);
+    for (const char* form : {"dq", "dkv", "all"}) {
+      HostCase<Args> wg(c.first, c.second);
+      {
+        const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WGMMA", form);
+        run_cuda(wg, Precision::Default);
+      }
+      expect_agree(wg, mma, std::string("wgmma ") + form + " vs mma.sync, " + label);
     }
-    expect_agree(wg, mma, "wgmma dK/dV vs mma.sync, " + label);
   }
 }
 
@@ -353,9 +346,9 @@ TEST(CudaVisionVarlenRope, RealWorkloadsMatchTheOracle) {
     const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars);
     const Oracle<Args> want(in, w.axes);
     check_against(want, "workload " + std::string(index) + " " + w.uuid, in, w.axes, w.atol);
-    if (is_sm90()) {  // the wgmma dK/dV kernel at the workload's 28 heads of 128
-      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DKV", "wgmma");
-      check_against(want, "workload " + std::string(index) + " " + w.uuid + " wgmma dK/dV", in, w.axes, w.atol);
+    if (is_sm90()) {  // the wgmma dQ and dK/dV kernels at the workload's 28 heads of 128
+      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WGMMA", "all");
+      check_against(want, "workload " + std::string(index) + " " + w.uuid + " wgmma dQ, dK/dV", in, w.axes, w.atol);
     }
   }
 }
