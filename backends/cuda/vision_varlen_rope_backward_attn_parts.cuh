@@ -1,8 +1,9 @@
 // vision_varlen_rope_backward: the device helpers the attention kernels of both kernel files share
 // (vision_varlen_rope_backward_attn.cu: the mma.sync kernels; vision_varlen_rope_backward_attn_sm90.cu: the sm_90a
-// wgmma dK/dV kernel): a CTA's block from the device block table, the fp16 kernels' exponential, the row terms
-// (lse, delta) of a query block, and the dK/dV epilogue (RoPE backward, fp16 or fp32 dQKV, bias column sums).
-// Each including file gets its own copies (anonymous namespace).
+// wgmma dQ and dK/dV kernels): a CTA's block from the device block table, the fp16 kernels' exponential, the row
+// terms (lse, delta) of a query block, the element steps that turn scores into P and dS, and the dQ and dK/dV
+// epilogues (RoPE backward, fp16 or fp32 dQKV, bias column sums). Each including file gets its own copies
+// (anonymous namespace).
 #pragma once
 
 #include <cuda_fp16.h>
