@@ -223,18 +223,17 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // Measured on an H200 (fifteenth session, perf/NOTES.md): 1.022x geomean over all 16 workloads, #8, #11 1.10x,
   // #1 1.06x. Ignored by the other product modes.
   const bool one_bwd_launch = env_switch("ATTNBWD_CUDA_VARLEN_BWD", {"auto", "two", "one"}) != 1;
-  // ATTNBWD_CUDA_VARLEN_WGMMA=auto|off|dq|dkv|all: the fp16-tile backward kernels on mma.sync (auto, off) or, on sm_90a
-  // wgmma (vision_varlen_rope_backward_attn_sm90.cu), the dQ kernel (dq), the dK/dV kernel (dkv) or both (all): one
-  // warpgroup per 64-row block, the two score products from shared memory, the gradient products with P and dS as
-  // register operands; each kernel in its own launch. Built in the fifteenth session after its device time was spent:
-  // not yet run on a GPU, so not auto. A wgmma form on a device other than sm_90 is an Error; the other product modes
-  // ignore the switch.
-  const int wgmma_switch = env_switch("ATTNBWD_CUDA_VARLEN_WGMMA", {"auto", "off", "dq", "dkv", "all"});
-  const int attn_sm90 = products != varlen::Products::Fp16 ? 0
-                        : wgmma_switch == 2                ? varlen::kSm90Dq
-                        : wgmma_switch == 3                ? varlen::kSm90Dkv
-                        : wgmma_switch == 4                ? varlen::kSm90Dq | varlen::kSm90Dkv
-                                                           : 0;
+  // ATTNBWD_CUDA_VARLEN_WGMMA=auto|off|dq|dkv|bwd|fwd|all: the fp16-tile attention kernels on mma.sync (auto, off) or,
+  // on sm_90a wgmma (vision_varlen_rope_backward_attn_sm90.cu), the dQ kernel (dq), the dK/dV kernel (dkv), both
+  // (bwd), the forward recompute (fwd) or all three (all): one warpgroup per 64-row block, the score products from
+  // shared memory, the products with P or dS as register operands; each backward kernel in its own launch. Built in
+  // the fifteenth session after its device time was spent: not yet run on a GPU, so not auto. A wgmma form on a
+  // device other than sm_90 is an Error; the other product modes ignore the switch.
+  constexpr int kWgmmaForms[] = {0, 0, varlen::kSm90Dq, varlen::kSm90Dkv, varlen::kSm90Dq | varlen::kSm90Dkv,
+                                 varlen::kSm90Fwd, varlen::kSm90Dq | varlen::kSm90Dkv | varlen::kSm90Fwd};
+  const int wgmma_form =
+      kWgmmaForms[env_switch("ATTNBWD_CUDA_VARLEN_WGMMA", {"auto", "off", "dq", "dkv", "bwd", "fwd", "all"})];
+  const int attn_sm90 = products == varlen::Products::Fp16 ? wgmma_form : 0;
   if (attn_sm90 != 0 && ctx.cc() != 90)
     throw Error("ATTNBWD_CUDA_VARLEN_WGMMA",
                 "wgmma needs an sm_90 device (this one is compute capability " + std::to_string(ctx.cc()) + ")");
@@ -370,7 +369,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     p.dqkvh = dqkvh;
     p.part = part_dqkv;
   }
-  varlen::attention_forward(p, products, stream);
+  varlen::attention_forward(p, products, stream, (attn_sm90 & varlen::kSm90Fwd) != 0);
   stages.mark("attn_fwd");
   if (use_fp16 && !half_attn) {
     convert_to_half(AO, AOh, S * C, stream);
@@ -386,7 +385,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     gemm(ctx, side_slot, side, compute, g, opnd(dY, dYh), opnd(AO, AOh), a.grad_proj_weight.data);
     stages.mark("dWp");
   }
-  varlen::attention_backward(p, products, stream, one_bwd_launch, attn_sm90);
+  varlen::attention_backward(p, products, stream, one_bwd_launch, attn_sm90 & (varlen::kSm90Dq | varlen::kSm90Dkv));
   stages.mark("attn_bwd");
   if (use_fp16 && !half_dqkv) {
     convert_to_half(dqkv, dqkvh, S * C3, stream);

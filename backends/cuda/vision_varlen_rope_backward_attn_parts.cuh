@@ -110,6 +110,108 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// Online-softmax step of the forward for one key block (keys valid columns): this warp's 16×64 scores
+// s become exp(s·scaling − m_new) in place; the running maxima m and this thread's part of the row
+// sums l are updated and the output accumulator o rescaled. Rows g and g + 8 of the warp.
+// Fast (the fp16 kernel): exp(x − m) as 2^(x·log2 e − m·log2 e), one FMA and one ex2 per element.
+template <bool Fast = false>
+__device__ __forceinline__ void softmax_step(float (&s)[8][4], int keys, float scaling, float (&m)[2], float (&l)[2],
+                                             float (&o)[16][4]) {
+  const int t = threadIdx.x & 3;
+  float mx[2] = {m[0], m[1]};
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int col = j * 8 + 2 * t + (r & 1);
+      s[j][r] = col < keys ? s[j][r] * scaling : -INFINITY;
+      mx[r >> 1] = fmaxf(mx[r >> 1], s[j][r]);
+    }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+  }
+  // Every block has ≥ 1 valid key, so mx is finite; exp(−inf − mx) = 0 on the first block.
+  const float corr[2] = {expf(m[0] - mx[0]), expf(m[1] - mx[1])};
+  m[0] = mx[0], m[1] = mx[1];
+  float sum[2] = {0.0f, 0.0f};
+  const float nm[2] = {-mx[0] * kLog2e, -mx[1] * kLog2e};
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      if constexpr (Fast)
+        s[j][r] = exp2_approx(fmaf(s[j][r], kLog2e, nm[r >> 1]));
+      else
+        s[j][r] = expf(s[j][r] - mx[r >> 1]);
+      sum[r >> 1] += s[j][r];
+    }
+  l[0] = l[0] * corr[0] + sum[0];
+  l[1] = l[1] * corr[1] + sum[1];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    o[j][0] *= corr[0], o[j][1] *= corr[0];
+    o[j][2] *= corr[1], o[j][3] *= corr[1];
+  }
+}
+
+__device__ __forceinline__ float2 load2(const float* x) { return *reinterpret_cast<const float2*>(x); }
+__device__ __forceinline__ float2 load2(const __half* x) { return __half22float2(*reinterpret_cast<const __half2*>(x)); }
+__device__ __forceinline__ void store2(float* x, float a, float b) { *reinterpret_cast<float2*>(x) = make_float2(a, b); }
+__device__ __forceinline__ void store2(__half* x, float a, float b) {
+  *reinterpret_cast<__half2*>(x) = __floats2half2_rn(a, b);
+}
+
+// Forward epilogue: O = o / l into AO, lse = m + log l and delta = Σ_d dO·O per row of this warp. dO and
+// ao: the head's columns of dO and AO (row stride p.C), fp32 or fp16.
+template <class T>
+__device__ __forceinline__ void forward_epilogue(const AttnParams& p, const float (&o)[16][4], const float (&m)[2],
+                                                 float (&l)[2], int64_t q0, int rows, int h, const T* dO_cols,
+                                                 T* ao_cols) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+  }
+  const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+  float dsum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = w * 16 + g + 8 * i;
+    const bool live = row < rows;
+    const int64_t tok = q0 + row;
+    const T* dO = dO_cols + tok * p.C;
+    T* ao = ao_cols + tok * p.C;
+    // The row's 16 dO pairs first, then the products and stores (loads after a store to a possibly
+    // aliasing pointer cannot move above it: 16 serial round trips otherwise; ncu, 2026-12-01).
+    float2 go[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) go[j] = live ? load2(dO + j * 8 + 2 * t) : make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float v0 = o[j][2 * i] * inv[i], v1 = o[j][2 * i + 1] * inv[i];
+      if (live) {
+        const int d = j * 8 + 2 * t;
+        dsum[i] += go[j].x * v0 + go[j].y * v1;
+        store2(ao + d, v0, v1);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 1);
+    dsum[i] += __shfl_xor_sync(0xffffffffu, dsum[i], 2);
+    const int row = w * 16 + g + 8 * i;
+    if (t == 0 && row < rows) {
+      const int64_t at = (q0 + row) * p.H + h;
+      p.lse[at] = m[i] + logf(l[i]);
+      p.delta[at] = dsum[i];
+    }
+  }
+}
+
 // dK/dV kernels: lse and delta of query block q0 (qrows rows, zero after) into sLse, sDl [kRows].
 __device__ __forceinline__ void stage_row_terms(const AttnParams& p, int64_t q0, int qrows, int h, float* sLse,
                                                 float* sDl) {

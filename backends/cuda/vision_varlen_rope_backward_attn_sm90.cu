@@ -1,5 +1,5 @@
-// vision_varlen_rope_backward (spec §5): the varlen attention backward's dK/dV and dQ kernels on sm_90a wgmma
-// (ATTNBWD_CUDA_VARLEN_WGMMA=dkv|dq|all; the mma.sync kernels of vision_varlen_rope_backward_attn.cu otherwise).
+// vision_varlen_rope_backward (spec §5): the varlen attention's forward recompute, dQ and dK/dV kernels on sm_90a
+// wgmma (ATTNBWD_CUDA_VARLEN_WGMMA; the mma.sync kernels of vision_varlen_rope_backward_attn.cu otherwise).
 //
 // Why: the mma.sync dK/dV kernel runs at 2 warps per scheduler with 16-row warp tiles, latency-bound (ncu at
 // S = 8192: 31 % tensor-pipe time, perf/NOTES.md, fifteenth session). Here one warpgroup owns the CTA's 64 keys
@@ -16,7 +16,8 @@
 // epilogue as the mma.sync kernel (store_dkdv: RoPE backward, fp16 or fp32 dQKV, the CTA's bias column sums).
 // The dQ kernel is the same with the roles turned: one warpgroup per 64 queries (Q, dO, lse, delta resident), the
 // key blocks (K, V) streamed; S = Q·Kᵀ and dP = dO·Vᵀ from shared memory, dS by the mma.sync dQ kernel's ds_rows,
-// dQ += dS·K with dS in registers and K N-major; its epilogue is store_dq.
+// dQ += dS·K with dS in registers and K N-major; its epilogue is store_dq. The forward recompute likewise: Q
+// resident, S = Q·Kᵀ, the online softmax step, O += P·V with V N-major, its epilogue (AO, lse, delta).
 // Rows past a sequence's end (keys or queries) are zero-filled tiles and masked out of P, as in the mma.sync
 // kernels. The products accumulate in another order than the mma.sync kernels': not their bits (oracle tests).
 // Built in the fifteenth session after its device time was spent: not yet run on a GPU.
@@ -32,9 +33,10 @@ namespace {
 constexpr int kSub = kRows * 64 * 2;  // one swizzled [64][64] fp16 half tile: 8 KB
 constexpr int kTileW = 2 * kSub;      // [64][128]: head_dim 0-63 | 64-127
 // Shared memory: K, V; two buffers of Q and dO; two of lse and delta [64] each; +1 KB to align the tiles to 1024 B.
-// (The dQ kernel: Q, dO; two buffers of K and V; the same size is enough.)
+// (The dQ kernel: Q, dO; two buffers of K and V; the same size is enough.) The forward: Q; two buffers of K and V.
 constexpr std::size_t kSmemDkvWg =
     static_cast<std::size_t>(kTileW) * 6 + sizeof(float) * 4 * kRows + 1024;
+constexpr std::size_t kSmemFwdWg = static_cast<std::size_t>(kTileW) * 5 + 1024;
 
 #if defined(ATTNBWD_SM90_DEVICE)
 
@@ -236,7 +238,69 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   store_dq<HalfOut>(p, dq16, q0, rows, h, ld3, reinterpret_cast<float*>(sQ));  // the tiles are free
 }
 
+// Forward recompute: one warpgroup per (64-query block, head); Q resident, K and V streamed; S = Q·Kᵀ (SS), the
+// mma.sync forward's online softmax step, O += P·V with P in registers and V N-major; its epilogue (AO in fp16,
+// lse, delta).
+__global__ void __launch_bounds__(kThreads, 2) attn_forward_wg(const AttnParams p) {
+  Block b;
+  if (!block_of(p, b)) return;
+  const int64_t q0 = b.b0, ld3 = b.ld3;
+  const int rows = b.n, h = b.h;
+  const HalfCols hc = half_cols(p, h);
+  extern __shared__ float4 smem4[];
+  std::uint8_t* sQ = align_smem_1024(smem4);
+  std::uint8_t* sK = sQ + kTileW;      // [2]
+  std::uint8_t* sV = sK + 2 * kTileW;  // [2]
+
+  issue_tile_sw(sQ, hc.q, ld3, q0, rows);  // committed with the first key block
+  const std::uint64_t dQk = kmajor_desc(sQ), dKk = kmajor_desc(sK), dVn = nmajor_desc(sV);
+  float o[2][8][4];
+  mma16::zero(o[0]);
+  mma16::zero(o[1]);
+  float(&o16)[16][4] = reinterpret_cast<float(&)[16][4]>(o);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this thread's part)
+  mma16::stream_blocks<kRows, true>(
+      b.start, b.end,
+      [&](int64_t k1, int keys1, int to) {
+        issue_tile_sw(sK + to * kTileW, hc.k, ld3, k1, keys1);
+        issue_tile_sw(sV + to * kTileW, hc.v, ld3, k1, keys1);
+      },
+      [&](int buf, int keys) {
+        const std::uint64_t bk = static_cast<std::uint64_t>(buf) * (kTileW >> 4);
+        float s[8][4];
+        mma16::zero(s);
+        fence_acc(s);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+          const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
+          wgmma_m64n64k16_ss<Mma16::F16, 0>(s, dQk + off, dKk + bk + off, kk);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_acc(s);
+        softmax_step<true>(s, keys, p.scaling, m, l, o16);  // P in s; O rescaled
+        std::uint32_t a[4][4];
+        mma16::to_afrag(a, s);
+        fence_frags(a);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) fence_acc(o[hf]);
+        wgmma_fence();
+        rs_n128(o, a, dVn + bk);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_frags(a);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) fence_acc(o[hf]);
+      });
+  forward_epilogue(p, o16, m, l, q0, rows, h, hc.dO, p.AOh + static_cast<int64_t>(h) * kD);
+}
+
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
+
+__global__ void attn_forward_wg(const AttnParams) {
+  __trap();
+}
 
 template <bool HalfOut>
 __global__ void attn_dkv_wg(const AttnParams) {
@@ -250,11 +314,10 @@ __global__ void attn_dq_wg(const AttnParams) {
 #endif
 
 template <class Kernel>
-void launch_wg(Kernel kernel, const AttnParams& p, cudaStream_t stream) {
-  ATTNBWD_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemDkvWg)));
+void launch_wg(Kernel kernel, const AttnParams& p, cudaStream_t stream, std::size_t smem = kSmemDkvWg) {
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(p.slots), static_cast<unsigned>(p.H));
-  kernel<<<grid, kThreads, kSmemDkvWg, stream>>>(p);
+  kernel<<<grid, kThreads, smem, stream>>>(p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
@@ -263,6 +326,10 @@ void launch_wg(Kernel kernel, const AttnParams& p, cudaStream_t stream) {
 void attention_backward_dkv_sm90(const AttnParams& p, cudaStream_t stream) {
   if (p.dqkvh != nullptr) return launch_wg(attn_dkv_wg<true>, p, stream);
   launch_wg(attn_dkv_wg<false>, p, stream);
+}
+
+void attention_forward_sm90(const AttnParams& p, cudaStream_t stream) {
+  launch_wg(attn_forward_wg, p, stream, kSmemFwdWg);
 }
 
 void attention_backward_dq_sm90(const AttnParams& p, cudaStream_t stream) {

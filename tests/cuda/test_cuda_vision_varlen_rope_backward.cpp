@@ -240,7 +240,7 @@ TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_WGMMA=dq|dkv|all (sm_90 only): the dQ and dK/dV kernels on wgmma
+// ATTNBWD_CUDA_VARLEN_WGMMA=dq|dkv|fwd|all (sm_90 only): the dQ, dK/dV and forward kernels on wgmma
 // (vision_varlen_rope_backward_attn_sm90.cu), their products in another order than the mma.sync kernels', against
 // the oracle on odd mixes (empty and length-1 sequences, tails of every size around the 64-token blocks, a sequence
 // of 300 = 5 blocks) and misaligned tensors, with fp16 dQKV (the default) and fp32 dQKV; Strict ignores the switch.
@@ -249,7 +249,7 @@ TEST(CudaVisionVarlenRope, WgmmaVariantsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels need an sm_90 device";
   std::uint64_t tag = 140;
-  for (const char* form : {"dq", "dkv", "all"}) {
+  for (const char* form : {"dq", "dkv", "fwd", "all"}) {
     const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WGMMA", form);
     for (const char* dqkv : {"fp16", "fp32"}) {
       const ScopedEnv d("ATTNBWD_CUDA_VARLEN_DQKV", dqkv);
@@ -302,7 +302,7 @@ TEST(CudaVisionVarlenRope, Fp16TileKernelsAgreeWithV1) {
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_WGMMA=dq|dkv|all against the mma.sync kernels on the same inputs (sm_90 only): the same fp16
+// ATTNBWD_CUDA_VARLEN_WGMMA=dq|dkv|fwd|all against the mma.sync kernels on the same inputs (sm_90 only): the same fp16
 // products summed in another order, so every output agrees to rel-L2 ≤ 2e-3 (five times tighter than the oracle
 // bound), on tails of every size, empty and length-1 sequences, 5 key blocks and workload #1 (28 heads). The op's
 // scratch is poisoned (0xff) before every call, so rows a kernel leaves unwritten show as NaN.
@@ -327,7 +327,7 @@ TEST(CudaVisionVarlenRope, WgmmaAgreesWithMma) {
       const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WGMMA", "off");
       run_cuda(mma, Precision::Default);
     }
-    for (const char* form : {"dq", "dkv", "all"}) {
+    for (const char* form : {"dq", "dkv", "fwd", "all"}) {
       HostCase<Args> wg(c.first, c.second);
       {
         const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WGMMA", form);
@@ -346,9 +346,9 @@ TEST(CudaVisionVarlenRope, RealWorkloadsMatchTheOracle) {
     const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars);
     const Oracle<Args> want(in, w.axes);
     check_against(want, "workload " + std::string(index) + " " + w.uuid, in, w.axes, w.atol);
-    if (is_sm90()) {  // the wgmma dQ and dK/dV kernels at the workload's 28 heads of 128
+    if (is_sm90()) {  // the wgmma forward, dQ and dK/dV kernels at the workload's 28 heads of 128
       const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WGMMA", "all");
-      check_against(want, "workload " + std::string(index) + " " + w.uuid + " wgmma dQ, dK/dV", in, w.axes, w.atol);
+      check_against(want, "workload " + std::string(index) + " " + w.uuid + " wgmma forward, dQ, dK/dV", in, w.axes, w.atol);
     }
   }
 }
