@@ -82,6 +82,56 @@ __device__ __forceinline__ void fence_frags(std::uint32_t (&a)[4][4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[k][i])::"memory");
 }
 
+// s = A1·B1ᵀ and (Two) d = A2·B2ᵀ over k = head_dim: SS wgmma on K-major tiles given by their head_dim-half-0
+// descriptors, one commit group, waited for.
+template <bool Two>
+__device__ __forceinline__ void ss_scores(float (&s)[8][4], float (&d)[8][4], std::uint64_t a1, std::uint64_t b1,
+                                          std::uint64_t a2, std::uint64_t b2) {
+  mma16::zero(s);
+  fence_acc(s);
+  if constexpr (Two) {
+    mma16::zero(d);
+    fence_acc(d);
+  }
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
+    wgmma_m64n64k16_ss<Mma16::F16, 0>(s, a1 + off, b1 + off, kk);
+    if constexpr (Two) wgmma_m64n64k16_ss<Mma16::F16, 0>(d, a2 + off, b2 + off, kk);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_acc(s);
+  if constexpr (Two) fence_acc(d);
+}
+
+// acc1 += A1·B1 and (Two) acc2 += A2·B2 (rs_n128: register A fragments, N-major B tiles), one commit group, waited
+// for; the fragments and accumulators pinned before the fence and after the wait.
+template <bool Two>
+__device__ __forceinline__ void rs_grads(float (&acc1)[2][8][4], std::uint32_t (&a1)[4][4], std::uint64_t b1,
+                                        float (&acc2)[2][8][4], std::uint32_t (&a2)[4][4], std::uint64_t b2) {
+  fence_frags(a1);
+  if constexpr (Two) fence_frags(a2);
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    fence_acc(acc1[hf]);
+    if constexpr (Two) fence_acc(acc2[hf]);
+  }
+  wgmma_fence();
+  rs_n128(acc1, a1, b1);
+  if constexpr (Two) rs_n128(acc2, a2, b2);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_frags(a1);
+  if constexpr (Two) fence_frags(a2);
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    fence_acc(acc1[hf]);
+    if constexpr (Two) fence_acc(acc2[hf]);
+  }
+}
+
 template <bool HalfOut>
 __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
   Block b;
@@ -123,40 +173,14 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
         const float* cDl = sDl + buf * kRows;
         // 1. Sᵀ and dPᵀ (rows: this warpgroup's keys; columns: the block's queries)
         float s[8][4], dp[8][4];
-        mma16::zero(s);
-        mma16::zero(dp);
-        fence_acc(s);
-        fence_acc(dp);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
-          const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
-          wgmma_m64n64k16_ss<Mma16::F16, 0>(s, dKk + off, dQk + bq + off, kk);
-          wgmma_m64n64k16_ss<Mma16::F16, 0>(dp, dVk + off, dOk + bq + off, kk);
-        }
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_acc(s);
-        fence_acc(dp);
+        ss_scores<true>(s, dp, dKk, dQk + bq, dVk, dOk + bq);
         // 2. Pᵀ and dSᵀ·kDsScale, as the mma.sync dK/dV kernel forms them
         p_ds_transposed(s, dp, qrows, keys, cLse, cDl, p.scaling);
         std::uint32_t ap[4][4], as[4][4];
         mma16::to_afrag(ap, s);
         mma16::to_afrag(as, dp);
-        // 3. dV += Pᵀ·dO, dK += dSᵀ·Q (the fragments and accumulators pinned before the fence)
-        fence_frags(ap);
-        fence_frags(as);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]), fence_acc(dk[hf]);
-        wgmma_fence();
-        rs_n128(dv, ap, dOn + bq);
-        rs_n128(dk, as, dQn + bq);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_frags(ap);
-        fence_frags(as);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]), fence_acc(dk[hf]);
+        // 3. dV += Pᵀ·dO, dK += dSᵀ·Q
+        rs_grads<true>(dv, ap, dOn + bq, dk, as, dQn + bq);
       });
   // [2][8][4] halves = [16][4] column tiles of the mma.sync layout (tile j < 8: head_dim 8j.., j ≥ 8: 64 + 8(j − 8)..)
   float(&dk16)[16][4] = reinterpret_cast<float(&)[16][4]>(dk);
@@ -202,36 +226,13 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
         const std::uint64_t bk = static_cast<std::uint64_t>(buf) * (kTileW >> 4);
         // 1. S and dP (rows: this warpgroup's queries; columns: the block's keys)
         float s[8][4], dp[8][4];
-        mma16::zero(s);
-        mma16::zero(dp);
-        fence_acc(s);
-        fence_acc(dp);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
-          const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
-          wgmma_m64n64k16_ss<Mma16::F16, 0>(s, dQk + off, dKk + bk + off, kk);
-          wgmma_m64n64k16_ss<Mma16::F16, 0>(dp, dOk + off, dVk + bk + off, kk);
-        }
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_acc(s);
-        fence_acc(dp);
+        ss_scores<true>(s, dp, dQk, dKk + bk, dOk, dVk + bk);
         // 2. dS·kDsScale, as the mma.sync dQ kernel forms it
         ds_rows<true>(s, dp, keys, rows, lse, dl, p.scaling, p.scaling * kDsScale);
         std::uint32_t a[4][4];
         mma16::to_afrag(a, s);
         // 3. dQ += dS·K
-        fence_frags(a);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) fence_acc(dq[hf]);
-        wgmma_fence();
-        rs_n128(dq, a, dKn + bk);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_frags(a);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) fence_acc(dq[hf]);
+        rs_grads<false>(dq, a, dKn + bk, dq, a, 0);
       });
   float(&dq16)[16][4] = reinterpret_cast<float(&)[16][4]>(dq);
   mma16::scale_acc(dq16, 1.0f / kDsScale);
@@ -268,30 +269,11 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_wg(const AttnParams 
       [&](int buf, int keys) {
         const std::uint64_t bk = static_cast<std::uint64_t>(buf) * (kTileW >> 4);
         float s[8][4];
-        mma16::zero(s);
-        fence_acc(s);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
-          const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
-          wgmma_m64n64k16_ss<Mma16::F16, 0>(s, dQk + off, dKk + bk + off, kk);
-        }
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_acc(s);
+        ss_scores<false>(s, s, dQk, dKk + bk, 0, 0);
         softmax_step<true>(s, keys, p.scaling, m, l, o16);  // P in s; O rescaled
         std::uint32_t a[4][4];
         mma16::to_afrag(a, s);
-        fence_frags(a);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) fence_acc(o[hf]);
-        wgmma_fence();
-        rs_n128(o, a, dVn + bk);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_frags(a);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) fence_acc(o[hf]);
+        rs_grads<false>(o, a, dVn + bk, o, a, 0);  // O += P·V
       });
   forward_epilogue(p, o16, m, l, q0, rows, h, hc.dO, p.AOh + static_cast<int64_t>(h) * kD);
 }
