@@ -552,14 +552,6 @@ __global__ void __launch_bounds__(kTableThreads) block_table_kernel(const std::i
   for (int64_t s = total + tid; s < slots; s += kTableThreads) table[s] = make_int2(-1, -1);
 }
 
-template <class Kernel>
-void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t stream, unsigned parts = 1) {
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>(p.slots), static_cast<unsigned>(p.H), parts);
-  kernel<<<grid, kThreads, smem, stream>>>(p);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
-}
-
 // f(std::integral_constant<int, Mode>) for the kernels' product mode of `products`.
 template <class F>
 void with_mode(Products products, F&& f) {
@@ -590,27 +582,20 @@ void attention_backward(const AttnParams& p, Products products, cudaStream_t str
   if (products == Products::Fp16) {
     if (p.dqkvh != nullptr && p.part == nullptr)
       throw Error("varlen attention_backward", "fp16 dQKV needs the column-sum rows (part)");
-    if (sm90 != 0) {
-      if (sm90 & kSm90Dq)
-        attention_backward_dq_sm90(p, stream);
-      else if (p.dqkvh != nullptr)
-        launch(attn_dq_h<true>, kSmemDqH, p, stream);
-      else
-        launch(attn_dq_h<false>, kSmemDqH, p, stream);
-      if (sm90 & kSm90Dkv) return attention_backward_dkv_sm90(p, stream);
-      if (p.dqkvh != nullptr) return launch(attn_dkv_h<true>, kSmemDkvH, p, stream);
-      return launch(attn_dkv_h<false>, kSmemDkvH, p, stream);
-    }
-    if (one_launch) {
+    if (one_launch && sm90 == 0) {
       constexpr std::size_t smem = kSmemDqH > kSmemDkvH ? kSmemDqH : kSmemDkvH;
       if (p.dqkvh != nullptr) return launch(attn_bwd_h<true>, smem, p, stream, 2);
       return launch(attn_bwd_h<false>, smem, p, stream, 2);
     }
-    if (p.dqkvh != nullptr) {
+    // Two launches, dQ then dK/dV, each on mma.sync or (its sm90 bit) on sm_90a wgmma.
+    if (sm90 & kSm90Dq)
+      attention_backward_dq_sm90(p, stream);
+    else if (p.dqkvh != nullptr)
       launch(attn_dq_h<true>, kSmemDqH, p, stream);
-      return launch(attn_dkv_h<true>, kSmemDkvH, p, stream);
-    }
-    launch(attn_dq_h<false>, kSmemDqH, p, stream);
+    else
+      launch(attn_dq_h<false>, kSmemDqH, p, stream);
+    if (sm90 & kSm90Dkv) return attention_backward_dkv_sm90(p, stream);
+    if (p.dqkvh != nullptr) return launch(attn_dkv_h<true>, kSmemDkvH, p, stream);
     return launch(attn_dkv_h<false>, kSmemDkvH, p, stream);
   }
   with_mode(products, [&](auto mode) {

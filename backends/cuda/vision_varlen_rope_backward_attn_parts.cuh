@@ -1,9 +1,9 @@
 // vision_varlen_rope_backward: the device helpers the attention kernels of both kernel files share
 // (vision_varlen_rope_backward_attn.cu: the mma.sync kernels; vision_varlen_rope_backward_attn_sm90.cu: the sm_90a
-// wgmma dQ and dK/dV kernels): a CTA's block from the device block table, the fp16 kernels' exponential, the row
-// terms (lse, delta) of a query block, the element steps that turn scores into P and dS, and the dQ and dK/dV
-// epilogues (RoPE backward, fp16 or fp32 dQKV, bias column sums). Each including file gets its own copies
-// (anonymous namespace).
+// wgmma forward, dQ and dK/dV kernels): a CTA's block from the device block table, the fp16 kernels' exponential,
+// the row terms (lse, delta) of a query block, the element steps that turn scores into P and dS, the forward, dQ
+// and dK/dV epilogues (RoPE backward, fp16 or fp32 dQKV, bias column sums), and the host launch over (slots,
+// heads). Each including file gets its own copies (anonymous namespace).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "check.hpp"
 #include "mma_fp16.cuh"
 #include "vision_varlen_rope_backward_attn.cuh"
 
@@ -365,6 +366,15 @@ __device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk
     mma16::cta_column_sums(sv, red, row + 2 * p.C);
     __syncthreads();
   }
+}
+
+// Launches kernel over the grid (slots, heads, parts) of 128-thread CTAs with `smem` bytes of dynamic shared memory.
+template <class Kernel>
+void launch(Kernel kernel, std::size_t smem, const AttnParams& p, cudaStream_t stream, unsigned parts = 1) {
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(p.slots), static_cast<unsigned>(p.H), parts);
+  kernel<<<grid, kThreads, smem, stream>>>(p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
 // The head's q, k, v columns of p.qkvh and its dO columns of p.dAOh.

@@ -295,28 +295,20 @@ __global__ void attn_dq_wg(const AttnParams) {
 
 #endif
 
-template <class Kernel>
-void launch_wg(Kernel kernel, const AttnParams& p, cudaStream_t stream, std::size_t smem = kSmemDkvWg) {
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>(p.slots), static_cast<unsigned>(p.H));
-  kernel<<<grid, kThreads, smem, stream>>>(p);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 void attention_backward_dkv_sm90(const AttnParams& p, cudaStream_t stream) {
-  if (p.dqkvh != nullptr) return launch_wg(attn_dkv_wg<true>, p, stream);
-  launch_wg(attn_dkv_wg<false>, p, stream);
+  if (p.dqkvh != nullptr) return launch(attn_dkv_wg<true>, kSmemDkvWg, p, stream);
+  launch(attn_dkv_wg<false>, kSmemDkvWg, p, stream);
 }
 
 void attention_forward_sm90(const AttnParams& p, cudaStream_t stream) {
-  launch_wg(attn_forward_wg, p, stream, kSmemFwdWg);
+  launch(attn_forward_wg, kSmemFwdWg, p, stream);
 }
 
 void attention_backward_dq_sm90(const AttnParams& p, cudaStream_t stream) {
-  if (p.dqkvh != nullptr) return launch_wg(attn_dq_wg<true>, p, stream);
-  launch_wg(attn_dq_wg<false>, p, stream);
+  if (p.dqkvh != nullptr) return launch(attn_dq_wg<true>, kSmemDkvWg, p, stream);
+  launch(attn_dq_wg<false>, kSmemDkvWg, p, stream);
 }
 
 }  // namespace attnbwd::cuda::varlen
