@@ -223,16 +223,19 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // Measured on an H200 (fifteenth session, perf/NOTES.md): 1.022x geomean over all 16 workloads, #8, #11 1.10x,
   // #1 1.06x. Ignored by the other product modes.
   const bool one_bwd_launch = env_switch("ATTNBWD_CUDA_VARLEN_BWD", {"auto", "two", "one"}) != 1;
-  // ATTNBWD_CUDA_VARLEN_WGMMA=auto|off|dq|dkv|bwd|fwd|all: the fp16-tile attention kernels on mma.sync (auto, off) or,
+  // ATTNBWD_CUDA_VARLEN_WGMMA=auto|off|dq|dkv|bwd|fwd|all: the fp16-tile attention kernels on mma.sync (off) or,
   // on sm_90a wgmma (vision_varlen_rope_backward_attn_sm90.cu), the dQ kernel (dq), the dK/dV kernel (dkv), both
   // (bwd), the forward recompute (fwd) or all three (all): one warpgroup per 64-row block, the score products from
-  // shared memory, the products with P or dS as register operands; each backward kernel in its own launch. Built in
-  // the fifteenth session after its device time was spent: not yet run on a GPU, so not auto. A wgmma form on a
+  // shared memory, the products with P or dS as register operands; with both backward kernels on wgmma (bwd, all)
+  // ATTNBWD_CUDA_VARLEN_BWD applies to them too (one launch or two). auto = all on an sm_90 device, off elsewhere. Measured on an H200 (sixteenth session, perf/NOTES.md): all
+  // 1.038x geomean over the 16 workloads (1.05-1.08x at S >= 4096; #10's attention kernels 1144 -> 899 us under
+  // ncu); dq or dkv alone ~1.00x (they give up the one-launch backward), fwd alone 1.014x. A wgmma form named on a
   // device other than sm_90 is an Error; the other product modes ignore the switch.
-  constexpr int kWgmmaForms[] = {0, 0, varlen::kSm90Dq, varlen::kSm90Dkv, varlen::kSm90Dq | varlen::kSm90Dkv,
-                                 varlen::kSm90Fwd, varlen::kSm90Dq | varlen::kSm90Dkv | varlen::kSm90Fwd};
-  const int wgmma_form =
-      kWgmmaForms[env_switch("ATTNBWD_CUDA_VARLEN_WGMMA", {"auto", "off", "dq", "dkv", "bwd", "fwd", "all"})];
+  constexpr int kWgmmaAll = varlen::kSm90Dq | varlen::kSm90Dkv | varlen::kSm90Fwd;
+  constexpr int kWgmmaForms[] = {kWgmmaAll, 0, varlen::kSm90Dq, varlen::kSm90Dkv,
+                                 varlen::kSm90Dq | varlen::kSm90Dkv, varlen::kSm90Fwd, kWgmmaAll};
+  const int wgmma_switch = env_switch("ATTNBWD_CUDA_VARLEN_WGMMA", {"auto", "off", "dq", "dkv", "bwd", "fwd", "all"});
+  const int wgmma_form = wgmma_switch == 0 && ctx.cc() != 90 ? 0 : kWgmmaForms[wgmma_switch];
   const int attn_sm90 = products == varlen::Products::Fp16 ? wgmma_form : 0;
   if (attn_sm90 != 0 && ctx.cc() != 90)
     throw Error("ATTNBWD_CUDA_VARLEN_WGMMA",

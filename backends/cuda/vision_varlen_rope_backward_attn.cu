@@ -587,6 +587,7 @@ void attention_backward(const AttnParams& p, Products products, cudaStream_t str
       if (p.dqkvh != nullptr) return launch(attn_bwd_h<true>, smem, p, stream, 2);
       return launch(attn_bwd_h<false>, smem, p, stream, 2);
     }
+    if (one_launch && sm90 == (kSm90Dq | kSm90Dkv)) return attention_backward_one_sm90(p, stream);
     // Two launches, dQ then dK/dV, each on mma.sync or (its sm90 bit) on sm_90a wgmma.
     if (sm90 & kSm90Dq)
       attention_backward_dq_sm90(p, stream);

@@ -62,8 +62,8 @@ void attention_forward_sm90(const AttnParams& p, cudaStream_t stream);
 // Backward: dqkv (dq and dk through the RoPE backward, dV).
 // one_launch (Products::Fp16 only; ignored otherwise): the dQ and dK/dV CTAs in one launch (grid z = 2), the same bits.
 // sm90 (Products::Fp16 only; sm_90 devices only, the caller checks): kSm90Dq, kSm90Dkv: that kernel on sm_90a wgmma
-// (attention_backward_dq_sm90, attention_backward_dkv_sm90) instead of mma.sync, each in its own launch; one_launch
-// is then ignored.
+// (attention_backward_dq_sm90, attention_backward_dkv_sm90) instead of mma.sync; with both bits and one_launch, the
+// two wgmma kernels in one launch (attention_backward_one_sm90), else each in its own launch.
 constexpr int kSm90Dq = 1, kSm90Dkv = 2, kSm90Fwd = 4;  // kSm90Fwd: attention_forward's sm90
 void attention_backward(const AttnParams& p, Products products, cudaStream_t stream, bool one_launch = false,
                         int sm90 = 0);
@@ -71,5 +71,6 @@ void attention_backward(const AttnParams& p, Products products, cudaStream_t str
 // where p.dqkvh is set, else fp32) from p.qkvh, p.dAOh, lse and delta. Products::Fp16's inputs; sm_90 only.
 void attention_backward_dkv_sm90(const AttnParams& p, cudaStream_t stream);
 void attention_backward_dq_sm90(const AttnParams& p, cudaStream_t stream);
+void attention_backward_one_sm90(const AttnParams& p, cudaStream_t stream);  // both, grid z = 2, the same bits
 
 }  // namespace attnbwd::cuda::varlen

@@ -20,7 +20,7 @@
 // resident, S = Q·Kᵀ, the online softmax step, O += P·V with V N-major, its epilogue (AO, lse, delta).
 // Rows past a sequence's end (keys or queries) are zero-filled tiles and masked out of P, as in the mma.sync
 // kernels. The products accumulate in another order than the mma.sync kernels': not their bits (oracle tests).
-// Built in the fifteenth session after its device time was spent: not yet run on a GPU.
+// Built in the fifteenth session; first run and measured in the sixteenth (perf/NOTES.md), the default on sm_90.
 #include <cstdint>
 
 #include "check.hpp"
@@ -133,7 +133,7 @@ __device__ __forceinline__ void rs_grads(float (&acc1)[2][8][4], std::uint32_t (
 }
 
 template <bool HalfOut>
-__global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
+__device__ __forceinline__ void dkv_wg(const AttnParams& p) {
   Block b;
   if (!block_of(p, b)) {
     if constexpr (HalfOut) zero_part(p, 1), zero_part(p, 2);
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
 
 // dQ: one warpgroup per (64-query block, head); Q, dO and the rows' lse and delta resident, K and V streamed.
 template <bool HalfOut>
-__global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
+__device__ __forceinline__ void dq_wg(const AttnParams& p) {
   Block b;
   if (!block_of(p, b)) {
     if constexpr (HalfOut) zero_part(p, 0);
@@ -237,6 +237,25 @@ __global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
   float(&dq16)[16][4] = reinterpret_cast<float(&)[16][4]>(dq);
   mma16::scale_acc(dq16, 1.0f / kDsScale);
   store_dq<HalfOut>(p, dq16, q0, rows, h, ld3, reinterpret_cast<float*>(sQ));  // the tiles are free
+}
+
+template <bool HalfOut>
+__global__ void __launch_bounds__(kThreads, 2) attn_dkv_wg(const AttnParams p) {
+  dkv_wg<HalfOut>(p);
+}
+template <bool HalfOut>
+__global__ void __launch_bounds__(kThreads, 2) attn_dq_wg(const AttnParams p) {
+  dq_wg<HalfOut>(p);
+}
+// Both in one launch (ATTNBWD_CUDA_VARLEN_BWD=one, as attn_bwd_h): blockIdx.z 0 the dQ CTAs, 1 the dK/dV CTAs; the
+// same inputs, disjoint outputs, so the two launches' bits.
+template <bool HalfOut>
+__global__ void __launch_bounds__(kThreads, 2) attn_bwd_wg(const AttnParams p) {
+  if (blockIdx.z == 0) {
+    dq_wg<HalfOut>(p);
+  } else {
+    dkv_wg<HalfOut>(p);
+  }
 }
 
 // Forward recompute: one warpgroup per (64-query block, head); Q resident, K and V streamed; S = Q·Kᵀ (SS), the
@@ -292,6 +311,10 @@ template <bool HalfOut>
 __global__ void attn_dq_wg(const AttnParams) {
   __trap();
 }
+template <bool HalfOut>
+__global__ void attn_bwd_wg(const AttnParams) {
+  __trap();
+}
 
 #endif
 
@@ -309,6 +332,11 @@ void attention_forward_sm90(const AttnParams& p, cudaStream_t stream) {
 void attention_backward_dq_sm90(const AttnParams& p, cudaStream_t stream) {
   if (p.dqkvh != nullptr) return launch(attn_dq_wg<true>, kSmemDkvWg, p, stream);
   launch(attn_dq_wg<false>, kSmemDkvWg, p, stream);
+}
+
+void attention_backward_one_sm90(const AttnParams& p, cudaStream_t stream) {
+  if (p.dqkvh != nullptr) return launch(attn_bwd_wg<true>, kSmemDkvWg, p, stream, 2);
+  launch(attn_bwd_wg<false>, kSmemDkvWg, p, stream, 2);
 }
 
 }  // namespace attnbwd::cuda::varlen

@@ -207,10 +207,13 @@ TEST(CudaVisionVarlenRope, BiasRopeVariantsMatchTheOracle) {
 // and with fp32 dQKV, on odd mixes (empty and length-1 sequences, tails, more CTAs than one wave holds: 300 blocks of
 // 8 heads) and on 4-byte-misaligned tensors. Strict runs other kernels (3xTF32); there the switch is ignored. The
 // op's scratch (dQKV, the column-sum rows) is set to 0xff before every call, so CTAs the one launch leaves out show
-// as NaN instead of the two launches' bits from the run before.
+// as NaN instead of the two launches' bits from the run before. On an sm_90 device both kernel families: mma.sync
+// (ATTNBWD_CUDA_VARLEN_WGMMA=off) and wgmma (bwd: attn_bwd_wg against attn_dq_wg then attn_dkv_wg).
 TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  const std::vector<const char*> families =
+      is_sm90() ? std::vector<const char*>{"off", "bwd"} : std::vector<const char*>{"auto"};
   std::uint64_t tag = 95;
   std::vector<std::int32_t> many(60, 300);
   for (const auto& lengths : std::vector<std::vector<std::int32_t>>{{131}, {0, 7, 0, 0, 13, 1, 0},
@@ -219,28 +222,32 @@ TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
     const std::int64_t H = lengths.size() == many.size() ? 8 : 2;
     const tools::TensorSet in = varlen_inputs(lengths, H, 4.0f, fresh_seed(tag++), axes);
     SCOPED_TRACE(lengths.size() == many.size() ? "60 sequences of 300, H=8" : label_of(lengths, H));
-    for (const char* dqkv : {"fp16", "fp32"}) {
-      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DQKV", dqkv);
-      for (const std::size_t offset : {std::size_t{0}, std::size_t{4}}) {
-        for (const Precision p : {Precision::Default, Precision::Strict}) {
-          HostCase<Args> two(in, axes), one(in, axes);
-          {
-            const ScopedEnv bwd("ATTNBWD_CUDA_VARLEN_BWD", "two");
-            run_cuda(two, p, true, offset);
+    for (const char* family : families) {
+      const ScopedEnv wg("ATTNBWD_CUDA_VARLEN_WGMMA", family);
+      for (const char* dqkv : {"fp16", "fp32"}) {
+        const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DQKV", dqkv);
+        for (const std::size_t offset : {std::size_t{0}, std::size_t{4}}) {
+          for (const Precision p : {Precision::Default, Precision::Strict}) {
+            HostCase<Args> two(in, axes), one(in, axes);
+            {
+              const ScopedEnv bwd("ATTNBWD_CUDA_VARLEN_BWD", "two");
+              run_cuda(two, p, true, offset);
+            }
+            {
+              const ScopedEnv bwd("ATTNBWD_CUDA_VARLEN_BWD", "one");
+              run_cuda(one, p, true, offset);
+            }
+            expect_same_bits(one, two, std::string("one launch vs two, WGMMA=") + family + ", " + dqkv +
+                                           " dQKV, offset " + std::to_string(offset) + ", " + to_string(p));
           }
-          {
-            const ScopedEnv bwd("ATTNBWD_CUDA_VARLEN_BWD", "one");
-            run_cuda(one, p, true, offset);
-          }
-          expect_same_bits(one, two, std::string("one launch vs two, ") + dqkv + " dQKV, offset " +
-                                         std::to_string(offset) + ", " + to_string(p));
         }
       }
     }
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_WGMMA=dq|dkv|fwd|all (sm_90 only): the dQ, dK/dV and forward kernels on wgmma
+// ATTNBWD_CUDA_VARLEN_WGMMA=off|dq|dkv|fwd|all (sm_90 only; auto = all there, so the other tests run the wgmma kernels
+// on an sm_90 device): the mma.sync kernels (off) and the dQ, dK/dV and forward kernels on wgmma
 // (vision_varlen_rope_backward_attn_sm90.cu), their products in another order than the mma.sync kernels', against
 // the oracle on odd mixes (empty and length-1 sequences, tails of every size around the 64-token blocks, a sequence
 // of 300 = 5 blocks) and misaligned tensors, with fp16 dQKV (the default) and fp32 dQKV; Strict ignores the switch.
@@ -249,7 +256,7 @@ TEST(CudaVisionVarlenRope, WgmmaVariantsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels need an sm_90 device";
   std::uint64_t tag = 140;
-  for (const char* form : {"dq", "dkv", "fwd", "all"}) {
+  for (const char* form : {"off", "dq", "dkv", "fwd", "all"}) {
     const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WGMMA", form);
     for (const char* dqkv : {"fp16", "fp32"}) {
       const ScopedEnv d("ATTNBWD_CUDA_VARLEN_DQKV", dqkv);
@@ -273,8 +280,8 @@ void expect_agree(const HostCase<Args>& a, const HostCase<Args>& b, const std::s
   }
 }
 
-// Default's fp16 attention kernels (fp16 inputs copied by cp.async into double-buffered fp16 tiles,
-// ldmatrix, P and dS in registers) against the older fp32-tile kernels (ATTNBWD_CUDA_VARLEN_ATTN=
+// Default's mma.sync fp16 attention kernels (ATTNBWD_CUDA_VARLEN_WGMMA=off; fp16 inputs copied by cp.async into
+// double-buffered fp16 tiles, ldmatrix, P and dS in registers) against the older fp32-tile kernels (ATTNBWD_CUDA_VARLEN_ATTN=
 // fp16-v1), which form the same fp16 products in the same k order; the row term delta = Σ dO·O now uses
 // the fp16 dO the products use (v1: fp32 dO). On odd mixes (tails, empty and length-1 sequences, 5 key
 // blocks) and workload #1 every output agrees to rel-L2 ≤ 2e-3, five times tighter than the oracle
@@ -293,7 +300,10 @@ TEST(CudaVisionVarlenRope, Fp16TileKernelsAgreeWithV1) {
   cases.push_back({"workload 1", {tools::generate_inputs(kOp, w1.axes, fresh_seed(90), w1.scalars), w1.axes}});
   for (const auto& [label, c] : cases) {
     HostCase<Args> now(c.first, c.second), v1(c.first, c.second);
-    run_cuda(now, Precision::Default);
+    {
+      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_WGMMA", "off");
+      run_cuda(now, Precision::Default);
+    }
     {
       const ScopedEnv env("ATTNBWD_CUDA_VARLEN_ATTN", "fp16-v1");
       run_cuda(v1, Precision::Default);
