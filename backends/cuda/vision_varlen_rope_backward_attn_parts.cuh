@@ -99,6 +99,70 @@ __device__ __forceinline__ void rope_back(const RopeRow& r, int j, int e, float 
   ohi = hi * r.c_hi[j][e] - lo * r.s_lo[j][e];
 }
 
+// Staged epilogue inputs (the wgmma kernels): after the main loop the tiles are free, so a block's 64 rows of cos
+// and sin (dQ, dK/dV) or of dO (forward) are copied into them by cp.async in one batch — every copy in flight at
+// once, one wait — instead of each thread's scalar loads, one row after the other, between the stores (ncu at
+// S = 8192, sixteenth session: the epilogues were ~45 % of the backward kernel's stall samples, mostly long-
+// scoreboard waits on those loads). Rows are padded (cos/sin: kRopeLd floats; dO: kDoLd halves) so that the 8 rows
+// of a warp's row group fall in different banks; rows past the block are zero-filled. The staging area starts
+// kStageOffset bytes into the tiles (the column sums' reduction space `red` is in front of it).
+constexpr int kRopeLd = kD + 4;
+constexpr int kDoLd = kD + 8;
+constexpr int kStageOffset = 4096;
+static_assert(2 * kRows * kRopeLd * 4 + kStageOffset <= 6 * kRows * kD * 2, "staged cos/sin fit the free tiles");
+
+// Issues and commits (does not wait for) the copies of cos and sin rows [r0, r0 + rows) into sc (cos) and
+// sc + kRows·kRopeLd (sin). 16-byte copies where both tensors are 16-byte aligned, else 4-byte ones.
+__device__ __forceinline__ void issue_rope_rows(const AttnParams& p, int64_t r0, int rows, float* sc) {
+  if (((reinterpret_cast<std::uintptr_t>(p.cos) | reinterpret_cast<std::uintptr_t>(p.sin)) & 15) == 0) {
+    constexpr int kChunks = kD / 4;  // per row
+#pragma unroll 4
+    for (int i = threadIdx.x; i < 2 * kRows * kChunks; i += kThreads) {
+      const int arr = i / (kRows * kChunks), r = (i / kChunks) % kRows, c = i % kChunks;
+      const float* src = (arr != 0 ? p.sin : p.cos) + (r0 + (r < rows ? r : 0)) * kD + c * 4;
+      cp_async16(sc + (arr * kRows + r) * kRopeLd + c * 4, src, r < rows);
+    }
+  } else {
+#pragma unroll 4
+    for (int i = threadIdx.x; i < 2 * kRows * kD; i += kThreads) {
+      const int arr = i / (kRows * kD), r = (i / kD) % kRows, c = i % kD;
+      const float* src = (arr != 0 ? p.sin : p.cos) + (r0 + (r < rows ? r : 0)) * kD + c;
+      mma16::cp_async4(sc + (arr * kRows + r) * kRopeLd + c, src, r < rows);
+    }
+  }
+  cp_async_commit();
+}
+// The staged row `row`'s values for thread t (as load_rope_row).
+__device__ __forceinline__ void load_rope_staged(const float* sc, int row, int t, RopeRow& r) {
+  const float* c = sc + row * kRopeLd;
+  const float* sn = c + kRows * kRopeLd;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int d = j * 8 + 2 * t;
+    const float2 a = *reinterpret_cast<const float2*>(c + d), b = *reinterpret_cast<const float2*>(c + d + kD / 2),
+                 e = *reinterpret_cast<const float2*>(sn + d), f = *reinterpret_cast<const float2*>(sn + d + kD / 2);
+    r.c_lo[j][0] = a.x, r.c_lo[j][1] = a.y, r.c_hi[j][0] = b.x, r.c_hi[j][1] = b.y;
+    r.s_lo[j][0] = e.x, r.s_lo[j][1] = e.y, r.s_hi[j][0] = f.x, r.s_hi[j][1] = f.y;
+  }
+}
+// Issues and commits the copies of fp16 dO rows [r0, r0 + rows) (the head's columns dO_cols, row stride p.C
+// halves, 16-byte aligned: the op's own scratch) into sd, rows kDoLd halves apart.
+__device__ __forceinline__ void issue_do_rows(const AttnParams& p, const __half* dO_cols, int64_t r0, int rows,
+                                              __half* sd) {
+  constexpr int kChunks = kD / 8;
+#pragma unroll
+  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    cp_async16(sd + r * kDoLd + c * 8, dO_cols + (r0 + (r < rows ? r : 0)) * p.C + c * 8, r < rows);
+  }
+  cp_async_commit();
+}
+// Waits for this thread's copies, then a barrier: every thread's staged rows are visible.
+__device__ __forceinline__ void staged_rows_landed() {
+  cp_async_wait<0>();
+  __syncthreads();
+}
+
 // The fp16 kernels' exponential: 2^x by one ex2.approx.ftz (relative error ~2^-22, far below the fp16 rounding
 // that P and dS get next; 2^-inf = 0), the caller folding log2(e) into the FMA that forms x. expf costs 8-9
 // instructions per element (range reduction around the same ex2), which the three fp16 kernels spend 32 times per
@@ -166,10 +230,10 @@ __device__ __forceinline__ void store2(__half* x, float a, float b) {
 
 // Forward epilogue: O = o / l into AO, lse = m + log l and delta = Σ_d dO·O per row of this warp. dO and
 // ao: the head's columns of dO and AO (row stride p.C), fp32 or fp16.
-template <class T>
+template <class T, bool Staged = false>
 __device__ __forceinline__ void forward_epilogue(const AttnParams& p, const float (&o)[16][4], const float (&m)[2],
                                                  float (&l)[2], int64_t q0, int rows, int h, const T* dO_cols,
-                                                 T* ao_cols) {
+                                                 T* ao_cols, const __half* staged = nullptr) {
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -189,7 +253,12 @@ __device__ __forceinline__ void forward_epilogue(const AttnParams& p, const floa
     // aliasing pointer cannot move above it: 16 serial round trips otherwise; ncu, 2026-12-01).
     float2 go[16];
 #pragma unroll
-    for (int j = 0; j < 16; ++j) go[j] = live ? load2(dO + j * 8 + 2 * t) : make_float2(0.0f, 0.0f);
+    for (int j = 0; j < 16; ++j) {
+      if constexpr (Staged)  // the dO rows staged by issue_do_rows (zero past the block)
+        go[j] = load2(staged + row * kDoLd + j * 8 + 2 * t);
+      else
+        go[j] = live ? load2(dO + j * 8 + 2 * t) : make_float2(0.0f, 0.0f);
+    }
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const float v0 = o[j][2 * i] * inv[i], v1 = o[j][2 * i + 1] * inv[i];
@@ -297,9 +366,9 @@ __device__ __forceinline__ void zero_part(const AttnParams& p, int part) {
 // dQ' (this warp's 16×128 accumulator) through the RoPE backward into the dq columns of p.dqkv (HalfOut:
 // p.dqkvh, and the CTA's column sums into p.part; red: see mma16::cta_column_sums): columns d (tile j < 8) pair
 // with d + 64 (tile j + 8) in this thread. HalfOut = false is the code as it was before HalfOut existed.
-template <bool HalfOut>
+template <bool HalfOut, bool Staged = false>
 __device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[16][4], int64_t q0, int rows, int h,
-                                         int64_t ld3, float* red) {
+                                         int64_t ld3, float* red, const float* staged = nullptr) {
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   float cs[16][2] = {};
 #pragma unroll
@@ -308,7 +377,10 @@ __device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[
     if (row >= rows) continue;
     const int64_t tok = q0 + row;
     RopeRow rr;
-    load_rope_row(p.cos + tok * kD, p.sin + tok * kD, t, rr);
+    if constexpr (Staged)
+      load_rope_staged(staged, row, t, rr);
+    else
+      load_rope_row(p.cos + tok * kD, p.sin + tok * kD, t, rr);
     auto* out = out_base<HalfOut>(p) + tok * ld3 + static_cast<int64_t>(h) * kD;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -329,9 +401,10 @@ __device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[
 
 // dK' (through the RoPE backward) and dV of this warp's 16 keys into the dk and dv columns of p.dqkv
 // (HalfOut: p.dqkvh, and the CTA's column sums of both into p.part).
-template <bool HalfOut>
+template <bool HalfOut, bool Staged = false>
 __device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk)[16][4], const float (&dv)[16][4],
-                                           int64_t k0, int keys, int h, int64_t ld3, float* red) {
+                                           int64_t k0, int keys, int h, int64_t ld3, float* red,
+                                           const float* staged = nullptr) {
   const int w = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   float sk[16][2] = {}, sv[16][2] = {};
 #pragma unroll
@@ -340,7 +413,10 @@ __device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk
     if (row >= keys) continue;
     const int64_t tok = k0 + row;
     RopeRow rr;
-    load_rope_row(p.cos + tok * kD, p.sin + tok * kD, t, rr);
+    if constexpr (Staged)
+      load_rope_staged(staged, row, t, rr);
+    else
+      load_rope_row(p.cos + tok * kD, p.sin + tok * kD, t, rr);
     auto* ok = out_base<HalfOut>(p) + tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
     auto* ov = ok + p.C;
 #pragma unroll

@@ -183,11 +183,14 @@ __device__ __forceinline__ void dkv_wg(const AttnParams& p) {
         rs_grads<true>(dv, ap, dOn + bq, dk, as, dQn + bq);
       });
   // [2][8][4] halves = [16][4] column tiles of the mma.sync layout (tile j < 8: head_dim 8j.., j ≥ 8: 64 + 8(j − 8)..)
+  // stream_blocks ended with a barrier: the tiles are free for the staged cos/sin rows and the column sums' scratch
+  float* staged = reinterpret_cast<float*>(sK + kStageOffset);
+  issue_rope_rows(p, k0, keys, staged);
   float(&dk16)[16][4] = reinterpret_cast<float(&)[16][4]>(dk);
   float(&dv16)[16][4] = reinterpret_cast<float(&)[16][4]>(dv);
   mma16::scale_acc(dk16, 1.0f / kDsScale);
-  // stream_blocks ended with a barrier: the tiles are free for the column sums' scratch
-  store_dkdv<HalfOut>(p, dk16, dv16, k0, keys, h, ld3, reinterpret_cast<float*>(sK));
+  staged_rows_landed();
+  store_dkdv<HalfOut, true>(p, dk16, dv16, k0, keys, h, ld3, reinterpret_cast<float*>(sK), staged);
 }
 
 // dQ: one warpgroup per (64-query block, head); Q, dO and the rows' lse and delta resident, K and V streamed.
@@ -234,9 +237,13 @@ __device__ __forceinline__ void dq_wg(const AttnParams& p) {
         // 3. dQ += dS·K
         rs_grads<false>(dq, a, dKn + bk, dq, a, 0);
       });
+  // the tiles are free: the staged cos/sin rows, the column sums' scratch
+  float* staged = reinterpret_cast<float*>(sQ + kStageOffset);
+  issue_rope_rows(p, q0, rows, staged);
   float(&dq16)[16][4] = reinterpret_cast<float(&)[16][4]>(dq);
   mma16::scale_acc(dq16, 1.0f / kDsScale);
-  store_dq<HalfOut>(p, dq16, q0, rows, h, ld3, reinterpret_cast<float*>(sQ));  // the tiles are free
+  staged_rows_landed();
+  store_dq<HalfOut, true>(p, dq16, q0, rows, h, ld3, reinterpret_cast<float*>(sQ), staged);
 }
 
 template <bool HalfOut>
@@ -294,7 +301,11 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_wg(const AttnParams 
         mma16::to_afrag(a, s);
         rs_grads<false>(o, a, dVn + bk, o, a, 0);  // O += P·V
       });
-  forward_epilogue(p, o16, m, l, q0, rows, h, hc.dO, p.AOh + static_cast<int64_t>(h) * kD);
+  // the tiles are free: the block's dO rows staged for delta
+  __half* staged = reinterpret_cast<__half*>(sQ);
+  issue_do_rows(p, hc.dO, q0, rows, staged);
+  staged_rows_landed();
+  forward_epilogue<__half, true>(p, o16, m, l, q0, rows, h, hc.dO, p.AOh + static_cast<int64_t>(h) * kD, staged);
 }
 
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
