@@ -8,10 +8,12 @@
 namespace attnbwd::cuda {
 
 StageTimer::StageTimer(cudaStream_t stream) : stream_(stream) {
+  single_ = env_switch("ATTNBWD_CUDA_STREAMS", {"auto", "two", "one"}) == 2;
   if (env_switch("ATTNBWD_CUDA_STAGES", {"0", "1"}) != 1) return;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   ATTNBWD_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   on_ = capture == cudaStreamCaptureStatusNone;
+  single_ = single_ || on_;
   mark("start");
 }
 

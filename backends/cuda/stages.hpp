@@ -23,14 +23,17 @@ class StageTimer {
   StageTimer& operator=(const StageTimer&) = delete;
 
   bool on() const { return on_; }
-  // The stream for work that would otherwise go to `side`: `side` when off, the caller's when on.
-  cudaStream_t side_or_main(cudaStream_t side) const { return on_ ? stream_ : side; }
-  // ctx.fork / ctx.join on the caller's stream; nothing when on (no side-stream work then).
+  // One stream: the timer on, or ATTNBWD_CUDA_STREAMS=one (for A/B timing: the side-stream work of gqa, mha
+  // and varlen in program order on the caller's stream instead of beside the main stream's; the same bits).
+  bool single_stream() const { return single_; }
+  // The stream for work that would otherwise go to `side`: `side`, or the caller's with one stream.
+  cudaStream_t side_or_main(cudaStream_t side) const { return single_ ? stream_ : side; }
+  // ctx.fork / ctx.join on the caller's stream; nothing with one stream (no side-stream work then).
   void fork(Context& ctx) const {
-    if (!on_) ctx.fork(stream_);
+    if (!single_) ctx.fork(stream_);
   }
   void join(Context& ctx) const {
-    if (!on_) ctx.join(stream_);
+    if (!single_) ctx.join(stream_);
   }
   // Ends the stage `name` (a string literal) at this point of the caller's stream.
   void mark(const char* name);
@@ -40,6 +43,7 @@ class StageTimer {
  private:
   cudaStream_t stream_;
   bool on_ = false;
+  bool single_ = false;
   std::vector<cudaEvent_t> events_;
   std::vector<const char*> names_;
 };

@@ -284,7 +284,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
 
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
-  const int side_slot = stages.on() ? 0 : 1;
+  const int side_slot = stages.single_stream() ? 0 : 1;
 
   // 1. side: dAO, grad_proj_bias. main: QKV, block table, bias + RoPE.
   stages.fork(ctx);

@@ -246,6 +246,37 @@ TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
   }
 }
 
+// ATTNBWD_CUDA_STREAMS=one: the side-stream work (dAO, the two weight gradients, grad_proj_bias) on the
+// caller's stream after the main stream's work instead of beside it: the same kernels on the same inputs, so every
+// output has the two-stream bits — Default and Strict, an odd mix and workload #1 (28 heads), scratch poisoned.
+TEST(CudaVisionVarlenRope, OneStreamGivesTheTwoStreamsBits) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
+  const tools::Workload& w1 = tools::find_workload(all, "1");
+  std::vector<std::pair<std::string, std::pair<tools::TensorSet, tools::Axes>>> cases;
+  {
+    tools::Axes axes;
+    tools::TensorSet in = varlen_inputs({1, 130, 0, 33, 2, 64, 65}, 2, 4.0f, fresh_seed(170), axes);
+    cases.push_back({label_of({1, 130, 0, 33, 2, 64, 65}, 2), {std::move(in), axes}});
+  }
+  cases.push_back({"workload 1", {tools::generate_inputs(kOp, w1.axes, fresh_seed(171), w1.scalars), w1.axes}});
+  for (const auto& [label, c] : cases) {
+    for (const Precision p : {Precision::Default, Precision::Strict}) {
+      HostCase<Args> two(c.first, c.second), one(c.first, c.second);
+      {
+        const ScopedEnv streams("ATTNBWD_CUDA_STREAMS", "two");
+        run_cuda(two, p);
+      }
+      {
+        const ScopedEnv streams("ATTNBWD_CUDA_STREAMS", "one");
+        run_cuda(one, p);
+      }
+      expect_same_bits(one, two, "one stream vs two, " + label + ", " + to_string(p));
+    }
+  }
+}
+
 // ATTNBWD_CUDA_VARLEN_WGMMA=off|dq|dkv|fwd|all (sm_90 only; auto = all there, so the other tests run the wgmma kernels
 // on an sm_90 device): the mma.sync kernels (off) and the dQ, dK/dV and forward kernels on wgmma
 // (vision_varlen_rope_backward_attn_sm90.cu), their products in another order than the mma.sync kernels', against
