@@ -765,7 +765,7 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
                                   env_word("ATTNBWD_CUDA_GQA_DO"),
                                   env_word("ATTNBWD_CUDA_GQA_PAD"), env_word("ATTNBWD_CUDA_GQA_MERGE"),
                                   env_word("ATTNBWD_CUDA_GQA_QKV"), env_word("ATTNBWD_CUDA_GQA_ATTN"),
-                                  env_word("ATTNBWD_SM90_LINEAR_PLAN")});
+                                  env_word("ATTNBWD_SM90_LINEAR_PLAN"), env_word("ATTNBWD_CUDA_STREAMS")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);

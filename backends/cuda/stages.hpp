@@ -2,8 +2,10 @@
 // perf/NOTES.md has the splits measured with it). With it on, an op runs its side-stream work on the
 // caller's stream (no overlap, so the stage times add up to the serialised time), records an event
 // after each stage, and at the end of the call synchronises and prints one line of per-stage
-// milliseconds to stderr. Off by default (one getenv per call), never used by tests, and off while
-// the stream is being captured into a CUDA graph (ATTNBWD_CUDA_GRAPHS=1).
+// milliseconds to stderr. Off by default, never used by tests, and off while the stream is being
+// captured into a CUDA graph (ATTNBWD_CUDA_GRAPHS=1). ATTNBWD_CUDA_STREAMS=one (A/B timing) moves the
+// side-stream work onto the caller's stream without the timing (the graph keys of the ops that capture
+// include it). Two getenv per call.
 #pragma once
 
 #include <cuda_runtime.h>

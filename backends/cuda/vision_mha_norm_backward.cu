@@ -476,7 +476,7 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
                             env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY"),
                             env_word("ATTNBWD_CUDA_MHA_SPLIT"), env_word("ATTNBWD_CUDA_MHA_CONVERT"),
                             env_word("ATTNBWD_CUDA_MHA_PDL"), env_word("ATTNBWD_CUDA_MHA_FUSED"),
-                            env_word("ATTNBWD_CUDA_MHA_LAG")});
+                            env_word("ATTNBWD_CUDA_MHA_LAG"), env_word("ATTNBWD_CUDA_STREAMS")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);

@@ -103,12 +103,15 @@ __device__ __forceinline__ void rope_back(const RopeRow& r, int j, int e, float 
 // and sin (dQ, dK/dV) or of dO (forward) are copied into them by cp.async in one batch — every copy in flight at
 // once, one wait — instead of each thread's scalar loads, one row after the other, between the stores (ncu at
 // S = 8192, sixteenth session: the epilogues were ~45 % of the backward kernel's stall samples, mostly long-
-// scoreboard waits on those loads). Rows are padded (cos/sin: kRopeLd floats; dO: kDoLd halves) so that the 8 rows
-// of a warp's row group fall in different banks; rows past the block are zero-filled. The staging area starts
-// kStageOffset bytes into the tiles (the column sums' reduction space `red` is in front of it).
-constexpr int kRopeLd = kD + 4;
+// scoreboard waits on those loads). Rows past the block are zero-filled. Rows are padded so that a half-warp's
+// reads (rows g = 0..3 of its row group, 8 consecutive words per row: float2 at 2t) take distinct banks: cos/sin
+// rows kRopeLd = 136 floats apart (8 banks per row; 132 would give 2-way conflicts), dO rows kDoLd = 136 halves
+// apart (half2 at 2t: 4 words per row, 4 banks per row). The staging area starts kStageOffset bytes into the tiles;
+// the column sums' reduction space `red` (mma16::cta_column_sums: 4·8·16 floats) is in front of it.
+constexpr int kRopeLd = kD + 8;
 constexpr int kDoLd = kD + 8;
 constexpr int kStageOffset = 4096;
+static_assert(4 * 8 * 16 * static_cast<int>(sizeof(float)) <= kStageOffset, "red lies in front of the staged rows");
 static_assert(2 * kRows * kRopeLd * 4 + kStageOffset <= 6 * kRows * kD * 2, "staged cos/sin fit the free tiles");
 
 // Issues and commits (does not wait for) the copies of cos and sin rows [r0, r0 + rows) into sc (cos) and

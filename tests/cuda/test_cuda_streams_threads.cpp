@@ -27,7 +27,9 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/cuda_backend.hpp"
+#include "cuda/stages.hpp"
 #include "tests/common/cuda_case.hpp"  // expect_same_bits
+#include "tests/common/scoped_env.hpp"
 
 namespace attnbwd::test {
 namespace {
@@ -172,6 +174,36 @@ TEST(CudaConcurrency, VisionVarlenRopeFromFourThreadsAndFourStreams) {
                                                     {"head_dim", 128},
                                                     {"hidden_size", 256}},
                                         fresh_seed(704));
+}
+
+// ATTNBWD_CUDA_STREAMS (read by the ops' StageTimer): one sends the side-stream work of gqa, mha and varlen to the
+// caller's stream; two and auto (and unset) keep the side stream; another value is an Error naming the variable.
+// (The ops' bit tests under one, e.g. CudaVisionVarlenRope.OneStreamGivesTheTwoStreamsBits, cannot tell whether the
+// switch took effect; this can.) No CUDA call is made: the timer is off, the streams are only compared.
+TEST(CudaStreams, StreamsSwitchPutsTheSideWorkOnTheCallersStream) {
+  const ScopedEnv stages("ATTNBWD_CUDA_STAGES", "0");
+  cudaStream_t main_stream = nullptr, side = reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(0x40));
+  {
+    const ScopedEnv env("ATTNBWD_CUDA_STREAMS", "one");
+    const cuda::StageTimer t(main_stream);
+    EXPECT_TRUE(t.single_stream());
+    EXPECT_EQ(t.side_or_main(side), main_stream);
+  }
+  for (const char* v : {"two", "auto"}) {
+    const ScopedEnv env("ATTNBWD_CUDA_STREAMS", v);
+    const cuda::StageTimer t(main_stream);
+    EXPECT_FALSE(t.single_stream()) << v;
+    EXPECT_EQ(t.side_or_main(side), side) << v;
+  }
+  {
+    const ScopedEnv env("ATTNBWD_CUDA_STREAMS", "1");
+    try {
+      const cuda::StageTimer t(main_stream);
+      ADD_FAILURE() << "ATTNBWD_CUDA_STREAMS=1 was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ATTNBWD_CUDA_STREAMS"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
