@@ -38,7 +38,7 @@ constexpr std::size_t kSmemDkvWg =
     static_cast<std::size_t>(kTileW) * 6 + sizeof(float) * 4 * kRows + 1024;
 constexpr std::size_t kSmemFwdWg = static_cast<std::size_t>(kTileW) * 5 + 1024;
 // The ring form of the forward (attn_forward_wg3): Q and a ring of 3 tiles for K0, V0, K1, V1, ...: 65 KB, so 3
-// CTAs fit an SM (227 KB) where 168 registers also allow 3.
+// CTAs fit an SM (227 KB); its registers (143) allow 3 as well.
 constexpr std::size_t kSmemFwdWg3 = static_cast<std::size_t>(kTileW) * 4 + 1024;
 
 #if defined(ATTNBWD_SM90_DEVICE)

@@ -255,6 +255,7 @@ TEST(CudaVisionVarlenRope, Ring3ForwardGivesTheRing2Bits) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels need an sm_90 device";
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  const ScopedEnv wgmma("ATTNBWD_CUDA_VARLEN_WGMMA", "all");  // the switch only applies to the wgmma forward
   std::uint64_t tag = 180;
   std::vector<std::int32_t> many(60, 300);
   for (const auto& lengths : std::vector<std::vector<std::int32_t>>{
