@@ -268,6 +268,17 @@ __global__ void __launch_bounds__(kThreads, 2) attn_bwd_wg(const AttnParams p) {
   }
 }
 
+// The wgmma forwards' epilogue, once every warp is past its last product (the tiles are free): the block's dO rows
+// staged for delta at the start of the tiles, then AO, lse and delta (forward_epilogue).
+__device__ __forceinline__ void forward_wg_epilogue(const AttnParams& p, const float (&o16)[16][4],
+                                                    const float (&m)[2], float (&l)[2], int64_t q0, int rows, int h,
+                                                    const HalfCols& hc, std::uint8_t* tiles) {
+  __half* staged = reinterpret_cast<__half*>(tiles);
+  issue_do_rows(p, hc.dO, q0, rows, staged);
+  staged_rows_landed();
+  forward_epilogue<__half, true>(p, o16, m, l, q0, rows, h, hc.dO, p.AOh + static_cast<int64_t>(h) * kD, staged);
+}
+
 // Forward recompute: one warpgroup per (64-query block, head); Q resident, K and V streamed; S = Q·Kᵀ (SS), the
 // mma.sync forward's online softmax step, O += P·V with P in registers and V N-major; its epilogue (AO in fp16,
 // lse, delta).
@@ -304,11 +315,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_wg(const AttnParams 
         mma16::to_afrag(a, s);
         rs_grads<false>(o, a, dVn + bk, o, a, 0);  // O += P·V
       });
-  // the tiles are free: the block's dO rows staged for delta
-  __half* staged = reinterpret_cast<__half*>(sQ);
-  issue_do_rows(p, hc.dO, q0, rows, staged);
-  staged_rows_landed();
-  forward_epilogue<__half, true>(p, o16, m, l, q0, rows, h, hc.dO, p.AOh + static_cast<int64_t>(h) * kD, staged);
+  forward_wg_epilogue(p, o16, m, l, q0, rows, h, hc, sQ);
 }
 
 // The forward at 3 CTAs per SM (ATTNBWD_CUDA_VARLEN_FWD=ring3): the same steps and bits as attn_forward_wg, with K
@@ -364,10 +371,7 @@ __global__ void __launch_bounds__(kThreads, 3) attn_forward_wg3(const AttnParams
   }
   mma16::cp_async_wait<0>();
   __syncthreads();  // every warp is past its last product: the tiles are free
-  __half* staged = reinterpret_cast<__half*>(sQ);
-  issue_do_rows(p, hc.dO, q0, rows, staged);
-  staged_rows_landed();
-  forward_epilogue<__half, true>(p, o16, m, l, q0, rows, h, hc.dO, p.AOh + static_cast<int64_t>(h) * kD, staged);
+  forward_wg_epilogue(p, o16, m, l, q0, rows, h, hc, sQ);
 }
 
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
