@@ -366,6 +366,29 @@ __device__ __forceinline__ void zero_part(const AttnParams& p, int part) {
   for (int c = threadIdx.x; c < kD; c += kThreads) out[c] = 0.0f;
 }
 
+// Row i (token row `row`, token tok) of this thread's part of a 16×128 accumulator through the RoPE backward into out
+// (columns d = j·8 + 2t + e and d + 64), summed into cs: the cos/sin values from the rows staged by issue_rope_rows
+// (Staged) or from global memory, all loaded before the first store.
+template <bool Staged, class T>
+__device__ __forceinline__ void rope_back_row(const AttnParams& p, const float (&acc)[16][4], int i, int row,
+                                              int64_t tok, int t, T* out, float (&cs)[16][2], const float* staged) {
+  RopeRow rr;
+  if constexpr (Staged)
+    load_rope_staged(staged, row, t, rr);
+  else
+    load_rope_row(p.cos + tok * kD, p.sin + tok * kD, t, rr);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int d = j * 8 + 2 * t;
+    float lo0, hi0, lo1, hi1;
+    rope_back(rr, j, 0, acc[j][2 * i], acc[j + 8][2 * i], lo0, hi0);
+    rope_back(rr, j, 1, acc[j][2 * i + 1], acc[j + 8][2 * i + 1], lo1, hi1);
+    put2(out + d, lo0, lo1);
+    put2(out + d + kD / 2, hi0, hi1);
+    cs[j][0] += lo0, cs[j][1] += lo1, cs[j + 8][0] += hi0, cs[j + 8][1] += hi1;
+  }
+}
+
 // dQ' (this warp's 16×128 accumulator) through the RoPE backward into the dq columns of p.dqkv (HalfOut:
 // p.dqkvh, and the CTA's column sums into p.part; red: see mma16::cta_column_sums): columns d (tile j < 8) pair
 // with d + 64 (tile j + 8) in this thread. HalfOut = false is the code as it was before HalfOut existed.
@@ -379,22 +402,8 @@ __device__ __forceinline__ void store_dq(const AttnParams& p, const float (&dq)[
     const int row = w * 16 + g + 8 * i;
     if (row >= rows) continue;
     const int64_t tok = q0 + row;
-    RopeRow rr;
-    if constexpr (Staged)
-      load_rope_staged(staged, row, t, rr);
-    else
-      load_rope_row(p.cos + tok * kD, p.sin + tok * kD, t, rr);
-    auto* out = out_base<HalfOut>(p) + tok * ld3 + static_cast<int64_t>(h) * kD;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int d = j * 8 + 2 * t;
-      float lo0, hi0, lo1, hi1;
-      rope_back(rr, j, 0, dq[j][2 * i], dq[j + 8][2 * i], lo0, hi0);
-      rope_back(rr, j, 1, dq[j][2 * i + 1], dq[j + 8][2 * i + 1], lo1, hi1);
-      put2(out + d, lo0, lo1);
-      put2(out + d + kD / 2, hi0, hi1);
-      cs[j][0] += lo0, cs[j][1] += lo1, cs[j + 8][0] += hi0, cs[j + 8][1] += hi1;
-    }
+    rope_back_row<Staged>(p, dq, i, row, tok, t, out_base<HalfOut>(p) + tok * ld3 + static_cast<int64_t>(h) * kD, cs,
+                          staged);
   }
   if constexpr (HalfOut) {
     mma16::cta_column_sums(cs, red, p.part + static_cast<int64_t>(blockIdx.x) * ld3 + static_cast<int64_t>(h) * kD);
@@ -415,23 +424,9 @@ __device__ __forceinline__ void store_dkdv(const AttnParams& p, const float (&dk
     const int row = w * 16 + g + 8 * i;
     if (row >= keys) continue;
     const int64_t tok = k0 + row;
-    RopeRow rr;
-    if constexpr (Staged)
-      load_rope_staged(staged, row, t, rr);
-    else
-      load_rope_row(p.cos + tok * kD, p.sin + tok * kD, t, rr);
     auto* ok = out_base<HalfOut>(p) + tok * ld3 + p.C + static_cast<int64_t>(h) * kD;
     auto* ov = ok + p.C;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int d = j * 8 + 2 * t;
-      float lo0, hi0, lo1, hi1;
-      rope_back(rr, j, 0, dk[j][2 * i], dk[j + 8][2 * i], lo0, hi0);
-      rope_back(rr, j, 1, dk[j][2 * i + 1], dk[j + 8][2 * i + 1], lo1, hi1);
-      put2(ok + d, lo0, lo1);
-      put2(ok + d + kD / 2, hi0, hi1);
-      sk[j][0] += lo0, sk[j][1] += lo1, sk[j + 8][0] += hi0, sk[j + 8][1] += hi1;
-    }
+    rope_back_row<Staged>(p, dk, i, row, tok, t, ok, sk, staged);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       put2(ov + j * 8 + 2 * t, dv[j][2 * i], dv[j][2 * i + 1]);
