@@ -236,13 +236,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
                                  varlen::kSm90Dq | varlen::kSm90Dkv, varlen::kSm90Fwd, kWgmmaAll};
   const int wgmma_switch = env_switch("ATTNBWD_CUDA_VARLEN_WGMMA", {"auto", "off", "dq", "dkv", "bwd", "fwd", "all"});
   const int wgmma_form = wgmma_switch == 0 && ctx.cc() != 90 ? 0 : kWgmmaForms[wgmma_switch];
-  // ATTNBWD_CUDA_VARLEN_FWD=auto|ring2|ring3: the wgmma forward with two buffers of K and V (auto, ring2: 81 KB of
-  // shared memory, 2 CTAs per SM) or a ring of 3 tiles (ring3: 65 KB, 3 CTAs per SM; the same bits). Built in the
-  // sixteenth session after its device time was spent: auto = ring2 until measured. Ignored without the wgmma
-  // forward.
-  const bool ring3 = env_switch("ATTNBWD_CUDA_VARLEN_FWD", {"auto", "ring2", "ring3"}) == 2;
-  const int ring = ring3 && (wgmma_form & varlen::kSm90Fwd) != 0 ? varlen::kSm90Ring3 : 0;
-  const int attn_sm90 = products == varlen::Products::Fp16 ? wgmma_form | ring : 0;
+  const int attn_sm90 = products == varlen::Products::Fp16 ? wgmma_form : 0;
   if (attn_sm90 != 0 && ctx.cc() != 90)
     throw Error("ATTNBWD_CUDA_VARLEN_WGMMA",
                 "wgmma needs an sm_90 device (this one is compute capability " + std::to_string(ctx.cc()) + ")");
@@ -378,7 +372,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     p.dqkvh = dqkvh;
     p.part = part_dqkv;
   }
-  varlen::attention_forward(p, products, stream, attn_sm90 & (varlen::kSm90Fwd | varlen::kSm90Ring3));
+  varlen::attention_forward(p, products, stream, attn_sm90 & varlen::kSm90Fwd);
   stages.mark("attn_fwd");
   if (use_fp16 && !half_attn) {
     convert_to_half(AO, AOh, S * C, stream);

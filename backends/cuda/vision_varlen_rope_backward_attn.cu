@@ -572,7 +572,7 @@ void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, i
 
 void attention_forward(const AttnParams& p, Products products, cudaStream_t stream, int sm90) {
   if (products == Products::Fp16 && (sm90 & kSm90Fwd) != 0)
-    return attention_forward_sm90(p, stream, (sm90 & kSm90Ring3) != 0);
+    return attention_forward_sm90(p, stream);
   if (products == Products::Fp16) return launch(attn_forward_h, kSmemForwardH, p, stream);
   with_mode(products, [&](auto mode) { launch(attn_forward<decltype(mode)::value>, kSmemForward, p, stream); });
 }

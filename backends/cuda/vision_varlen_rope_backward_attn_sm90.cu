@@ -37,10 +37,6 @@ constexpr int kTileW = 2 * kSub;      // [64][128]: head_dim 0-63 | 64-127
 constexpr std::size_t kSmemDkvWg =
     static_cast<std::size_t>(kTileW) * 6 + sizeof(float) * 4 * kRows + 1024;
 constexpr std::size_t kSmemFwdWg = static_cast<std::size_t>(kTileW) * 5 + 1024;
-// The ring form of the forward (attn_forward_wg3): Q and a ring of 3 tiles for K0, V0, K1, V1, ...: 65 KB, so 3
-// CTAs fit an SM (227 KB); its registers (143) allow 3 as well.
-constexpr std::size_t kSmemFwdWg3 = static_cast<std::size_t>(kTileW) * 4 + 1024;
-
 #if defined(ATTNBWD_SM90_DEVICE)
 
 using namespace sm90;
@@ -318,67 +314,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_forward_wg(const AttnParams 
   forward_wg_epilogue(p, o16, m, l, q0, rows, h, hc, sQ);
 }
 
-// The forward at 3 CTAs per SM (ATTNBWD_CUDA_VARLEN_FWD=ring3): the same steps and bits as attn_forward_wg, with K
-// and V streamed through a ring of 3 tiles instead of two buffers of both. Tile 2j (K_j) and 2j + 1 (V_j) go to
-// slot (tile mod 3). K_{j+1} is issued at the start of step j into the slot V_{j−1} left (every warp is past
-// O += P·V_{j−1}: the barrier in front), V_{j+1} after S_j into K_j's slot (every warp is past S_j: the barrier in
-// front of the wait for V_j): each tile is issued one step ahead of its use, as with two buffers. One cp.async group
-// per tile (committed even when empty), so cp.async.wait_group 1 always means "all but the newest tile landed".
-// Why (ncu at S = 8192, sixteenth session): the forward runs 2 CTAs per SM, latency-bound (IPC 1.40, 0.44 eligible
-// warps per scheduler), held to 2 by its 81 KB of shared memory while its 168 registers allow 3.
-__global__ void __launch_bounds__(kThreads, 3) attn_forward_wg3(const AttnParams p) {
-  Block b;
-  if (!block_of(p, b)) return;
-  const int64_t q0 = b.b0, ld3 = b.ld3;
-  const int rows = b.n, h = b.h;
-  const HalfCols hc = half_cols(p, h);
-  extern __shared__ float4 smem4[];
-  std::uint8_t* sQ = align_smem_1024(smem4);
-  std::uint8_t* sR = sQ + kTileW;  // [3]
-  const auto keys_at = [&](int64_t k0) { return static_cast<int>(b.end - k0 < kRows ? b.end - k0 : kRows); };
-  issue_tile_sw(sQ, hc.q, ld3, q0, rows);
-  issue_tile_sw(sR, hc.k, ld3, b.start, keys_at(b.start));  // K_0: slot 0
-  mma16::cp_async_commit();
-  issue_tile_sw(sR + kTileW, hc.v, ld3, b.start, keys_at(b.start));  // V_0: slot 1
-  mma16::cp_async_commit();
-  const std::uint64_t dQk = kmajor_desc(sQ), dRk = kmajor_desc(sR), dRn = nmajor_desc(sR);
-  float o[2][8][4];
-  mma16::zero(o[0]);
-  mma16::zero(o[1]);
-  float(&o16)[16][4] = reinterpret_cast<float(&)[16][4]>(o);
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this thread's part)
-  int ks = 0;  // K_j's slot; V_j's is (ks + 1) % 3, K_{j+1}'s (ks + 2) % 3
-  for (int64_t k0 = b.start; k0 < b.end; k0 += kRows) {
-    const int keys = keys_at(k0), vs = ks == 2 ? 0 : ks + 1, ns = vs == 2 ? 0 : vs + 1;
-    const bool more = k0 + kRows < b.end;
-    mma16::cp_async_wait<1>();  // K_j (and Q) landed; V_j may still be in flight
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();  // K_j visible to every warp; every warp is past O += P·V_{j−1} (slot ns is free)
-    if (more) issue_tile_sw(sR + ns * kTileW, hc.k, ld3, k0 + kRows, keys_at(k0 + kRows));
-    mma16::cp_async_commit();
-    float s[8][4];
-    ss_scores<false>(s, s, dQk, dRk + static_cast<std::uint64_t>(ks) * (kTileW >> 4), 0, 0);
-    softmax_step<true>(s, keys, p.scaling, m, l, o16);  // P in s; O rescaled
-    std::uint32_t a[4][4];
-    mma16::to_afrag(a, s);
-    mma16::cp_async_wait<1>();  // V_j landed; K_{j+1} may still be in flight
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();  // V_j visible to every warp; every warp is past S_j (slot ks is free)
-    if (more) issue_tile_sw(sR + ks * kTileW, hc.v, ld3, k0 + kRows, keys_at(k0 + kRows));
-    mma16::cp_async_commit();
-    rs_grads<false>(o, a, dRn + static_cast<std::uint64_t>(vs) * (kTileW >> 4), o, a, 0);  // O += P·V_j
-    ks = ns;
-  }
-  mma16::cp_async_wait<0>();
-  __syncthreads();  // every warp is past its last product: the tiles are free
-  forward_wg_epilogue(p, o16, m, l, q0, rows, h, hc, sQ);
-}
-
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
-
-__global__ void attn_forward_wg3(const AttnParams) {
-  __trap();
-}
 
 __global__ void attn_forward_wg(const AttnParams) {
   __trap();
@@ -406,8 +342,7 @@ void attention_backward_dkv_sm90(const AttnParams& p, cudaStream_t stream) {
   launch(attn_dkv_wg<false>, kSmemDkvWg, p, stream);
 }
 
-void attention_forward_sm90(const AttnParams& p, cudaStream_t stream, bool ring3) {
-  if (ring3) return launch(attn_forward_wg3, kSmemFwdWg3, p, stream);
+void attention_forward_sm90(const AttnParams& p, cudaStream_t stream) {
   launch(attn_forward_wg, kSmemFwdWg, p, stream);
 }
 

@@ -247,42 +247,6 @@ TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_FWD=ring3 (sm_90 only): the wgmma forward with K and V through a ring of 3 tiles (3 CTAs per
-// SM) runs the same products in the same order as the two-buffer form, so every output has its bits — odd mixes
-// (empty and length-1 sequences, tails of every size, 5 key blocks, more CTAs than one wave holds), fp16 and fp32
-// dQKV, aligned and 4-byte-misaligned tensors, scratch poisoned (AO, lse and delta rows it left unwritten show).
-TEST(CudaVisionVarlenRope, Ring3ForwardGivesTheRing2Bits) {
-  ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels need an sm_90 device";
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
-  const ScopedEnv wgmma("ATTNBWD_CUDA_VARLEN_WGMMA", "all");  // the switch only applies to the wgmma forward
-  std::uint64_t tag = 180;
-  std::vector<std::int32_t> many(60, 300);
-  for (const auto& lengths : std::vector<std::vector<std::int32_t>>{
-           {131}, {0, 7, 0, 0, 13, 1, 0}, {1, 130, 0, 33, 2, 64, 65, 17, 129, 128, 63}, {300}, many}) {
-    tools::Axes axes;
-    const std::int64_t H = lengths.size() == many.size() ? 8 : 2;
-    const tools::TensorSet in = varlen_inputs(lengths, H, 4.0f, fresh_seed(tag++), axes);
-    SCOPED_TRACE(lengths.size() == many.size() ? "60 sequences of 300, H=8" : label_of(lengths, H));
-    for (const char* dqkv : {"fp16", "fp32"}) {
-      const ScopedEnv env("ATTNBWD_CUDA_VARLEN_DQKV", dqkv);
-      for (const std::size_t offset : {std::size_t{0}, std::size_t{4}}) {
-        HostCase<Args> ring2(in, axes), ring3(in, axes);
-        {
-          const ScopedEnv fwd("ATTNBWD_CUDA_VARLEN_FWD", "ring2");
-          run_cuda(ring2, Precision::Default, true, offset);
-        }
-        {
-          const ScopedEnv fwd("ATTNBWD_CUDA_VARLEN_FWD", "ring3");
-          run_cuda(ring3, Precision::Default, true, offset);
-        }
-        expect_same_bits(ring3, ring2,
-                         std::string("ring3 vs ring2, ") + dqkv + " dQKV, offset " + std::to_string(offset));
-      }
-    }
-  }
-}
-
 // ATTNBWD_CUDA_STREAMS=one: the side-stream work (dAO, the two weight gradients, grad_proj_bias) on the
 // caller's stream after the main stream's work instead of beside it: the same kernels on the same inputs, so every
 // output has the two-stream bits — Default and Strict, an odd mix and workload #1 (28 heads), scratch poisoned.
