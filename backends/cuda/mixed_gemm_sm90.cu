@@ -2,13 +2,18 @@
 //
 // One CTA per 96-column slice of C (N / 96 CTAs: 112 for varlen's QKV projection, N = 10752), every row of C
 // (M ≤ 256) in it, so each element of W is read from DRAM once, by one CTA; A (S × C fp16, a few MB) is read by
-// every CTA, from L2. Warp 8 (one thread) streams k-blocks of 64 with TMA into a ring of stages: A's
-// [128·MB][64] fp16 box (128-byte swizzle: the wgmma K-major layout) and W's [96][64] fp32 box (unswizzled).
-// Warps 0-7 (two consumer warpgroups) convert the stage's W box to fp16 in the 128-byte-swizzled K-major layout
-// (one of three buffers: the buffer written at k-block kb was last read by the products of kb − 3, which both
-// warpgroups have waited for before the barrier of kb − 1), meet at a named barrier, and run wgmma m64n96k16:
-// warpgroup g owns the 64-row blocks g and g + 2 (MB = 2) or g (MB = 1). The stage is released once a warpgroup's
-// products of it are done (wgmma.wait_group 1 after the next k-block's products are issued).
+// every CTA, from L2. Warp 8 (one thread) streams k-blocks of 64 with TMA through two rings: A's [128·MB][64] fp16
+// boxes (128-byte swizzle: the wgmma K-major layout; kDA slots) and W's [96][64] fp32 boxes (unswizzled; kDW slots,
+// issued kDW - kDA + 1 k-blocks ahead of A's). Warps 0-7 (two consumer warpgroups) convert a W box to fp16 in the
+// 128-byte-swizzled K-major layout (buffer kb % 2), meet at a named barrier (after which the W slot is released: a
+// W box is dead once converted, so the fp32 bytes in flight are not held back by the products), and run wgmma
+// m64n96k16: warpgroup g owns the 64-row blocks g and g + 2 (MB = 2) or g (MB = 1). An A slot is released once a
+// warpgroup's products of it are done (wgmma.wait_group 1 after the next k-block's products are issued); a second
+// named barrier at the end of each k-block makes every warpgroup's products of kb − 1 done before either converts
+// k-block kb + 1 into their fp16 buffer.
+// Why two rings (seventeenth session, H200): with one ring, whose slots held both boxes until the products were
+// done, the kernel moved 234 MB in 78 µs at #8 (3.0 TB/s; the streaming conversion kernel reaches 3.66): about two
+// W boxes in flight per SM.
 // Rounding: W's elements as convert_to_half rounds them (fp16, to nearest even), the products exact in fp32, one
 // fp32 sum per output: the values of the fp16 GEMM on the converted copy, summed in another order.
 #include "mixed_gemm_sm90.hpp"
@@ -32,13 +37,13 @@ constexpr int kBN = 96, kBK = 64;
 constexpr int kConsumers = 256, kThreads = kConsumers + 32;  // two consumer warpgroups + one producer warp
 constexpr int kWBytes = kBN * kBK * 4;                       // fp32 W box: 24 KB
 constexpr int kBBytes = kBN * kBK * 2;                       // its fp16 swizzled copy: 12 KB
-constexpr int kBBufs = 3;
+constexpr int kBBufs = 2;
 template <int MB>
 struct Cfg {
   static constexpr int kABytes = 128 * MB * kBK * 2;  // 16 or 32 KB
-  static constexpr int kStages = MB == 1 ? 4 : 3;
-  static constexpr int kStageBytes = kABytes + kWBytes;
-  static constexpr int kSmem = kStages * kStageBytes + kBBufs * kBBytes + 1024 /*align*/ + 128 /*barriers*/;
+  static constexpr int kDA = MB == 1 ? 4 : 3;         // A slots
+  static constexpr int kDW = MB == 1 ? 5 : 4;         // W slots
+  static constexpr int kSmem = kDA * kABytes + kDW * kWBytes + kBBufs * kBBytes + 1024 /*align*/ + 256 /*barriers*/;
   static_assert(kSmem <= 227 * 1024, "shared memory of one H100/H200 CTA");
 };
 
@@ -68,17 +73,24 @@ __global__ void __launch_bounds__(kThreads, 1)
                       const __grid_constant__ Params p) {
   using C = Cfg<MB>;
   extern __shared__ std::uint8_t smem_raw[];
-  std::uint8_t* base = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-  std::uint8_t* sB = base + C::kStages * C::kStageBytes;  // kBBufs fp16 tiles, 1024-byte aligned (12 KB each)
-  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(sB + kBBufs * kBBytes);
-  std::uint64_t* empty = full + C::kStages;
+  std::uint8_t* sA = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);  // kDA × kABytes
+  std::uint8_t* sW = sA + C::kDA * C::kABytes;                                         // kDW × kWBytes
+  std::uint8_t* sB = sW + C::kDW * kWBytes;                                            // kBBufs × kBBytes
+  std::uint64_t* a_full = reinterpret_cast<std::uint64_t*>(sB + kBBufs * kBBytes);
+  std::uint64_t* a_empty = a_full + C::kDA;
+  std::uint64_t* w_full = a_empty + C::kDA;
+  std::uint64_t* w_empty = w_full + C::kDW;
   const int n0 = static_cast<int>(blockIdx.x) * kBN;
   const int kbs = (p.K + kBK - 1) / kBK;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < C::kStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
+    for (int s = 0; s < C::kDA; ++s) {
+      mbar_init(&a_full[s], 1);
+      mbar_init(&a_empty[s], 2);  // one arrival per consumer warpgroup, once its products are done
+    }
+    for (int s = 0; s < C::kDW; ++s) {
+      mbar_init(&w_full[s], 1);
+      mbar_init(&w_empty[s], 1);  // one arrival once the box is converted
     }
     mbar_init_fence();
   }
@@ -86,13 +98,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x >= kConsumers) {  // producer warp
     if (threadIdx.x == kConsumers) {
-      for (int kb = 0; kb < kbs; ++kb) {
-        const int s = kb % C::kStages;
-        mbar_wait(&empty[s], ((kb / C::kStages) & 1) ^ 1);
-        std::uint8_t* st = base + s * C::kStageBytes;
-        mbar_arrive_expect_tx(&full[s], C::kStageBytes);
-        tma_load_3d(st, &map_a, &full[s], kb * kBK, 0, 0);           // A box {64 k, 128·MB rows}
-        tma_load_2d(st + C::kABytes, &map_w, &full[s], kb * kBK, n0);  // W box {64 k, 96 rows}
+      constexpr int kLead = C::kDW - C::kDA + 1;  // W boxes are issued this many k-blocks ahead of A boxes
+      for (int i = 0; i < kbs + kLead; ++i) {
+        if (i < kbs) {
+          const int s = i % C::kDW;
+          mbar_wait(&w_empty[s], ((i / C::kDW) & 1) ^ 1);
+          mbar_arrive_expect_tx(&w_full[s], kWBytes);
+          tma_load_2d(sW + s * kWBytes, &map_w, &w_full[s], i * kBK, n0);  // W box {64 k, 96 rows}
+        }
+        const int j = i - kLead;
+        if (j >= 0) {
+          const int s = j % C::kDA;
+          mbar_wait(&a_empty[s], ((j / C::kDA) & 1) ^ 1);
+          mbar_arrive_expect_tx(&a_full[s], C::kABytes);
+          tma_load_3d(sA + s * C::kABytes, &map_a, &a_full[s], j * kBK, 0, 0);  // A box {64 k, 128·MB rows}
+        }
       }
     }
     return;
@@ -101,10 +121,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   float d[MB][48];
   for (int kb = 0; kb < kbs; ++kb) {
-    const int s = kb % C::kStages;
-    mbar_wait(&full[s], (kb / C::kStages) & 1);
-    const std::uint8_t* st = base + s * C::kStageBytes;
-    const float* sw = reinterpret_cast<const float*>(st + C::kABytes);
+    const int ws = kb % C::kDW, as = kb % C::kDA;
+    mbar_wait(&w_full[ws], (kb / C::kDW) & 1);
+    const float* sw = reinterpret_cast<const float*>(sW + ws * kWBytes);
     std::uint8_t* sb = sB + (kb % kBBufs) * kBBytes;
     // fp32 [96][64] -> fp16 [96][64] swizzled: element group (r, 4q..4q+3) to byte 8q of row r, 16-byte chunk
     // (q / 2) ^ (r % 8). Reads: 16 consecutive bytes per thread (conflict-free); writes: 2 rows per warp.
@@ -123,8 +142,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     fence_proxy_async_smem();
-    named_barrier(1, kConsumers);
-    const std::uint32_t sa = smem_addr(st), sbb = smem_addr(sb);
+    named_barrier(1, kConsumers);  // every conversion of the box is done: its W slot is free, the fp16 tile ready
+    if (threadIdx.x == 0) mbar_arrive(&w_empty[ws]);
+    mbar_wait(&a_full[as], (kb / C::kDA) & 1);
+    const std::uint32_t sa = smem_addr(sA + as * C::kABytes), sbb = smem_addr(sb);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -135,8 +156,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                             kb > 0 || kk > 0);
     }
     wgmma_commit();
-    wgmma_wait<1>();  // the products of kb − 1 are done: release its stage
-    if (kb > 0 && t == 0) mbar_arrive(&empty[(kb - 1) % C::kStages]);
+    wgmma_wait<1>();  // this warpgroup's products of kb − 1 are done: release its A slot
+    if (kb > 0 && t == 0) mbar_arrive(&a_empty[(kb - 1) % C::kDA]);
+    named_barrier(2, kConsumers);  // both warpgroups are past kb − 1's products: its fp16 buffer may be rewritten
   }
   wgmma_wait<0>();
 #pragma unroll
