@@ -1,13 +1,13 @@
 // The mixed-input GEMM of mixed_gemm_sm90.hpp on sm_90a: C[M, N] = A[M, K]·fp16(W[N, K])ᵀ, fp32 accumulation.
 //
 // One CTA per 96-column slice of C (N / 96 CTAs: 112 for varlen's QKV projection, N = 10752), every row of C
-// (M ≤ 256) in it, so each element of W is read from DRAM once, by one CTA; A (S × C fp16, a few MB) is read by
-// every CTA, from L2. Warp 8 (one thread) streams k-blocks of 64 with TMA through two rings: A's [128·MB][64] fp16
-// boxes (128-byte swizzle: the wgmma K-major layout; kDA slots) and W's [96][64] fp32 boxes (unswizzled; kDW slots,
-// issued kDW - kDA + 1 k-blocks ahead of A's). Warps 0-7 (two consumer warpgroups) convert a W box to fp16 in the
+// (M ≤ 512) in it, so each element of W is read from DRAM once, by one CTA; A (S × C fp16, a few MB) is read by
+// every CTA, from L2. Warpgroup 0 (one thread) streams k-blocks of 64 with TMA through two rings: A's [128·MB][64] fp16
+// boxes (one or, for MB > 2, two TMA loads; 128-byte swizzle: the wgmma K-major layout; kDA slots) and W's [96][64] fp32 boxes (unswizzled; kDW slots,
+// issued kDW - kDA + 1 k-blocks ahead of A's). Warpgroups 1 and 2 (the consumers) convert a W box to fp16 in the
 // 128-byte-swizzled K-major layout (buffer kb % 2), meet at a named barrier (after which the W slot is released: a
 // W box is dead once converted, so the fp32 bytes in flight are not held back by the products), and run wgmma
-// m64n96k16: warpgroup g owns the 64-row blocks g and g + 2 (MB = 2) or g (MB = 1). An A slot is released once a
+// m64n96k16: warpgroup g owns the 64-row blocks g + 2j, j < MB (MB = ⌈M / 128⌉). An A slot is released once a
 // warpgroup's products of it are done (wgmma.wait_group 1 after the next k-block's products are issued); a second
 // named barrier at the end of each k-block makes every warpgroup's products of kb − 1 done before either converts
 // k-block kb + 1 into their fp16 buffer.
@@ -34,15 +34,20 @@ namespace attnbwd::cuda::sm90 {
 namespace {
 
 constexpr int kBN = 96, kBK = 64;
-constexpr int kConsumers = 256, kThreads = kConsumers + 32;  // two consumer warpgroups + one producer warp
+// A producer warpgroup (one thread issues the copies; setmaxnreg gives its registers to the consumers: at MB = 4
+// the accumulators alone are 192 registers) and two consumer warpgroups.
+constexpr int kConsumers = 256, kThreads = 128 + kConsumers;
 constexpr int kWBytes = kBN * kBK * 4;                       // fp32 W box: 24 KB
 constexpr int kBBytes = kBN * kBK * 2;                       // its fp16 swizzled copy: 12 KB
 constexpr int kBBufs = 2;
 template <int MB>
 struct Cfg {
-  static constexpr int kABytes = 128 * MB * kBK * 2;  // 16 or 32 KB
-  static constexpr int kDA = MB == 1 ? 4 : 3;         // A slots
-  static constexpr int kDW = MB == 1 ? 5 : 4;         // W slots
+  static_assert(MB >= 1 && MB <= 4, "M <= 512");
+  static constexpr int kABytes = 128 * MB * kBK * 2;       // 16-64 KB
+  static constexpr int kALoads = MB <= 2 ? 1 : 2;          // TMA boxes per A slot (a box has at most 256 rows)
+  static constexpr int kABox = 128 * MB / kALoads;         // rows per box
+  static constexpr int kDA = MB == 1 ? 4 : MB == 2 ? 3 : 2;  // A slots (two at MB > 2: A comes from L2)
+  static constexpr int kDW = MB == 1 ? 5 : MB == 4 ? 3 : 4;  // W slots
   static constexpr int kSmem = kDA * kABytes + kDW * kWBytes + kBBufs * kBBytes + 1024 /*align*/ + 256 /*barriers*/;
   static_assert(kSmem <= 227 * 1024, "shared memory of one H100/H200 CTA");
 };
@@ -96,8 +101,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
 
-  if (threadIdx.x >= kConsumers) {  // producer warp
-    if (threadIdx.x == kConsumers) {
+  if (threadIdx.x < 128) {  // producer warpgroup
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
       constexpr int kLead = C::kDW - C::kDA + 1;  // W boxes are issued this many k-blocks ahead of A boxes
       for (int i = 0; i < kbs + kLead; ++i) {
         if (i < kbs) {
@@ -111,14 +117,18 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int s = j % C::kDA;
           mbar_wait(&a_empty[s], ((j / C::kDA) & 1) ^ 1);
           mbar_arrive_expect_tx(&a_full[s], C::kABytes);
-          tma_load_3d(sA + s * C::kABytes, &map_a, &a_full[s], j * kBK, 0, 0);  // A box {64 k, 128·MB rows}
+#pragma unroll
+          for (int b = 0; b < C::kALoads; ++b)  // A boxes {64 k, kABox rows}
+            tma_load_3d(sA + s * C::kABytes + b * C::kABox * 128, &map_a, &a_full[s], j * kBK, b * C::kABox, 0);
         }
       }
     }
     return;
   }
 
-  const int wg = threadIdx.x / 128, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  setmaxnreg_inc<232>();
+  const int ct = static_cast<int>(threadIdx.x) - 128;  // thread among the consumers
+  const int wg = ct / 128, t = ct % 128, warp = t / 32, lane = t % 32;
   float d[MB][48];
   for (int kb = 0; kb < kbs; ++kb) {
     const int ws = kb % C::kDW, as = kb % C::kDA;
@@ -129,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // (q / 2) ^ (r % 8). Reads: 16 consecutive bytes per thread (conflict-free); writes: 2 rows per warp.
 #pragma unroll
     for (int i = 0; i < kBN * kBK / 4 / kConsumers; ++i) {
-      const int idx = static_cast<int>(threadIdx.x) + i * kConsumers, r = idx >> 4, q = idx & 15;
+      const int idx = ct + i * kConsumers, r = idx >> 4, q = idx & 15;
       const float4 v = *reinterpret_cast<const float4*>(sw + r * kBK + 4 * q);
       const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
       uint2 u;
@@ -143,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     fence_proxy_async_smem();
     named_barrier(1, kConsumers);  // every conversion of the box is done: its W slot is free, the fp16 tile ready
-    if (threadIdx.x == 0) mbar_arrive(&w_empty[ws]);
+    if (ct == 0) mbar_arrive(&w_empty[ws]);
     mbar_wait(&a_full[as], (kb / C::kDA) & 1);
     const std::uint32_t sa = smem_addr(sA + as * C::kABytes), sbb = smem_addr(sb);
     wgmma_fence();
@@ -209,9 +219,9 @@ void launch(const MixedGemm& g, cudaStream_t stream) {
       ready.push_back(dev);
     }
   }
-  // A as a 3-D fp16 tensor [1][M][K] (128-byte-swizzled boxes of 64 × 128·MB × 1; rows ≥ M read as zeros), W as
+  // A as a 3-D fp16 tensor [1][M][K] (128-byte-swizzled boxes of 64 × kABox × 1; rows ≥ M read as zeros), W as
   // [N][K] fp32 (unswizzled boxes of 64 × 96; rows ≥ N and columns ≥ K read as zeros).
-  const CUtensorMap map_a = tensor_map_3d_f16(g.a, g.K, g.M, 1, g.lda, g.lda * g.M, 128 * MB);
+  const CUtensorMap map_a = tensor_map_3d_f16(g.a, g.K, g.M, 1, g.lda, g.lda * g.M, Cfg<MB>::kABox);
   const CUtensorMap map_w = tensor_map_2d_f32(g.w, g.K, g.N, g.ldw, kBK, kBN);
   Params p;
   p.M = static_cast<int>(g.M), p.N = static_cast<int>(g.N), p.K = static_cast<int>(g.K);
@@ -225,7 +235,7 @@ void launch(const MixedGemm& g, cudaStream_t stream) {
 }  // namespace
 
 std::string mixed_gemm_unsupported(const MixedGemm& g) {
-  if (g.M < 1 || g.M > 256) return "M not in 1..256";
+  if (g.M < 1 || g.M > 512) return "M not in 1..512";
   // Tails of N (W rows past N read as zeros, columns past N not stored) and of K (zeros) are written for, but the
   // one caller (varlen: N = 384·H, K = 128·H) never has them, so no test runs them: refused until one does.
   if (g.K < 1 || g.N < 1 || g.N % kBN != 0 || g.K % kBK != 0) return "N not a positive multiple of 96 or K of 64";
@@ -242,8 +252,12 @@ void mixed_gemm_launch(const MixedGemm& g, cudaStream_t stream) {
   if (const std::string why = mixed_gemm_unsupported(g); !why.empty()) throw Error("mixed_gemm", why);
   if (g.M <= 128)
     launch<1>(g, stream);
-  else
+  else if (g.M <= 256)
     launch<2>(g, stream);
+  else if (g.M <= 384)
+    launch<3>(g, stream);
+  else
+    launch<4>(g, stream);
 }
 
 }  // namespace attnbwd::cuda::sm90

@@ -24,7 +24,7 @@ struct MixedGemm {
   __half* w16 = nullptr;  // optional
 };
 
-// Why the kernel cannot take the problem ("" when it can): 1 ≤ M ≤ 256; N a multiple of 96 and K of 64 (ragged
+// Why the kernel cannot take the problem ("" when it can): 1 ≤ M ≤ 512; N a multiple of 96 and K of 64 (ragged
 // edges are not tested); lda a multiple of 8
 // and ldw of 4 (TMA row strides are multiples of 16 bytes); a, w 16-byte aligned; c 8-byte aligned with ldc even;
 // w16 (if set) 8-byte aligned with K a multiple of 4.

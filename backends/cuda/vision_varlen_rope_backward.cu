@@ -284,7 +284,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   const auto opnd = [&](const float* x, const __half* h) { return operand(use_fp16, x, h); };
 
   // ATTNBWD_CUDA_VARLEN_QKV=auto|lt|mixed: Default's QKV projection as cuBLASLt's fp16 GEMM on converted copies of
-  // X and Wqkv (lt), or (mixed; sm_90, S ≤ 256) as the mixed-input kernel of mixed_gemm_sm90.cu, which reads the
+  // X and Wqkv (lt), or (mixed; sm_90, S ≤ 512) as the mixed-input kernel of mixed_gemm_sm90.cu, which reads the
   // fp32 Wqkv once, rounds it to fp16 in shared memory and writes the fp16 copy that dX's GEMM reads on the way:
   // 231 MB of DRAM traffic for the weight instead of 308 (#8). mixed where the kernel cannot take the call is an
   // Error (raised here, before anything is enqueued); the modes without fp16 GEMMs (Strict,

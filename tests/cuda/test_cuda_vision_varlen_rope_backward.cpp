@@ -383,11 +383,11 @@ TEST(CudaVisionVarlenRope, WgmmaAgreesWithMma) {
 
 // ATTNBWD_CUDA_VARLEN_QKV=mixed (sm_90 only): Default's QKV projection as the mixed-input kernel (the fp32 Wqkv read
 // and rounded to fp16 in the kernel, which also writes the fp16 copy that dX's GEMM reads). Against the oracle (Default
-// and Strict, where the switch does not apply) on S = 1 and S = 96 (one 128-row A box, MB = 1), S = 131, 204 and 256
-// (two, MB = 2) with empty and length-1 sequences, and on workloads #8 and #1 at their own atol (28 heads: 112 CTAs);
-// against the cuBLASLt path (lt) to rel-L2 ≤ 2e-3 on the same inputs. The op's scratch is poisoned before every call,
-// so an element of the fp16 weight copy the kernel leaves unwritten shows as NaN in grad_hidden_states. S = 257 and
-// 4-byte-misaligned tensors are an Error naming the switch.
+// and Strict, where the switch does not apply) on S = 1 and S = 96 (M ≤ 128: MB = 1), 131, 204 and 256 (MB = 2), 300
+// (MB = 3: two A boxes per k-block) and 385, 512 (MB = 4) with empty and length-1 sequences, and on workloads #8, #1
+// and #0 at their own atol (28 heads: 112 CTAs); against the cuBLASLt path (lt) to rel-L2 ≤ 2e-3 on the same inputs.
+// The op's scratch is poisoned before every call, so an element of the fp16 weight copy the kernel leaves unwritten
+// shows as NaN in grad_hidden_states. S = 513 and 4-byte-misaligned tensors are an Error naming the switch.
 TEST(CudaVisionVarlenRope, MixedQkvMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the mixed-input kernel needs an sm_90 device";
@@ -397,12 +397,13 @@ TEST(CudaVisionVarlenRope, MixedQkvMatchesTheOracle) {
   std::uint64_t tag = 190;
   for (const std::vector<std::int32_t>& lengths :
        {std::vector<std::int32_t>{1}, std::vector<std::int32_t>{5, 0, 70, 1, 20}, std::vector<std::int32_t>{131},
-        std::vector<std::int32_t>{1, 7, 65, 131}, std::vector<std::int32_t>{0, 128, 128, 0}}) {
+        std::vector<std::int32_t>{1, 7, 65, 131}, std::vector<std::int32_t>{0, 128, 128, 0},
+        std::vector<std::int32_t>{1, 299}, std::vector<std::int32_t>{200, 0, 185}, std::vector<std::int32_t>{512}}) {
     tools::Axes axes;
     tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
     cases.emplace_back(label_of(lengths, 2), std::move(in), axes, smallest_atol(kOp));
   }
-  for (const char* index : {"8", "1"}) {
+  for (const char* index : {"8", "1", "0"}) {
     const tools::Workload& w = tools::find_workload(all, index);
     cases.emplace_back("workload " + std::string(index),
                        tools::generate_inputs(kOp, w.axes, fresh_seed(tag++), w.scalars), w.axes, w.atol);
@@ -425,7 +426,7 @@ TEST(CudaVisionVarlenRope, MixedQkvMatchesTheOracle) {
     expect_agree(mixed, lt, "mixed QKV vs cuBLASLt, " + label);
   }
   const ScopedEnv qkv("ATTNBWD_CUDA_VARLEN_QKV", "mixed");
-  for (const auto& [lengths, offset] : {std::pair<std::vector<std::int32_t>, std::size_t>{{257}, 0},
+  for (const auto& [lengths, offset] : {std::pair<std::vector<std::int32_t>, std::size_t>{{513}, 0},
                                         std::pair<std::vector<std::int32_t>, std::size_t>{{1, 66, 0, 30}, 4}}) {
     tools::Axes axes;
     const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
