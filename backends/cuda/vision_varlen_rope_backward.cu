@@ -288,14 +288,17 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // fp32 Wqkv once, rounds it to fp16 in shared memory and writes the fp16 copy that dX's GEMM reads on the way:
   // 231 MB of DRAM traffic for the weight instead of 308 (#8). mixed where the kernel cannot take the call is an
   // Error (raised here, before anything is enqueued); the modes without fp16 GEMMs (Strict,
-  // ATTNBWD_CUDA_FP32_GEMM=tf32) ignore the switch. auto = mixed where the kernel takes the call, else lt. Measured
-  // on an H200 (seventeenth session, perf/NOTES.md): the kernel 78 µs against 63 + 27 µs of conversion and GEMM at
-  // #8; per call 1.051x (#8), 1.049x (#11), 1.028x (#1), the only workloads with S <= 256.
+  // ATTNBWD_CUDA_FP32_GEMM=tf32) ignore the switch. auto = mixed where the kernel takes the call and S <= 256, else
+  // lt. Measured on an H200 (seventeenth session, perf/NOTES.md): at #8 the kernel takes 70 us against 63 + 27 us of
+  // conversion and GEMM, per call 1.07-1.10x at #8, #11, #1 (S <= 256); at S = 373 and 392 (#12, #0: four 64-row
+  // blocks per warpgroup, the products no longer hidden under the weight's DRAM time) 112 us against 66 + 49, per
+  // call 1.000-1.008x, so auto leaves those to lt.
   const int qkv_switch = env_switch("ATTNBWD_CUDA_VARLEN_QKV", {"auto", "lt", "mixed"});
   sm90::MixedGemm mg;
   mg.M = S, mg.N = C3, mg.K = C, mg.lda = C, mg.ldw = C, mg.ldc = C3;
   mg.a = Xh, mg.w = Wqkv, mg.c = qkv, mg.w16 = Wqkvh;
-  bool mixed_qkv = qkv_switch == 0 && use_fp16 && ctx.cc() == 90 && sm90::mixed_gemm_unsupported(mg).empty();
+  bool mixed_qkv =
+      qkv_switch == 0 && use_fp16 && ctx.cc() == 90 && S <= 256 && sm90::mixed_gemm_unsupported(mg).empty();
   if (qkv_switch == 2 && use_fp16) {
     const std::string why = ctx.cc() != 90
                                 ? "not an sm_90 device (compute capability " + std::to_string(ctx.cc()) + ")"
