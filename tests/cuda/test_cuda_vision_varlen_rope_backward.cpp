@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -381,20 +382,16 @@ TEST(CudaVisionVarlenRope, WgmmaAgreesWithMma) {
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_QKV=mixed (sm_90 only): Default's QKV projection as the mixed-input kernel (the fp32 Wqkv read
-// and rounded to fp16 in the kernel, which also writes the fp16 copy that dX's GEMM reads). Against the oracle (Default
-// and Strict, where the switch does not apply) on S = 1 and S = 96 (M ≤ 128: MB = 1), 131, 204 and 256 (MB = 2), 300
-// (MB = 3: two A boxes per k-block) and 385, 512 (MB = 4) with empty and length-1 sequences, and on workloads #8, #1
-// and #0 at their own atol (28 heads: 112 CTAs); against the cuBLASLt path (lt) to rel-L2 ≤ 2e-3 on the same inputs.
-// The op's scratch is poisoned before every call, so an element of the fp16 weight copy the kernel leaves unwritten
-// shows as NaN in grad_hidden_states. S = 513 and 4-byte-misaligned tensors are an Error naming the switch.
-TEST(CudaVisionVarlenRope, MixedQkvMatchesTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the mixed-input kernel needs an sm_90 device";
+// A mixed-input kernel switch (`env` = mixed, sm_90 only) against the oracle (Default and Strict, where the switch
+// does not apply) on S = 1 and S = 96 (M ≤ 128: MB = 1), 131, 204 and 256 (MB = 2), 300 (MB = 3: two A boxes per
+// k-block) and 385, 512 (MB = 4) with empty and length-1 sequences, and on workloads #8, #1 and #0 at their own atol
+// (28 heads: 112 CTAs); against the cuBLASLt path (`env` = lt) to rel-L2 ≤ 2e-3 on the same inputs. The op's scratch
+// is poisoned before every call, so an element the kernel leaves unwritten (its output, or the fp16 weight copy the
+// QKV kernel writes for dX) shows as NaN. S = 513 and 4-byte-misaligned tensors are an Error naming the switch.
+void check_mixed_switch(const char* env, std::uint64_t tag) {
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
   std::vector<std::tuple<std::string, tools::TensorSet, tools::Axes, double>> cases;
-  std::uint64_t tag = 190;
   for (const std::vector<std::int32_t>& lengths :
        {std::vector<std::int32_t>{1}, std::vector<std::int32_t>{5, 0, 70, 1, 20}, std::vector<std::int32_t>{131},
         std::vector<std::int32_t>{1, 7, 65, 131}, std::vector<std::int32_t>{0, 128, 128, 0},
@@ -411,21 +408,21 @@ TEST(CudaVisionVarlenRope, MixedQkvMatchesTheOracle) {
   for (const auto& [label, in, axes, atol] : cases) {
     const Oracle<Args> want(in, axes);
     {
-      const ScopedEnv qkv("ATTNBWD_CUDA_VARLEN_QKV", "mixed");
-      check_against(want, label + " mixed QKV", in, axes, atol);
+      const ScopedEnv mixed(env, "mixed");
+      check_against(want, label + " " + env + "=mixed", in, axes, atol);
     }
     HostCase<Args> lt(in, axes), mixed(in, axes);
     {
-      const ScopedEnv qkv("ATTNBWD_CUDA_VARLEN_QKV", "lt");
+      const ScopedEnv e(env, "lt");
       run_cuda(lt, Precision::Default);
     }
     {
-      const ScopedEnv qkv("ATTNBWD_CUDA_VARLEN_QKV", "mixed");
+      const ScopedEnv e(env, "mixed");
       run_cuda(mixed, Precision::Default);
     }
-    expect_agree(mixed, lt, "mixed QKV vs cuBLASLt, " + label);
+    expect_agree(mixed, lt, std::string(env) + " mixed vs cuBLASLt, " + label);
   }
-  const ScopedEnv qkv("ATTNBWD_CUDA_VARLEN_QKV", "mixed");
+  const ScopedEnv e(env, "mixed");
   for (const auto& [lengths, offset] : {std::pair<std::vector<std::int32_t>, std::size_t>{{513}, 0},
                                         std::pair<std::vector<std::int32_t>, std::size_t>{{1, 66, 0, 30}, 4}}) {
     tools::Axes axes;
@@ -434,10 +431,26 @@ TEST(CudaVisionVarlenRope, MixedQkvMatchesTheOracle) {
     try {
       run_cuda(got, Precision::Default, true, offset);
       ADD_FAILURE() << label_of(lengths, 2) << " offset " << offset << ": no Error";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("ATTNBWD_CUDA_VARLEN_QKV"), std::string::npos) << e.what();
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(env), std::string::npos) << err.what();
     }
   }
+}
+
+// ATTNBWD_CUDA_VARLEN_QKV=mixed: the QKV projection as the mixed-input kernel (the fp32 Wqkv read and rounded to
+// fp16 in the kernel, which also writes the fp16 copy that dX's GEMM reads).
+TEST(CudaVisionVarlenRope, MixedQkvMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the mixed-input kernel needs an sm_90 device";
+  check_mixed_switch("ATTNBWD_CUDA_VARLEN_QKV", 190);
+}
+
+// ATTNBWD_CUDA_VARLEN_DAO=mixed: dAO = dY·Wp as the mixed-input kernel's N-major form (the fp32 Wp read as [K][N],
+// transposed into the K-major fp16 tile; dAO rounded to fp16), with the QKV projection at its default.
+TEST(CudaVisionVarlenRope, MixedDaoMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the mixed-input kernel needs an sm_90 device";
+  check_mixed_switch("ATTNBWD_CUDA_VARLEN_DAO", 210);
 }
 
 TEST(CudaVisionVarlenRope, RealWorkloadsMatchTheOracle) {
