@@ -287,7 +287,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // X and Wqkv (lt), or (mixed; sm_90, S ≤ 512) as the mixed-input kernel of mixed_gemm_sm90.cu, which reads the
   // fp32 Wqkv once, rounds it to fp16 in shared memory and writes the fp16 copy that dX's GEMM reads on the way:
   // 231 MB of DRAM traffic for the weight instead of 308 (#8). mixed where the kernel cannot take the call is an
-  // Error (raised here, before anything is enqueued); the modes without fp16 GEMMs (Strict,
+  // Error (raised here, before the op's first kernel is enqueued); the modes without fp16 GEMMs (Strict,
   // ATTNBWD_CUDA_FP32_GEMM=tf32) ignore the switch. auto = mixed where the kernel takes the call and S <= 256, else
   // lt. Measured on an H200 (seventeenth session, perf/NOTES.md): at #8 the kernel takes 70 us against 63 + 27 us of
   // conversion and GEMM, per call 1.07-1.10x at #8, #11, #1 (S <= 256); at S = 373 and 392 (#12, #0: four 64-row
@@ -311,7 +311,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // in fp32 ([K][N]: the N-major form, 32 columns per CTA) and dAO rounded to fp16 for the attention kernels; dY
   // is still converted (dWp reads its fp16 copy). Count at #8: 91 MB of conversion traffic and the GEMM's 26 MB
   // become 51 + 4 MB on the side stream, under the main stream's 235 MB of the mixed QKV kernel. mixed where the
-  // kernel cannot take the call is an Error (raised here). auto = lt: built in the seventeenth session after its
+  // kernel cannot take the call is an Error (raised here, before the op's first kernel). auto = lt: built in the seventeenth session after its
   // device time was spent, not yet run on a GPU.
   const int dao_switch = env_switch("ATTNBWD_CUDA_VARLEN_DAO", {"auto", "lt", "mixed"});
   sm90::MixedGemm md;

@@ -384,7 +384,8 @@ TEST(CudaVisionVarlenRope, WgmmaAgreesWithMma) {
 
 // A mixed-input kernel switch (`env` = mixed, sm_90 only) against the oracle (Default and Strict, where the switch
 // does not apply) on S = 1 and S = 96 (M ≤ 128: MB = 1), 131, 204 and 256 (MB = 2), 300 (MB = 3: two A boxes per
-// k-block) and 385, 512 (MB = 4) with empty and length-1 sequences, and on workloads #8, #1 and #0 at their own atol
+// k-block) and 385, 512 (MB = 4) with empty and length-1 sequences, S = 100 and 300 at 8 heads (the rings wrap),
+// and on workloads #8, #1 and #0 at their own atol
 // (28 heads: 112 CTAs); against the cuBLASLt path (`env` = lt) to rel-L2 ≤ 2e-3 on the same inputs. The op's scratch
 // is poisoned before every call, so an element the kernel leaves unwritten (its output, or the fp16 weight copy the
 // QKV kernel writes for dX) shows as NaN. S = 513 and 4-byte-misaligned tensors are an Error naming the switch.
@@ -399,6 +400,14 @@ void check_mixed_switch(const char* env, std::uint64_t tag) {
     tools::Axes axes;
     tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
     cases.emplace_back(label_of(lengths, 2), std::move(in), axes, smallest_atol(kOp));
+  }
+  // 8 heads (K = 1024: 16 k-blocks), so the W and A rings wrap at MB = 1 and MB = 3 too (at 2 heads they hold all
+  // 4 k-blocks; the workloads, at 56, cover MB = 2 and 4).
+  for (const std::vector<std::int32_t>& lengths :
+       {std::vector<std::int32_t>{100}, std::vector<std::int32_t>{150, 0, 150}}) {
+    tools::Axes axes;
+    tools::TensorSet in = varlen_inputs(lengths, 8, 4.0f, fresh_seed(tag++), axes);
+    cases.emplace_back(label_of(lengths, 8), std::move(in), axes, smallest_atol(kOp));
   }
   for (const char* index : {"8", "1", "0"}) {
     const tools::Workload& w = tools::find_workload(all, index);
