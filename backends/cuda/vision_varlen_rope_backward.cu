@@ -290,7 +290,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // Error (raised here, before the op's first kernel is enqueued); the modes without fp16 GEMMs (Strict,
   // ATTNBWD_CUDA_FP32_GEMM=tf32) ignore the switch. auto = mixed where the kernel takes the call and S <= 256, else
   // lt. Measured on an H200 (seventeenth session, perf/NOTES.md): at #8 the kernel takes 70 us against 63 + 27 us of
-  // conversion and GEMM, per call 1.07-1.10x at #8, #11, #1 (S <= 256); at S = 373 and 392 (#12, #0: four 64-row
+  // conversion and GEMM, per call 1.040x, 1.072x, 1.073x at #8, #11, #1 (S <= 256); at S = 373 and 392 (#12, #0: four 64-row
   // blocks per warpgroup, the products no longer hidden under the weight's DRAM time) 112 us against 66 + 49, per
   // call 1.000-1.008x, so auto leaves those to lt.
   const int qkv_switch = env_switch("ATTNBWD_CUDA_VARLEN_QKV", {"auto", "lt", "mixed"});
