@@ -283,16 +283,16 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // Operand x of an fp32 tensor: its fp16 copy h when the GEMMs run fp16, else x itself.
   const auto opnd = [&](const float* x, const __half* h) { return operand(use_fp16, x, h); };
 
-  // ATTNBWD_CUDA_VARLEN_QKV=auto|lt|mixed: Default's QKV projection as cuBLASLt's fp16 GEMM on converted copies of
-  // X and Wqkv (lt), or (mixed; sm_90, S ≤ 512) as the mixed-input kernel of mixed_gemm_sm90.cu, which reads the
-  // fp32 Wqkv once, rounds it to fp16 in shared memory and writes the fp16 copy that dX's GEMM reads on the way:
-  // 231 MB of DRAM traffic for the weight instead of 308 (#8). mixed where the kernel cannot take the call is an
-  // Error (raised here, before the op's first kernel is enqueued); the modes without fp16 GEMMs (Strict,
+  // ATTNBWD_CUDA_VARLEN_QKV=auto|lt|mixed: Default's QKV projection as cuBLASLt's fp16 GEMM on converted copies of X
+  // and Wqkv (lt), or (mixed; sm_90, S ≤ 512) as the mixed-input kernel of mixed_gemm_sm90.cu, which reads the fp32
+  // Wqkv once, rounds it to fp16 in shared memory and writes the fp16 copy that dX's GEMM reads on the way: 231 MB of
+  // DRAM traffic for the weight instead of 308 (#8). mixed where the kernel cannot take the call is an Error (raised
+  // here, before the op's first kernel is enqueued); the modes without fp16 GEMMs (Strict,
   // ATTNBWD_CUDA_FP32_GEMM=tf32) ignore the switch. auto = mixed where the kernel takes the call and S <= 256, else
   // lt. Measured on an H200 (seventeenth session, perf/NOTES.md): at #8 the kernel takes 70 us against 63 + 27 us of
-  // conversion and GEMM, per call 1.040x, 1.072x, 1.073x at #8, #11, #1 (S <= 256); at S = 373 and 392 (#12, #0: four 64-row
-  // blocks per warpgroup, the products no longer hidden under the weight's DRAM time) 112 us against 66 + 49, per
-  // call 1.000-1.008x, so auto leaves those to lt.
+  // conversion and GEMM, per call 1.040x, 1.072x, 1.073x at #8, #11, #1 (S <= 256); at S = 373 and 392 (#12, #0: four
+  // 64-row blocks per warpgroup, the products no longer hidden under the weight's DRAM time) 112 us against 66 + 49,
+  // per call 1.000-1.008x, so auto leaves those to lt.
   const int qkv_switch = env_switch("ATTNBWD_CUDA_VARLEN_QKV", {"auto", "lt", "mixed"});
   sm90::MixedGemm mg;
   mg.M = S, mg.N = C3, mg.K = C, mg.lda = C, mg.ldw = C, mg.ldc = C3;
@@ -303,16 +303,17 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     const std::string why = ctx.cc() != 90
                                 ? "not an sm_90 device (compute capability " + std::to_string(ctx.cc()) + ")"
                                 : sm90::mixed_gemm_unsupported(mg);
-    if (!why.empty()) throw Error("ATTNBWD_CUDA_VARLEN_QKV", "the mixed-input QKV kernel cannot take this call: " + why);
+    if (!why.empty())
+      throw Error("ATTNBWD_CUDA_VARLEN_QKV", "the mixed-input QKV kernel cannot take this call: " + why);
     mixed_qkv = true;
   }
   // ATTNBWD_CUDA_VARLEN_DAO=auto|lt|mixed: Default's dAO = dY·Wp (fp16 attention products only) as cuBLASLt's fp16
-  // GEMM on converted copies of dY and Wp (lt), or (mixed; sm_90, S ≤ 512) as the mixed-input kernel with Wp read
-  // in fp32 ([K][N]: the N-major form, 32 columns per CTA) and dAO rounded to fp16 for the attention kernels; dY
-  // is still converted (dWp reads its fp16 copy). Count at #8: 91 MB of conversion traffic and the GEMM's 26 MB
-  // become 51 + 4 MB on the side stream, under the main stream's 235 MB of the mixed QKV kernel. mixed where the
-  // kernel cannot take the call is an Error (raised here, before the op's first kernel). auto = lt: built in the seventeenth session after its
-  // device time was spent, not yet run on a GPU.
+  // GEMM on converted copies of dY and Wp (lt), or (mixed; sm_90, S ≤ 512) as the mixed-input kernel with Wp read in
+  // fp32 ([K][N]: the N-major form, 32 columns per CTA) and dAO rounded to fp16 for the attention kernels; dY is
+  // still converted (dWp reads its fp16 copy). Count at #8: 91 MB of conversion traffic and the GEMM's 26 MB become
+  // 51 + 4 MB on the side stream, under the main stream's 235 MB of the mixed QKV kernel. mixed where the kernel
+  // cannot take the call is an Error (raised here, before the op's first kernel). auto = lt: built in the seventeenth
+  // session after its device time was spent, not yet run on a GPU.
   const int dao_switch = env_switch("ATTNBWD_CUDA_VARLEN_DAO", {"auto", "lt", "mixed"});
   sm90::MixedGemm md;
   md.M = S, md.N = C, md.K = C, md.lda = C, md.ldw = C, md.ldc = C, md.w_nmajor = true;
@@ -322,7 +323,8 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     const std::string why = ctx.cc() != 90
                                 ? "not an sm_90 device (compute capability " + std::to_string(ctx.cc()) + ")"
                                 : sm90::mixed_gemm_unsupported(md);
-    if (!why.empty()) throw Error("ATTNBWD_CUDA_VARLEN_DAO", "the mixed-input dAO kernel cannot take this call: " + why);
+    if (!why.empty())
+      throw Error("ATTNBWD_CUDA_VARLEN_DAO", "the mixed-input dAO kernel cannot take this call: " + why);
     mixed_dao = true;
   }
   StageTimer stages(stream);
