@@ -27,12 +27,12 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "attnbwd/error.hpp"
 #include "check.hpp"
 #include "linear_backward_sm90.hpp"
+#include "mma_fp16.cuh"
 #include "sm90/ptx.cuh"
 
 namespace attnbwd::cuda::sm90 {
@@ -101,13 +101,8 @@ __device__ __forceinline__ void wgmma_f16(float (&d)[BN / 2], std::uint64_t desc
     wgmma_m64n32k16_f16(d, desc_a, desc_b, acc);
 }
 
-__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const unsigned*>(&h);
-}
-
-// Out = float: C in fp32 (p.c); __half: C rounded to fp16 (p.c16).
-template <int MB, bool NMajor, class Out>
+// C in fp32 (p.c) with a K-major W, rounded to fp16 (p.c16) with an N-major W: the two forms the callers use.
+template <int MB, bool NMajor>
 __global__ void __launch_bounds__(kThreads, 1)
     mixed_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w,
                       const __grid_constant__ Params p) {
@@ -183,8 +178,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int k = 2 * (ct / (kBN / 4)), n = 4 * (ct % (kBN / 4));
       const float4 v0 = *reinterpret_cast<const float4*>(sw + k * kBN + n);
       const float4 v1 = *reinterpret_cast<const float4*>(sw + (k + 1) * kBN + n);
-      const unsigned w[4] = {pack_half2(v0.x, v1.x), pack_half2(v0.y, v1.y), pack_half2(v0.z, v1.z),
-                             pack_half2(v0.w, v1.w)};
+      const unsigned w[4] = {mma16::half2_bits(v0.x, v1.x), mma16::half2_bits(v0.y, v1.y), mma16::half2_bits(v0.z, v1.z),
+                             mma16::half2_bits(v0.w, v1.w)};
 #pragma unroll
       for (int jn = 0; jn < 4; ++jn) {
         const int r = n + jn;
@@ -198,8 +193,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int idx = ct + i * kConsumers, r = idx >> 4, q = idx & 15;
         const float4 v = *reinterpret_cast<const float4*>(sw + r * kBK + 4 * q);
         uint2 u;
-        u.x = pack_half2(v.x, v.y);
-        u.y = pack_half2(v.z, v.w);
+        u.x = mma16::half2_bits(v.x, v.y);
+        u.y = mma16::half2_bits(v.z, v.w);
         *reinterpret_cast<uint2*>(sb + r * 128 + ((((q >> 1) ^ (r & 7))) << 4) + ((q & 1) << 3)) = u;
         if (p.w16 != nullptr) {
           const int n = n0 + r, k = kb * kBK + 4 * q;
@@ -243,10 +238,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (n >= p.N) continue;
         const float x = d[j][4 * jb + 2 * half], y = d[j][4 * jb + 2 * half + 1];
         const std::int64_t off = static_cast<std::int64_t>(m) * p.ldc + n;
-        if constexpr (std::is_same_v<Out, float>)
+        if constexpr (!NMajor)
           *reinterpret_cast<float2*>(p.c + off) = make_float2(x, y);
         else
-          *reinterpret_cast<unsigned*>(p.c16 + off) = pack_half2(x, y);
+          *reinterpret_cast<unsigned*>(p.c16 + off) = mma16::half2_bits(x, y);
       }
     }
   }
@@ -254,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
 
-template <int MB, bool NMajor, class Out>
+template <int MB, bool NMajor>
 __global__ void mixed_gemm_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                   const __grid_constant__ Params) {
   __trap();
@@ -264,7 +259,7 @@ __global__ void mixed_gemm_kernel(const __grid_constant__ CUtensorMap, const __g
 
 bool aligned(const void* p, std::uintptr_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; }
 
-template <int MB, bool NMajor, class Out>
+template <int MB, bool NMajor>
 void launch(const MixedGemm& g, cudaStream_t stream) {
   using C = Cfg<MB, NMajor>;
   static std::mutex mu;
@@ -274,7 +269,7 @@ void launch(const MixedGemm& g, cudaStream_t stream) {
   {
     const std::lock_guard<std::mutex> lock(mu);
     if (std::find(ready.begin(), ready.end(), dev) == ready.end()) {
-      ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(mixed_gemm_kernel<MB, NMajor, Out>,
+      ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(mixed_gemm_kernel<MB, NMajor>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
       ready.push_back(dev);
     }
@@ -289,20 +284,20 @@ void launch(const MixedGemm& g, cudaStream_t stream) {
   p.ldc = static_cast<int>(g.ldc), p.ldw16 = static_cast<int>(g.K);
   p.c = g.c, p.c16 = g.c16, p.w16 = g.w16;
   const unsigned grid = static_cast<unsigned>((g.N + C::kBN - 1) / C::kBN);
-  mixed_gemm_kernel<MB, NMajor, Out><<<grid, kThreads, C::kSmem, stream>>>(map_a, map_w, p);
+  mixed_gemm_kernel<MB, NMajor><<<grid, kThreads, C::kSmem, stream>>>(map_a, map_w, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
-template <bool NMajor, class Out>
+template <bool NMajor>
 void launch_rows(const MixedGemm& g, cudaStream_t stream) {
   if (g.M <= 128)
-    launch<1, NMajor, Out>(g, stream);
+    launch<1, NMajor>(g, stream);
   else if (g.M <= 256)
-    launch<2, NMajor, Out>(g, stream);
+    launch<2, NMajor>(g, stream);
   else if (g.M <= 384)
-    launch<3, NMajor, Out>(g, stream);
+    launch<3, NMajor>(g, stream);
   else
-    launch<4, NMajor, Out>(g, stream);
+    launch<4, NMajor>(g, stream);
 }
 
 }  // namespace
@@ -334,9 +329,9 @@ std::string mixed_gemm_unsupported(const MixedGemm& g) {
 void mixed_gemm_launch(const MixedGemm& g, cudaStream_t stream) {
   if (const std::string why = mixed_gemm_unsupported(g); !why.empty()) throw Error("mixed_gemm", why);
   if (g.w_nmajor)
-    launch_rows<true, __half>(g, stream);
+    launch_rows<true>(g, stream);
   else
-    launch_rows<false, float>(g, stream);
+    launch_rows<false>(g, stream);
 }
 
 }  // namespace attnbwd::cuda::sm90
