@@ -224,14 +224,15 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // Measured on an H200 (fifteenth session, perf/NOTES.md): 1.022x geomean over all 16 workloads, #8, #11 1.10x,
   // #1 1.06x. Ignored by the other product modes.
   const bool one_bwd_launch = env_switch("ATTNBWD_CUDA_VARLEN_BWD", {"auto", "two", "one"}) != 1;
-  // ATTNBWD_CUDA_VARLEN_WGMMA=auto|off|dq|dkv|bwd|fwd|all: the fp16-tile attention kernels on mma.sync (off) or,
-  // on sm_90a wgmma (vision_varlen_rope_backward_attn_sm90.cu), the dQ kernel (dq), the dK/dV kernel (dkv), both
-  // (bwd), the forward recompute (fwd) or all three (all): one warpgroup per 64-row block, the score products from
-  // shared memory, the products with P or dS as register operands; with both backward kernels on wgmma (bwd, all)
-  // ATTNBWD_CUDA_VARLEN_BWD applies to them too (one launch or two). auto = all on an sm_90 device, off elsewhere. Measured on an H200 (sixteenth session, perf/NOTES.md): all
-  // 1.038x geomean over the 16 workloads (1.05-1.08x at S >= 4096; #10's attention kernels 1144 -> 899 us under
-  // ncu); dq or dkv alone ~1.00x (they give up the one-launch backward), fwd alone 1.014x. A wgmma form named on a
-  // device other than sm_90 is an Error; the other product modes ignore the switch.
+  // ATTNBWD_CUDA_VARLEN_WGMMA=auto|off|dq|dkv|bwd|fwd|all: the fp16-tile attention kernels on mma.sync (off) or, on
+  // sm_90a wgmma (vision_varlen_rope_backward_attn_sm90.cu), the dQ kernel (dq), the dK/dV kernel (dkv), both (bwd),
+  // the forward recompute (fwd) or all three (all): one warpgroup per 64-row block, the score products from shared
+  // memory, the products with P or dS as register operands; with both backward kernels on wgmma (bwd, all)
+  // ATTNBWD_CUDA_VARLEN_BWD applies to them too (one launch or two). auto = all on an sm_90 device, off elsewhere.
+  // Measured on an H200 (sixteenth session, perf/NOTES.md): all 1.038x geomean over the 16 workloads
+  // (1.05-1.08x at S >= 4096; #10's attention kernels 1144 -> 899 us under ncu); dq or dkv alone ~1.00x (they give
+  // up the one-launch backward), fwd alone 1.014x. A wgmma form named on a device other than sm_90 is an Error; the
+  // other product modes ignore the switch.
   constexpr int kWgmmaAll = varlen::kSm90Dq | varlen::kSm90Dkv | varlen::kSm90Fwd;
   constexpr int kWgmmaForms[] = {kWgmmaAll, 0, varlen::kSm90Dq, varlen::kSm90Dkv,
                                  varlen::kSm90Dq | varlen::kSm90Dkv, varlen::kSm90Fwd, kWgmmaAll};
@@ -425,7 +426,7 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
     p.dqkvh = dqkvh;
     p.part = part_dqkv;
   }
-  varlen::attention_forward(p, products, stream, attn_sm90 & varlen::kSm90Fwd);
+  varlen::attention_forward(p, products, stream, (attn_sm90 & varlen::kSm90Fwd) != 0);
   stages.mark("attn_fwd");
   if (use_fp16 && !half_attn) {
     convert_to_half(AO, AOh, S * C, stream);

@@ -570,9 +570,8 @@ void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, i
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
-void attention_forward(const AttnParams& p, Products products, cudaStream_t stream, int sm90) {
-  if (products == Products::Fp16 && (sm90 & kSm90Fwd) != 0)
-    return attention_forward_sm90(p, stream);
+void attention_forward(const AttnParams& p, Products products, cudaStream_t stream, bool sm90) {
+  if (products == Products::Fp16 && sm90) return attention_forward_sm90(p, stream);
   if (products == Products::Fp16) return launch(attn_forward_h, kSmemForwardH, p, stream);
   with_mode(products, [&](auto mode) { launch(attn_forward<decltype(mode)::value>, kSmemForward, p, stream); });
 }

@@ -56,17 +56,15 @@ void build_block_table(const std::int32_t* cu, std::int64_t n, std::int64_t S, i
 enum class Products { Tf32, Tf32x3, Fp16, Fp16Smem32 };
 
 // Forward recompute: AO (AOh with Products::Fp16), lse, delta. sm90 (Products::Fp16 only; sm_90 devices only, the
-// caller checks): with kSm90Fwd, the sm_90a wgmma kernel (attention_forward_sm90) instead of the
-// mma.sync one.
-void attention_forward(const AttnParams& p, Products products, cudaStream_t stream, int sm90 = 0);
+// caller checks): the sm_90a wgmma kernel (attention_forward_sm90) instead of the mma.sync one.
+void attention_forward(const AttnParams& p, Products products, cudaStream_t stream, bool sm90 = false);
 void attention_forward_sm90(const AttnParams& p, cudaStream_t stream);
 // Backward: dqkv (dq and dk through the RoPE backward, dV).
 // one_launch (Products::Fp16 only; ignored otherwise): the dQ and dK/dV CTAs in one launch (grid z = 2), the same bits.
 // sm90 (Products::Fp16 only; sm_90 devices only, the caller checks): kSm90Dq, kSm90Dkv: that kernel on sm_90a wgmma
 // (attention_backward_dq_sm90, attention_backward_dkv_sm90) instead of mma.sync; with both bits and one_launch, the
 // two wgmma kernels in one launch (attention_backward_one_sm90), else each in its own launch.
-// kSm90Fwd: attention_forward's sm90.
-constexpr int kSm90Dq = 1, kSm90Dkv = 2, kSm90Fwd = 4;
+constexpr int kSm90Dq = 1, kSm90Dkv = 2, kSm90Fwd = 4;  // kSm90Fwd: attention_forward's sm90
 void attention_backward(const AttnParams& p, Products products, cudaStream_t stream, bool one_launch = false,
                         int sm90 = 0);
 // The sm_90a wgmma kernels alone (vision_varlen_rope_backward_attn_sm90.cu): dk, dv, or dq (fp16 with column sums

@@ -37,6 +37,7 @@ constexpr int kTileW = 2 * kSub;      // [64][128]: head_dim 0-63 | 64-127
 constexpr std::size_t kSmemDkvWg =
     static_cast<std::size_t>(kTileW) * 6 + sizeof(float) * 4 * kRows + 1024;
 constexpr std::size_t kSmemFwdWg = static_cast<std::size_t>(kTileW) * 5 + 1024;
+
 #if defined(ATTNBWD_SM90_DEVICE)
 
 using namespace sm90;
@@ -264,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_bwd_wg(const AttnParams p) {
   }
 }
 
-// The wgmma forwards' epilogue, once every warp is past its last product (the tiles are free): the block's dO rows
+// The wgmma forward's epilogue, once every warp is past its last product (the tiles are free): the block's dO rows
 // staged for delta at the start of the tiles, then AO, lse and delta (forward_epilogue).
 __device__ __forceinline__ void forward_wg_epilogue(const AttnParams& p, const float (&o16)[16][4],
                                                     const float (&m)[2], float (&l)[2], int64_t q0, int rows, int h,
