@@ -315,11 +315,11 @@ void expect_agree(const HostCase<Args>& a, const HostCase<Args>& b, const std::s
 }
 
 // Default's mma.sync fp16 attention kernels (ATTNBWD_CUDA_VARLEN_WGMMA=off; fp16 inputs copied by cp.async into
-// double-buffered fp16 tiles, ldmatrix, P and dS in registers) against the older fp32-tile kernels (ATTNBWD_CUDA_VARLEN_ATTN=
-// fp16-v1), which form the same fp16 products in the same k order; the row term delta = Σ dO·O now uses
-// the fp16 dO the products use (v1: fp32 dO). On odd mixes (tails, empty and length-1 sequences, 5 key
-// blocks) and workload #1 every output agrees to rel-L2 ≤ 2e-3, five times tighter than the oracle
-// bound of the mode (1e-2).
+// double-buffered fp16 tiles, ldmatrix, P and dS in registers) against the older fp32-tile kernels
+// (ATTNBWD_CUDA_VARLEN_ATTN=fp16-v1), which form the same fp16 products in the same k order; the row term delta = Σ
+// dO·O now uses the fp16 dO the products use (v1: fp32 dO). On odd mixes (tails, empty and length-1 sequences, 5 key
+// blocks) and workload #1 every output agrees to rel-L2 ≤ 2e-3, five times tighter than the oracle bound of the mode
+// (1e-2).
 TEST(CudaVisionVarlenRope, Fp16TileKernelsAgreeWithV1) {
   ATTNBWD_SEED_TRACE();
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
@@ -382,13 +382,13 @@ TEST(CudaVisionVarlenRope, WgmmaAgreesWithMma) {
   }
 }
 
-// A mixed-input kernel switch (`env` = mixed, sm_90 only) against the oracle (Default and Strict, where the switch
-// does not apply) on S = 1 and S = 96 (M ≤ 128: MB = 1), 131, 204 and 256 (MB = 2), 300 (MB = 3: two A boxes per
-// k-block) and 385, 512 (MB = 4) with empty and length-1 sequences, S = 100 and 300 at 8 heads (the rings wrap),
-// and on workloads #8, #1 and #0 at their own atol
-// (28 heads: 112 CTAs); against the cuBLASLt path (`env` = lt) to rel-L2 ≤ 2e-3 on the same inputs. The op's scratch
-// is poisoned before every call, so an element the kernel leaves unwritten (its output, or the fp16 weight copy the
-// QKV kernel writes for dX) shows as NaN. S = 513 and 4-byte-misaligned tensors are an Error naming the switch.
+// A mixed-input kernel switch (`env` = mixed, sm_90 only) against the oracle (Default and Strict, where the switch does
+// not apply) on S = 1 and S = 96 (M ≤ 128: MB = 1), 131, 204 and 256 (MB = 2), 300 (MB = 3: two A boxes per k-block)
+// and 385, 512 (MB = 4) with empty and length-1 sequences, S = 100 and 300 at 8 heads (the rings wrap), and on
+// workloads #8, #1 and #0 at their own atol (28 heads: 112 CTAs); against the cuBLASLt path (`env` = lt) to rel-L2 ≤
+// 2e-3 on the same inputs. The op's scratch is poisoned before every call, so an element the kernel leaves unwritten
+// (its output, or the fp16 weight copy the QKV kernel writes for dX) shows as NaN. S = 513 and 4-byte-misaligned
+// tensors are an Error naming the switch.
 void check_mixed_switch(const char* env, std::uint64_t tag) {
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
