@@ -48,6 +48,7 @@
 #include "cuda_backend.hpp"
 #include "dispatch.hpp"
 #include "linear_backward_sm90.hpp"
+#include "linear_thin_sm90.hpp"
 #include "lt_gemm.hpp"
 #include "stages.hpp"
 #include "switches.hpp"
@@ -376,10 +377,12 @@ bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on"
 // and every nearby plan timed (eleventh session, perf/results/h200-2026-12-01-s11-gqa-grouped-plans-t293-898.json):
 // T = 293 1.025x with the planner's plan in one call and 0.997x in another, T = 512 0.95x, 691 0.99x, 898 0.94x at
 // the best plan tried; so the limit stays at 256.
-enum class QkvPath { Auto, Separate, Grouped };
+// thin: the same three pairs (the same sums and roundings: dX one fp32 sum over all gradient columns) as one launch
+// of linear_thin_sm90.cu, which streams the weights in and their gradients out together (T ≤ 256, sm_90).
+enum class QkvPath { Auto, Separate, Grouped, Thin };
 constexpr int64_t kGroupedMaxTokens = 256;
 QkvPath qkv_path() {
-  return static_cast<QkvPath>(env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped"}));
+  return static_cast<QkvPath>(env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped", "thin"}));
 }
 
 // ATTNBWD_CUDA_GQA_ATTN=auto|gemm|kv|kvws: steps 3-5 as cuBLASLt GEMMs around the softmax-backward row kernel
@@ -504,8 +507,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool all_sm90 = path == ProjPath::Sm90;
   const QkvPath qkv = qkv_path();
   Sm90Proj gj;  // grouped: the three pairs in one launch, dX straight into grad_hidden_states
-  bool grouped = false;
-  if (qkv == QkvPath::Grouped ||
+  bool grouped = false, thin = false;
+  sm90::ThinPlan thin_plan;
+  if (qkv == QkvPath::Grouped || qkv == QkvPath::Thin ||
       (qkv == QkvPath::Auto && path == ProjPath::Auto && T <= kGroupedMaxTokens && ctx.cc() == 90)) {
     sm90::LinearBackward q;
     q.grad_output = dQKVp, q.input = a.hidden_states.data, q.grad_input = a.grad_hidden_states.data;
@@ -516,14 +520,21 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     q.seg_grad_weight[0] = a.grad_q_weight.data, q.seg_grad_weight[1] = a.grad_k_weight.data;
     q.seg_grad_weight[2] = a.grad_v_weight.data;
     q.seg_rows[0] = QP, q.seg_rows[1] = KP, q.seg_rows[2] = KP;
-    const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(q);
-    if (!why.empty() && qkv == QkvPath::Grouped)
-      throw Error("ATTNBWD_CUDA_GQA_QKV", "grouped sm90 launch cannot take this call: " + why);
-    grouped = why.empty();  // auto: the separate GEMMs where the kernel cannot take the call
-    if (grouped) gj = {q, sm90::linear_backward_plan(q, ctx.sm_count())};
+    if (qkv == QkvPath::Thin) {
+      const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_thin_unsupported(q);
+      if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_QKV", "thin sm90 launch cannot take this call: " + why);
+      thin = true;
+      gj.p = q, thin_plan = sm90::linear_thin_plan(q, ctx.sm_count());
+    } else {
+      const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(q);
+      if (!why.empty() && qkv == QkvPath::Grouped)
+        throw Error("ATTNBWD_CUDA_GQA_QKV", "grouped sm90 launch cannot take this call: " + why);
+      grouped = why.empty();  // auto: the separate GEMMs where the kernel cannot take the call
+      if (grouped) gj = {q, sm90::linear_backward_plan(q, ctx.sm_count())};
+    }
   }
   Sm90Proj pj[3];
-  if (all_sm90 && !grouped) {
+  if (all_sm90 && !grouped && !thin) {
     const void* wt[3] = {a.q_weight.data, a.k_weight.data, a.v_weight.data};
     void* gw[3] = {a.grad_q_weight.data, a.grad_k_weight.data, a.grad_v_weight.data};
     void* gx[3] = {a.grad_hidden_states.data, dXk, dXv};
@@ -710,6 +721,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   if (grouped) {
     sm90_launch(ctx, gj, stream);
     stages.mark("qkv_grouped");
+  } else if (thin) {
+    void* ws = thin_plan.workspace_bytes ? ctx.scratch(1, thin_plan.workspace_bytes, stream) : nullptr;
+    sm90::linear_thin_launch(gj.p, thin_plan, ws, ctx.counters(thin_plan.counters, stream), stream);
+    stages.mark("qkv_thin");
   } else if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);
     stages.mark("qkv_proj");
@@ -738,8 +753,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       stages.mark("dX_qkv");
     }
   }
-  // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv) (the grouped launch summed them already).
-  if (!grouped) {
+  // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv) (the grouped and thin launches summed them already).
+  if (!grouped && !thin) {
     bf* h = m(a.grad_hidden_states.data);
     const int threads = 256;
     const int64_t n = T * HS;  // HS % 8 == 0

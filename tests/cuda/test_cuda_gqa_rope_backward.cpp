@@ -2,8 +2,9 @@
 // 33, 65, 131, 300, 520; B = 1..3; GQA ratios 1, 2, 4; head_dim 128 (fused dP/softmax kernel) and 64
 // (cuBLASLt + row kernel)), both attention paths (default: cuBLASLt dP + row kernel; ATTNBWD_GQA_FUSED=1:
 // the fused mma.sync dP/softmax kernel where it applies), the projections through cuBLASLt, the sm_90a
-// kernel (ATTNBWD_CUDA_GQA_PROJ=cublaslt|sm90), the q/k/v pairs separate or as one grouped sm_90a launch
-// (ATTNBWD_CUDA_GQA_QKV=separate|grouped), the attention GEMMs on two streams or one
+// kernel (ATTNBWD_CUDA_GQA_PROJ=cublaslt|sm90), the q/k/v pairs separate, as one grouped sm_90a launch or as the
+// thin-T launch (ATTNBWD_CUDA_GQA_QKV=separate|grouped|thin; thin at T ≤ 256, its run-to-run bits and its Error
+// above), the attention GEMMs on two streams or one
 // (ATTNBWD_CUDA_GQA_OVERLAP=on|off) and their bit equality, the attention GEMMs padded to a multiple of 8
 // rows (default at odd S) or not (ATTNBWD_CUDA_GQA_PAD=off), dO as a strided view of dA on the unpadded
 // path (ATTNBWD_CUDA_GQA_DO=view), the merge pass's two forms and their bit equality, the key-major sm_90a
@@ -61,11 +62,14 @@ struct Mode {
   const char* qkv = "";
   const char* attn = "";
   bool needs_sm90() const {
-    return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(attn).rfind("kv", 0) == 0;
+    return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
+           std::string(attn).rfind("kv", 0) == 0;
   }
   // The key-major kernel takes head_dim 128 and S % 64 == 0 only, its warp-specialised form S % 128 == 0
   // (forced elsewhere it is an Error).
+  // The thin q/k/v launch takes T ≤ 256 tokens only.
   bool applies(const tools::Axes& axes) const {
+    if (std::string(qkv) == "thin" && axes.at("batch_size") * axes.at("seq_len") > 256) return false;
     const std::string a(attn);
     if (a != "kv" && a != "kvws") return true;
     return axes.at("head_dim") == 128 && axes.at("seq_len") % (a == "kv" ? 64 : 128) == 0;
@@ -86,6 +90,7 @@ constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublas
     kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "off"},
     kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"},
     kGroupedQkv{"", "", "", "", "", "", "grouped"}, kSeparateQkv{"", "", "", "", "", "", "separate"},
+    kThinQkv{"", "", "", "", "", "", "thin"},
     kKv{"", "", "", "", "", "", "", "kv"}, kKvSplit{"", "", "", "split", "", "", "", "kv"},
     kKvWs{"", "", "", "", "", "", "", "kvws"}, kKvWsSplit{"", "", "", "split", "", "", "", "kvws"};
 
@@ -164,7 +169,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
           smallest_atol(kOp),
           {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv,
-           kKv, kKvSplit, kKvWs, kKvWsSplit});
+           kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit});
   }
 }
 
@@ -175,7 +180,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
           {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
-           kSeparateQkv, kKv, kKvSplit, kKvWs, kKvWsSplit});
+           kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit});
   }
 }
 
@@ -193,6 +198,32 @@ TEST(CudaGqaRope, RunsAreBitIdentical) {
     ASSERT_EQ(first.outputs.size(), second.outputs.size());
     for (std::size_t i = 0; i < first.outputs.size(); ++i)
       EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " " << m.name();
+  }
+}
+
+// The thin q/k/v launch (dX's partial sums added by each slice's last CTA in range order) gives the same bits on
+// two runs, at a shape where every k-block is its own range (24 per slice, 2 slices); forced at T > 256 it raises
+// an Error naming the switch.
+TEST(CudaGqaRope, ThinQkvIsDeterministicAndRefusesLongInputs) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the thin launch runs on sm_90 only";
+  UseMode mode(kThinQkv);
+  const tools::Axes axes = axes_of(1, 200, 8, 2, 128, 256);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(340), tools::default_scalars(kOp));
+  HostCase<Args> first(in, axes), second(in, axes);
+  run_cuda(first);
+  run_cuda(second);
+  ASSERT_EQ(first.outputs.size(), second.outputs.size());
+  for (std::size_t i = 0; i < first.outputs.size(); ++i)
+    EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i;
+  const tools::Axes longer = axes_of(1, 257, 4, 1, 128, 64);
+  HostCase<Args> refused(tools::generate_inputs(kOp, longer, fresh_seed(341), tools::default_scalars(kOp)), longer);
+  DeviceArgs<Kokkos::Cuda, Args> device(refused.args);
+  try {
+    detail::run(Kokkos::Cuda(), device.args, Options{});
+    ADD_FAILURE() << "no Error for the thin launch at T = 257";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_GQA_QKV") << e.what();
   }
 }
 

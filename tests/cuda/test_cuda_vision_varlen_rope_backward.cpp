@@ -402,11 +402,13 @@ void check_mixed_switch(const char* env, std::uint64_t tag) {
     cases.emplace_back(label_of(lengths, 2), std::move(in), axes, smallest_atol(kOp));
   }
   // 8 heads (K = 1024: 16 k-blocks), so the W and A rings wrap at MB = 1 and MB = 3 too (at 2 heads they hold all
-  // 4 k-blocks; the workloads, at 56, cover MB = 2 and 4).
+  // 4 k-blocks; the workloads, at 56, cover MB = 2 and 4). Weight gain 2, not 4: the logits spread with hidden · gain²,
+  // so this keeps the logits at the 2-head cases' scale (at gain 4 the softmax rows are near one-hot and the fp16
+  // Default path, cuBLASLt as well as the mixed kernel, misses the oracle's absolute tolerance).
   for (const std::vector<std::int32_t>& lengths :
        {std::vector<std::int32_t>{100}, std::vector<std::int32_t>{150, 0, 150}}) {
     tools::Axes axes;
-    tools::TensorSet in = varlen_inputs(lengths, 8, 4.0f, fresh_seed(tag++), axes);
+    tools::TensorSet in = varlen_inputs(lengths, 8, 2.0f, fresh_seed(tag++), axes);
     cases.emplace_back(label_of(lengths, 8), std::move(in), axes, smallest_atol(kOp));
   }
   for (const char* index : {"8", "1", "0"}) {

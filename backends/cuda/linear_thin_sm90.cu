@@ -1,0 +1,363 @@
+// The thin-T linear backward of linear_thin_sm90.hpp on sm_90a.
+//
+// CTA (slice s, range r): columns n0 = 128·s .. n0 + 127 of `in`, k-blocks [r·kbr, (r + 1)·kbr) of `out` (64 rows
+// each). Warpgroup 0 (one thread) loads X's slice [64·MB][128] once and streams, per k-block, dY's tile
+// A = dY[0, 64·MB)[kb·64, +64) and W's tile [64 k][128 n] (two 64 × 64 boxes) through a ring of kStages slots; all
+// boxes 128-byte swizzled, rows ≥ T and columns past the tensors read as zeros. Consumer warpgroup g (g = 0, 1) owns
+// columns n0 + 64·g .. + 63 of both GEMMs:
+//   dW block: D[64 out][64 n] = Aᵀ·X, A read M-major (the same swizzled rows [t][64 out] that dX reads K-major),
+//             K = 64·MB in steps of 16 (4·MB products m64n64k16), stored as bf16 through a staging buffer by a TMA
+//             store that drains while the next k-block's products run;
+//   dX:       MB accumulators D_j[64 t][64 n] += A_j·W (A K-major, W N-major), four k16 steps per k-block.
+// Per k-block the dW products are committed first and waited for (wgmma.wait_group 1) while dX's run; a slot is
+// released once the next k-block's wait shows its dX products done.
+// dX: with one range, rounded and stored from the registers; else each CTA publishes its fp32 partial (fragment
+// order) and the slice's last CTA to arrive sums the partials in range order and stores (deterministic).
+// Rounding: one fp32 sum per output, one rounding to bf16 (the products of bf16 values are exact in fp32).
+#include "linear_thin_sm90.hpp"
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "attnbwd/error.hpp"
+#include "check.hpp"
+#include "sm90/ptx.cuh"
+
+namespace attnbwd::cuda::sm90 {
+namespace {
+
+constexpr int kBN = 128, kBK = 64, kThreads = 384, kTileBytes = 64 * 128;  // one 64 × 64 bf16 box: 8 KB
+constexpr int kMaxSegments = LinearBackward::kMaxSegments;
+
+template <int MB>
+struct Cfg {
+  static_assert(MB >= 1 && MB <= 4, "T <= 256");
+  static constexpr int kABytes = MB * kTileBytes;             // dY tile [64·MB][64]
+  static constexpr int kWBytes = 2 * kTileBytes;              // W tile [64][128] as two boxes
+  static constexpr int kStageBytes = kABytes + kWBytes;
+  static constexpr int kXBytes = 2 * MB * kTileBytes;         // X slice: two [64·MB][64] chunks
+  static constexpr int kStages = MB == 1 ? 6 : MB == 2 ? 4 : 3;
+  static constexpr int kBufs = MB == 4 ? 1 : 2;               // staging buffers per consumer warpgroup
+  static constexpr int kSmem = kXBytes + kStages * kStageBytes + 2 * kBufs * kTileBytes + 1024 /*align*/ +
+                               256 /*barriers*/;
+  static_assert(kSmem <= 227 * 1024, "shared memory of one H100/H200 CTA");
+  static_assert((1 + 2 * kStages) * 8 + 4 <= 256, "barriers");
+};
+
+struct Params {
+  int T, out, in, kb_total, kb_per_range, ranges;
+  int seg[kMaxSegments];                               // first out row of each segment (INT_MAX: none)
+  __nv_bfloat16* dx;
+  long long stride_b, stride_h;  // dX [B][H][S][D]: element (t, n) at (t / S)·stride_b + (n / D)·stride_h +
+  int rows_per_b, cols_per_h;    //   (t % S)·D + n % D, with S = rows_per_b, D = cols_per_h
+  float* partial;                // [slices][ranges][MB · 2 · 8 · 128] float4
+  unsigned* counters;            // [slices]
+};
+
+struct Maps {
+  CUtensorMap a, x, w[kMaxSegments], dw[kMaxSegments];
+};
+
+#if defined(ATTNBWD_SM90_DEVICE)
+
+// D[64x64] (+)= A[64x16]·B[16x64], bf16 from shared memory, fp32 accumulators (the m16n8 C layout per n8 block, as
+// wgmma_m64n64k16_ss). TransA: 0 = A K-major, 1 = A M-major; B N-major.
+template <int TransA>
+__device__ __forceinline__ void mma_n64(float (&d)[8][4], std::uint64_t desc_a, std::uint64_t desc_b, int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16\n"
+               ATTNBWD_WGMMA_N64_D ", %32, %33, p, 1, 1, %35, 1;\n}\n"
+               : ATTNBWD_WGMMA_N64_ACC(d)
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransA));
+}
+
+// 2-D tile store shared -> global (bulk group; rows/columns outside the tensor are not written).
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(smem_addr(src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+// The segment of out row `row` (segments start at multiples of 64: a k-block lies in one).
+__device__ __forceinline__ int segment_of(const Params& p, int row) {
+  return row >= p.seg[2] ? 2 : row >= p.seg[1] ? 1 : 0;
+}
+// Map s of the three (a select, not an index into the parameter space).
+__device__ __forceinline__ const CUtensorMap* map_of(const CUtensorMap (&m)[kMaxSegments], int s) {
+  return s == 2 ? &m[2] : s == 1 ? &m[1] : &m[0];
+}
+
+template <int MB>
+__global__ void __launch_bounds__(kThreads, 1)
+    linear_thin_kernel(const __grid_constant__ Maps maps, const __grid_constant__ Params p) {
+  using C = Cfg<MB>;
+  extern __shared__ std::uint8_t smem_raw[];
+  std::uint8_t* sX = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  std::uint8_t* sS = sX + C::kXBytes;                            // ring slots: A then W
+  std::uint8_t* sStg = sS + C::kStages * C::kStageBytes;         // staging, kBufs per consumer warpgroup
+  std::uint64_t* x_full = reinterpret_cast<std::uint64_t*>(sStg + 2 * C::kBufs * kTileBytes);
+  std::uint64_t* full = x_full + 1;
+  std::uint64_t* empty = full + C::kStages;
+  unsigned* flag = reinterpret_cast<unsigned*>(empty + C::kStages);
+
+  const int slice = static_cast<int>(blockIdx.x) / p.ranges, range = static_cast<int>(blockIdx.x) % p.ranges;
+  const int n0 = slice * kBN;
+  const int kb0 = range * p.kb_per_range, kb1 = min(kb0 + p.kb_per_range, p.kb_total);
+  const int nkb = kb1 - kb0;
+
+  if (threadIdx.x == 0) {
+    mbar_init(x_full, 1);
+    for (int s = 0; s < C::kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) {  // producer warpgroup
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      mbar_arrive_expect_tx(x_full, C::kXBytes);
+#pragma unroll
+      for (int c = 0; c < 2; ++c) tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, n0 + 64 * c, 0);
+      for (int i = 0; i < nkb; ++i) {
+        const int s = i % C::kStages, kb = kb0 + i;
+        mbar_wait(&empty[s], ((i / C::kStages) & 1) ^ 1);
+        std::uint8_t* slot = sS + s * C::kStageBytes;
+        mbar_arrive_expect_tx(&full[s], C::kStageBytes);
+        tma_load_2d(slot, &maps.a, &full[s], kb * kBK, 0);  // box {64 out, 64·MB t}
+        const int seg = segment_of(p, kb * kBK);
+        const int kr = kb * kBK - (seg == 0 ? 0 : p.seg[seg]);
+#pragma unroll
+        for (int c = 0; c < 2; ++c)  // boxes {64 n, 64 k}
+          tma_load_2d(slot + C::kABytes + c * kTileBytes, map_of(maps.w, seg), &full[s], n0 + 64 * c, kr);
+      }
+    }
+    return;
+  }
+
+  setmaxnreg_inc<232>();
+  const int ct = static_cast<int>(threadIdx.x) - 128;  // thread among the 256 consumers
+  const int wg = ct / 128, t = ct % 128, warp = t / 32, lane = t % 32;
+  const int fr = warp * 16 + lane / 4, fq = lane % 4;  // fragment row (and + 8), column pair 2·fq in each n8 block
+  float ax[MB][8][4];
+  float aw[8][4];
+  const std::uint32_t x_base = smem_addr(sX + wg * MB * kTileBytes);
+  std::uint8_t* stg = sStg + wg * C::kBufs * kTileBytes;
+  mbar_wait(x_full, 0);
+  for (int i = 0; i < nkb; ++i) {
+    const int s = i % C::kStages, kb = kb0 + i;
+    mbar_wait(&full[s], (i / C::kStages) & 1);
+    const std::uint32_t sa = smem_addr(sS + s * C::kStageBytes);
+    const std::uint32_t sw = sa + C::kABytes + wg * kTileBytes;
+    wgmma_fence();
+    // dW block: K = t over all 64·MB rows (those past T are zeros in both operands). A step count of ⌈T / 16⌉ would
+    // save products at T % 64 != 0, but a data-dependent branch between the products makes ptxas fence every one of
+    // them (C7519).
+#pragma unroll
+    for (int kt = 0; kt < 4 * MB; ++kt)
+      mma_n64<1>(aw, smem_desc(sa + 2048 * kt, kTileBytes, 1024), smem_desc(x_base + 2048 * kt, MB * kTileBytes, 1024),
+                 kt > 0);
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const std::uint64_t db = smem_desc(sw + 2048 * kk, kTileBytes, 1024);
+#pragma unroll
+      for (int j = 0; j < MB; ++j)
+        mma_n64<0>(ax[j], smem_desc(sa + j * kTileBytes + 32 * kk, 16, 1024), db, i > 0 || kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // the dW block is done, and every product of k-block i − 1: release its slot
+    if (i > 0 && t == 0) mbar_arrive(&empty[(i - 1) % C::kStages]);
+    fence_acc(aw);
+    // The dW block as bf16 into a staging buffer (128-byte swizzle: 16-byte chunk c of row r at c ^ (r % 8)), then
+    // one TMA store of the 64 × 64 box.
+    std::uint8_t* b = stg + (i % C::kBufs) * kTileBytes;
+    if (t == 0) bulk_wait_read<C::kBufs - 1>();  // the store that last read `b` is done with it
+    named_barrier(2 + wg, 128);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = fr + 8 * half;
+        *reinterpret_cast<__nv_bfloat162*>(b + r * 128 + ((j ^ (r % 8)) * 16) + fq * 4) =
+            __floats2bfloat162_rn(aw[j][2 * half], aw[j][2 * half + 1]);
+      }
+    fence_proxy_async_smem();
+    named_barrier(2 + wg, 128);
+    if (t == 0) {
+      const int seg = segment_of(p, kb * kBK);
+      tma_store_2d(map_of(maps.dw, seg), b, n0 + 64 * wg, kb * kBK - (seg == 0 ? 0 : p.seg[seg]));
+      bulk_commit();
+    }
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int j = 0; j < MB; ++j) fence_acc(ax[j]);
+  if (t == 0) bulk_wait_read<0>();  // the staging buffers stay valid until the stores have read them
+
+  if (p.ranges > 1) {
+    // Publish this CTA's partial (fragment order: float4 (j, wg, jb) of thread t), count arrivals; the last CTA of
+    // the slice sums all partials in range order.
+    float4* part = reinterpret_cast<float4*>(p.partial) + static_cast<std::size_t>(slice) * p.ranges * MB * 2048;
+    float4* mine = part + static_cast<std::size_t>(range) * MB * 2048;
+#pragma unroll
+    for (int j = 0; j < MB; ++j)
+#pragma unroll
+      for (int jb = 0; jb < 8; ++jb)
+        __stcg(mine + ((j * 2 + wg) * 8 + jb) * 128 + t,
+               make_float4(ax[j][jb][0], ax[j][jb][1], ax[j][jb][2], ax[j][jb][3]));
+    __threadfence();
+    named_barrier(1, 256);
+    if (ct == 0) *flag = atomicAdd(&p.counters[slice], 1u);
+    named_barrier(1, 256);
+    if (*flag != static_cast<unsigned>(p.ranges - 1)) return;
+    __threadfence();
+    // A block j at a time (8 loads in flight: the accumulators already hold 32·MB registers).
+#pragma unroll
+    for (int j = 0; j < MB; ++j)
+#pragma unroll 1
+      for (int r = 0; r < p.ranges; ++r) {
+        const float4* pr = part + static_cast<std::size_t>(r) * MB * 2048 + (j * 2 + wg) * 8 * 128 + t;
+        float4 v[8];
+#pragma unroll
+        for (int jb = 0; jb < 8; ++jb) v[jb] = __ldcg(pr + jb * 128);
+#pragma unroll
+        for (int jb = 0; jb < 8; ++jb) {
+          if (r == 0)
+            ax[j][jb][0] = v[jb].x, ax[j][jb][1] = v[jb].y, ax[j][jb][2] = v[jb].z, ax[j][jb][3] = v[jb].w;
+          else
+            ax[j][jb][0] += v[jb].x, ax[j][jb][1] += v[jb].y, ax[j][jb][2] += v[jb].z, ax[j][jb][3] += v[jb].w;
+        }
+      }
+    if (ct == 0) p.counters[slice] = 0;  // ready for the next call
+  }
+  // dX rows 64·j + fr (+ 8) < T, columns n0 + 64·wg + 8·jb + 2·fq (+ 1) < in, as bf16 pairs (D is even: a pair stays
+  // in one head).
+  long long coff[8];
+  bool cok[8];
+#pragma unroll
+  for (int jb = 0; jb < 8; ++jb) {
+    const int n = n0 + 64 * wg + 8 * jb + 2 * fq, h = n / p.cols_per_h;
+    cok[jb] = n < p.in;
+    coff[jb] = h * p.stride_h + (n - h * p.cols_per_h);
+  }
+#pragma unroll
+  for (int j = 0; j < MB; ++j)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int m = 64 * j + fr + 8 * half;
+      if (m >= p.T) continue;
+      const int b = m / p.rows_per_b;
+      const long long roff = b * p.stride_b + static_cast<long long>(m - b * p.rows_per_b) * p.cols_per_h;
+#pragma unroll
+      for (int jb = 0; jb < 8; ++jb)
+        if (cok[jb])
+          *reinterpret_cast<__nv_bfloat162*>(p.dx + roff + coff[jb]) =
+              __floats2bfloat162_rn(ax[j][jb][2 * half], ax[j][jb][2 * half + 1]);
+    }
+}
+
+#else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
+
+template <int MB>
+__global__ void linear_thin_kernel(const __grid_constant__ Maps, const __grid_constant__ Params) {
+  __trap();
+}
+
+#endif
+
+bool aligned16(const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; }
+
+template <int MB>
+void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters, cudaStream_t stream) {
+  using C = Cfg<MB>;
+  static std::mutex mu;
+  static std::vector<int> ready;
+  int dev = 0;
+  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    if (std::find(ready.begin(), ready.end(), dev) == ready.end()) {
+      ATTNBWD_CUDA_CHECK(
+          cudaFuncSetAttribute(linear_thin_kernel<MB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+      ready.push_back(dev);
+    }
+  }
+  const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
+  Maps maps{};
+  maps.a = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, 64 * MB);  // dY as [t][out]: boxes {64 out, 64·MB t}
+  maps.x = tensor_map(p.input, T, in, p.ld_x(), 64, 64 * MB);          // X as [t][in]: boxes {64 n, 64·MB t}
+  Params prm{};
+  for (int s = 0; s < kMaxSegments; ++s) prm.seg[s] = INT_MAX;
+  prm.seg[0] = 0;
+  if (p.segments > 1) {
+    std::int64_t row = 0;
+    for (int s = 0; s < p.segments; ++s) {
+      prm.seg[s] = static_cast<int>(row);
+      maps.w[s] = tensor_map(p.seg_weight[s], p.seg_rows[s], in, in, 64, 64);
+      maps.dw[s] = tensor_map(p.seg_grad_weight[s], p.seg_rows[s], in, in, 64, 64);
+      row += p.seg_rows[s];
+    }
+  } else {
+    maps.w[0] = tensor_map(p.weight, out, in, in, 64, 64);
+    maps.dw[0] = tensor_map(p.grad_weight, out, in, in, 64, 64);
+  }
+  prm.T = static_cast<int>(T), prm.out = static_cast<int>(out), prm.in = static_cast<int>(in);
+  prm.kb_total = static_cast<int>((out + kBK - 1) / kBK), prm.kb_per_range = plan.kb_per_range;
+  prm.ranges = plan.ranges;
+  prm.dx = static_cast<__nv_bfloat16*>(p.grad_input);
+  prm.rows_per_b = static_cast<int>(p.seq_len), prm.cols_per_h = static_cast<int>(p.head_dim);
+  prm.stride_b = p.heads * p.seq_len * p.head_dim, prm.stride_h = p.seq_len * p.head_dim;
+  prm.partial = static_cast<float*>(workspace);
+  prm.counters = counters;
+  linear_thin_kernel<MB><<<plan.grid, kThreads, C::kSmem, stream>>>(maps, prm);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+std::string linear_thin_unsupported(const LinearBackward& p) {
+  if (std::string why = linear_backward_unsupported(p); !why.empty()) return why;
+  if (p.tokens() > 256) return "more than 256 tokens";
+  if (!aligned16(p.grad_weight) && p.segments == 1) return "weight gradient not 16-byte aligned (TMA stores)";
+  return {};
+}
+
+ThinPlan linear_thin_plan(const LinearBackward& p, int sms) {
+  ThinPlan plan;
+  const std::int64_t T = p.tokens();
+  plan.mb = static_cast<int>((T + 63) / 64);
+  plan.slices = static_cast<int>((p.in_features + kBN - 1) / kBN);
+  const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
+  const int want = std::max(1, std::min(kb_total, sms / plan.slices));
+  plan.kb_per_range = (kb_total + want - 1) / want;
+  plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
+  plan.grid = plan.slices * plan.ranges;
+  plan.workspace_bytes =
+      plan.ranges > 1 ? static_cast<std::size_t>(plan.grid) * plan.mb * 2048 * sizeof(float) * 4 : 0;
+  plan.counters = static_cast<std::size_t>(plan.slices);
+  return plan;
+}
+
+void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters,
+                        cudaStream_t stream) {
+  if (const std::string why = linear_thin_unsupported(p); !why.empty()) throw Error("linear_thin", why);
+  switch (plan.mb) {
+    case 1: launch<1>(p, plan, workspace, counters, stream); break;
+    case 2: launch<2>(p, plan, workspace, counters, stream); break;
+    case 3: launch<3>(p, plan, workspace, counters, stream); break;
+    case 4: launch<4>(p, plan, workspace, counters, stream); break;
+    default: throw Error("linear_thin", "plan with " + std::to_string(plan.mb) + " row blocks");
+  }
+}
+
+}  // namespace attnbwd::cuda::sm90
