@@ -1,16 +1,13 @@
-// The mixed-input GEMM of mixed_gemm_sm90.hpp on sm_90a: C[M, N] = A[M, K]·fp16(B)[K, N], fp32 accumulation, where
-// B = Wᵀ for W stored [N][K] (K-major: varlen's Wqkv in the QKV projection) or B = W for W stored [K][N] (N-major:
-// varlen's Wp in dAO = dY·Wp).
+// The mixed-input GEMM of mixed_gemm_sm90.hpp on sm_90a: C[M, N] = A[M, K]·fp16(W[N, K])ᵀ, fp32 accumulation.
 //
-// One CTA per BN-column slice of C (BN = 96 for a K-major W: 112 CTAs for varlen's QKV projection, N = 10752; BN = 32
-// for an N-major W: 112 CTAs for dAO, N = 3584), every row of C (M ≤ 512) in it, so each element of W is read from
-// DRAM once, by one CTA; A (S × C fp16, a few MB) is read by every CTA, from L2. Warpgroup 0 (one thread) streams
-// k-blocks of 64 with TMA through two rings: A's [128·MB][64] fp16 boxes (one or, for MB > 2, two TMA loads; 128-byte
-// swizzle: the wgmma K-major layout; kDA slots) and W's fp32 boxes ([BN][64] or [64][BN], unswizzled; kDW slots,
+// One CTA per 96-column slice of C (N / 96 CTAs: 112 for varlen's QKV projection, N = 10752), every row of C
+// (M ≤ 512) in it, so each element of W is read from DRAM once, by one CTA; A (S × C fp16, a few MB) is read by
+// every CTA, from L2. Warpgroup 0 (one thread) streams k-blocks of 64 with TMA through two rings: A's [128·MB][64] fp16
+// boxes (one or, for MB > 2, two TMA loads; 128-byte swizzle: the wgmma K-major layout; kDA slots) and W's [96][64] fp32 boxes (unswizzled; kDW slots,
 // issued kDW - kDA + 1 k-blocks ahead of A's). Warpgroups 1 and 2 (the consumers) convert a W box to fp16 in the
-// 128-byte-swizzled K-major layout of B (an N-major box transposed on the way; buffer kb % 2), meet at a named barrier (after which the W slot is released: a
+// 128-byte-swizzled K-major layout (buffer kb % 2), meet at a named barrier (after which the W slot is released: a
 // W box is dead once converted, so the fp32 bytes in flight are not held back by the products), and run wgmma
-// m64nBNk16: warpgroup g owns the 64-row blocks g + 2j, j < MB (MB = ⌈M / 128⌉). An A slot is released once a
+// m64n96k16: warpgroup g owns the 64-row blocks g + 2j, j < MB (MB = ⌈M / 128⌉). An A slot is released once a
 // warpgroup's products of it are done (wgmma.wait_group 1 after the next k-block's products are issued); a second
 // named barrier at the end of each k-block makes every warpgroup's products of kb − 1 done before either converts
 // k-block kb + 1 into their fp16 buffer.
@@ -26,46 +23,39 @@
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
-#include <string>
 #include <vector>
 
 #include "attnbwd/error.hpp"
 #include "check.hpp"
 #include "linear_backward_sm90.hpp"
-#include "mma_fp16.cuh"
 #include "sm90/ptx.cuh"
 
 namespace attnbwd::cuda::sm90 {
 namespace {
 
-constexpr int kBK = 64;
+constexpr int kBN = 96, kBK = 64;
 // A producer warpgroup (one thread issues the copies; setmaxnreg gives its registers to the consumers: at MB = 4
 // the accumulators alone are 192 registers) and two consumer warpgroups.
 constexpr int kConsumers = 256, kThreads = 128 + kConsumers;
+constexpr int kWBytes = kBN * kBK * 4;                       // fp32 W box: 24 KB
+constexpr int kBBytes = kBN * kBK * 2;                       // its fp16 swizzled copy: 12 KB
 constexpr int kBBufs = 2;
-// NMajor: W stored [K][N] (boxes {BN n, 64 k}); else [N][K] (boxes {64 k, BN n}).
-template <int MB, bool NMajor>
+template <int MB>
 struct Cfg {
   static_assert(MB >= 1 && MB <= 4, "M <= 512");
-  static constexpr int kBN = NMajor ? 32 : 96;
-  static constexpr int kWBytes = kBN * kBK * 4;            // fp32 W box: 8 or 24 KB
-  static constexpr int kBBytes = kBN * kBK * 2;            // its fp16 swizzled K-major copy
   static constexpr int kABytes = 128 * MB * kBK * 2;       // 16-64 KB
   static constexpr int kALoads = MB <= 2 ? 1 : 2;          // TMA boxes per A slot (a box has at most 256 rows)
   static constexpr int kABox = 128 * MB / kALoads;         // rows per box
   static constexpr int kDA = MB == 1 ? 4 : MB == 2 ? 3 : 2;  // A slots (two at MB > 2: A comes from L2)
-  // W slots: 64-120 KB of fp32 W in flight.
-  static constexpr int kDW = NMajor ? (MB <= 2 ? 10 : 8) : (MB == 1 ? 5 : MB == 4 ? 3 : 4);
+  static constexpr int kDW = MB == 1 ? 5 : MB == 4 ? 3 : 4;  // W slots
   static constexpr int kSmem = kDA * kABytes + kDW * kWBytes + kBBufs * kBBytes + 1024 /*align*/ + 256 /*barriers*/;
   static_assert(kSmem <= 227 * 1024, "shared memory of one H100/H200 CTA");
-  static_assert(2 * (kDA + kDW) * 8 <= 256, "barriers");
 };
 
 struct Params {
   int M, N, K, ldc, ldw16;
   float* c;
   __half* w16;
-  __half* c16;  // last: the K-major kernels' parameter offsets as before it existed
 };
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -82,37 +72,16 @@ __device__ __forceinline__ void wgmma_m64n96k16_f16(float (&d)[48], std::uint64_
         : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
-// The same with N = 32: d[16].
-__device__ __forceinline__ void wgmma_m64n32k16_f16(float (&d)[16], std::uint64_t desc_a, std::uint64_t desc_b,
-                                                    int accumulate) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16\n"
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-template <int BN>
-__device__ __forceinline__ void wgmma_f16(float (&d)[BN / 2], std::uint64_t desc_a, std::uint64_t desc_b, int acc) {
-  if constexpr (BN == 96)
-    wgmma_m64n96k16_f16(d, desc_a, desc_b, acc);
-  else
-    wgmma_m64n32k16_f16(d, desc_a, desc_b, acc);
-}
-
-// C in fp32 (p.c) with a K-major W, rounded to fp16 (p.c16) with an N-major W: the two forms the callers use.
-template <int MB, bool NMajor>
+template <int MB>
 __global__ void __launch_bounds__(kThreads, 1)
     mixed_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w,
                       const __grid_constant__ Params p) {
-  using C = Cfg<MB, NMajor>;
-  constexpr int kBN = C::kBN;
+  using C = Cfg<MB>;
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* sA = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);  // kDA × kABytes
   std::uint8_t* sW = sA + C::kDA * C::kABytes;                                         // kDW × kWBytes
-  std::uint8_t* sB = sW + C::kDW * C::kWBytes;                                         // kBBufs × kBBytes
-  std::uint64_t* a_full = reinterpret_cast<std::uint64_t*>(sB + kBBufs * C::kBBytes);
+  std::uint8_t* sB = sW + C::kDW * kWBytes;                                            // kBBufs × kBBytes
+  std::uint64_t* a_full = reinterpret_cast<std::uint64_t*>(sB + kBBufs * kBBytes);
   std::uint64_t* a_empty = a_full + C::kDA;
   std::uint64_t* w_full = a_empty + C::kDA;
   std::uint64_t* w_empty = w_full + C::kDW;
@@ -140,11 +109,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (i < kbs) {
           const int s = i % C::kDW;
           mbar_wait(&w_empty[s], ((i / C::kDW) & 1) ^ 1);
-          mbar_arrive_expect_tx(&w_full[s], C::kWBytes);
-          if constexpr (NMajor)
-            tma_load_2d(sW + s * C::kWBytes, &map_w, &w_full[s], n0, i * kBK);  // W box {BN n, 64 k}
-          else
-            tma_load_2d(sW + s * C::kWBytes, &map_w, &w_full[s], i * kBK, n0);  // W box {64 k, BN n}
+          mbar_arrive_expect_tx(&w_full[s], kWBytes);
+          tma_load_2d(sW + s * kWBytes, &map_w, &w_full[s], i * kBK, n0);  // W box {64 k, 96 rows}
         }
         const int j = i - kLead;
         if (j >= 0) {
@@ -163,43 +129,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   setmaxnreg_inc<232>();
   const int ct = static_cast<int>(threadIdx.x) - 128;  // thread among the consumers
   const int wg = ct / 128, t = ct % 128, warp = t / 32, lane = t % 32;
-  float d[MB][kBN / 2];
+  float d[MB][48];
   for (int kb = 0; kb < kbs; ++kb) {
     const int ws = kb % C::kDW, as = kb % C::kDA;
     mbar_wait(&w_full[ws], (kb / C::kDW) & 1);
-    const float* sw = reinterpret_cast<const float*>(sW + ws * C::kWBytes);
-    std::uint8_t* sb = sB + (kb % kBBufs) * C::kBBytes;
-    // To B's fp16 tile [BN n][64 k], 128-byte swizzled: k of row n at byte 2k of the row, 16-byte chunk
-    // (k / 8) ^ (n % 8).
-    if constexpr (NMajor) {
-      // W box [64 k][32 n]: thread (k2, n4) reads rows 2·k2 and 2·k2 + 1 at columns 4·n4.. (16 consecutive bytes
-      // per thread, conflict-free) and stores the four (k, k + 1) pairs of its columns as 4-byte words.
-      static_assert(kBN * kBK / 8 == kConsumers, "one 2 x 4 group per consumer thread");
-      const int k = 2 * (ct / (kBN / 4)), n = 4 * (ct % (kBN / 4));
-      const float4 v0 = *reinterpret_cast<const float4*>(sw + k * kBN + n);
-      const float4 v1 = *reinterpret_cast<const float4*>(sw + (k + 1) * kBN + n);
-      const unsigned w[4] = {mma16::half2_bits(v0.x, v1.x), mma16::half2_bits(v0.y, v1.y), mma16::half2_bits(v0.z, v1.z),
-                             mma16::half2_bits(v0.w, v1.w)};
+    const float* sw = reinterpret_cast<const float*>(sW + ws * kWBytes);
+    std::uint8_t* sb = sB + (kb % kBBufs) * kBBytes;
+    // fp32 [96][64] -> fp16 [96][64] swizzled: element group (r, 4q..4q+3) to byte 8q of row r, 16-byte chunk
+    // (q / 2) ^ (r % 8). Reads: 16 consecutive bytes per thread (conflict-free); writes: 2 rows per warp.
 #pragma unroll
-      for (int jn = 0; jn < 4; ++jn) {
-        const int r = n + jn;
-        *reinterpret_cast<unsigned*>(sb + r * 128 + (((k >> 3) ^ (r & 7)) << 4) + ((k & 7) << 1)) = w[jn];
-      }
-    } else {
-      // W box [96 n][64 k]: element group (r, 4q..4q+3) to byte 8q of row r. Reads: 16 consecutive bytes per thread
-      // (conflict-free); writes: 2 rows per warp. With p.w16, also to the fp16 copy of W.
-#pragma unroll
-      for (int i = 0; i < kBN * kBK / 4 / kConsumers; ++i) {
-        const int idx = ct + i * kConsumers, r = idx >> 4, q = idx & 15;
-        const float4 v = *reinterpret_cast<const float4*>(sw + r * kBK + 4 * q);
-        uint2 u;
-        u.x = mma16::half2_bits(v.x, v.y);
-        u.y = mma16::half2_bits(v.z, v.w);
-        *reinterpret_cast<uint2*>(sb + r * 128 + ((((q >> 1) ^ (r & 7))) << 4) + ((q & 1) << 3)) = u;
-        if (p.w16 != nullptr) {
-          const int n = n0 + r, k = kb * kBK + 4 * q;
-          if (n < p.N && k < p.K) *reinterpret_cast<uint2*>(p.w16 + static_cast<std::int64_t>(n) * p.ldw16 + k) = u;
-        }
+    for (int i = 0; i < kBN * kBK / 4 / kConsumers; ++i) {
+      const int idx = ct + i * kConsumers, r = idx >> 4, q = idx & 15;
+      const float4 v = *reinterpret_cast<const float4*>(sw + r * kBK + 4 * q);
+      const __half2 lo = __floats2half2_rn(v.x, v.y), hi = __floats2half2_rn(v.z, v.w);
+      uint2 u;
+      u.x = *reinterpret_cast<const unsigned*>(&lo);
+      u.y = *reinterpret_cast<const unsigned*>(&hi);
+      *reinterpret_cast<uint2*>(sb + r * 128 + ((((q >> 1) ^ (r & 7))) << 4) + ((q & 1) << 3)) = u;
+      if (p.w16 != nullptr) {
+        const int n = n0 + r, k = kb * kBK + 4 * q;
+        if (n < p.N && k < p.K) *reinterpret_cast<uint2*>(p.w16 + static_cast<std::int64_t>(n) * p.ldw16 + k) = u;
       }
     }
     fence_proxy_async_smem();
@@ -213,7 +162,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const std::uint64_t db = smem_desc(sbb + 32 * kk, 16, 1024);
 #pragma unroll
       for (int j = 0; j < MB; ++j)
-        wgmma_f16<kBN>(d[j], smem_desc(sa + (wg + 2 * j) * 64 * 128 + 32 * kk, 16, 1024), db, kb > 0 || kk > 0);
+        wgmma_m64n96k16_f16(d[j], smem_desc(sa + (wg + 2 * j) * 64 * 128 + 32 * kk, 16, 1024), db,
+                            kb > 0 || kk > 0);
     }
     wgmma_commit();
     wgmma_wait<1>();  // this warpgroup's products of kb − 1 are done: release its A slot
@@ -224,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int j = 0; j < MB; ++j) fence_regs(d[j]);
 
-  // C's rows 64·(wg + 2j) + 16·warp + g (+ 8), columns n0 + 8·jb + 2·tq (+ 1): float2 or half2 stores.
+  // C's rows 64·(wg + 2j) + 16·warp + g (+ 8), columns n0 + 8·jb + 2·tq (+ 1): float2 stores.
   const int g = lane / 4, tq = lane % 4;
 #pragma unroll
   for (int j = 0; j < MB; ++j) {
@@ -232,16 +182,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int half = 0; half < 2; ++half) {
       const int m = 64 * (wg + 2 * j) + 16 * warp + g + 8 * half;
       if (m >= p.M) continue;
+      float* row = p.c + static_cast<std::int64_t>(m) * p.ldc;
 #pragma unroll
       for (int jb = 0; jb < kBN / 8; ++jb) {
         const int n = n0 + 8 * jb + 2 * tq;
-        if (n >= p.N) continue;
-        const float x = d[j][4 * jb + 2 * half], y = d[j][4 * jb + 2 * half + 1];
-        const std::int64_t off = static_cast<std::int64_t>(m) * p.ldc + n;
-        if constexpr (!NMajor)
-          *reinterpret_cast<float2*>(p.c + off) = make_float2(x, y);
-        else
-          *reinterpret_cast<unsigned*>(p.c16 + off) = mma16::half2_bits(x, y);
+        if (n < p.N)
+          *reinterpret_cast<float2*>(row + n) = make_float2(d[j][4 * jb + 2 * half], d[j][4 * jb + 2 * half + 1]);
       }
     }
   }
@@ -249,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
 
-template <int MB, bool NMajor>
+template <int MB>
 __global__ void mixed_gemm_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                   const __grid_constant__ Params) {
   __trap();
@@ -259,9 +205,8 @@ __global__ void mixed_gemm_kernel(const __grid_constant__ CUtensorMap, const __g
 
 bool aligned(const void* p, std::uintptr_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; }
 
-template <int MB, bool NMajor>
+template <int MB>
 void launch(const MixedGemm& g, cudaStream_t stream) {
-  using C = Cfg<MB, NMajor>;
   static std::mutex mu;
   static std::vector<int> ready;
   int dev = 0;
@@ -269,35 +214,22 @@ void launch(const MixedGemm& g, cudaStream_t stream) {
   {
     const std::lock_guard<std::mutex> lock(mu);
     if (std::find(ready.begin(), ready.end(), dev) == ready.end()) {
-      ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(mixed_gemm_kernel<MB, NMajor>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+      ATTNBWD_CUDA_CHECK(
+          cudaFuncSetAttribute(mixed_gemm_kernel<MB>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<MB>::kSmem));
       ready.push_back(dev);
     }
   }
-  // A as a 3-D fp16 tensor [1][M][K] (128-byte-swizzled boxes of 64 × kABox × 1; rows ≥ M read as zeros); W as
-  // fp32 [N][K] (boxes of 64 k × BN n) or [K][N] (boxes of BN n × 64 k), unswizzled.
-  const CUtensorMap map_a = tensor_map_3d_f16(g.a, g.K, g.M, 1, g.lda, g.lda * g.M, C::kABox);
-  const CUtensorMap map_w = NMajor ? tensor_map_2d_f32(g.w, g.N, g.K, g.ldw, C::kBN, kBK)
-                                   : tensor_map_2d_f32(g.w, g.K, g.N, g.ldw, kBK, C::kBN);
+  // A as a 3-D fp16 tensor [1][M][K] (128-byte-swizzled boxes of 64 × kABox × 1; rows ≥ M read as zeros), W as
+  // [N][K] fp32 (unswizzled boxes of 64 × 96; rows ≥ N and columns ≥ K read as zeros).
+  const CUtensorMap map_a = tensor_map_3d_f16(g.a, g.K, g.M, 1, g.lda, g.lda * g.M, Cfg<MB>::kABox);
+  const CUtensorMap map_w = tensor_map_2d_f32(g.w, g.K, g.N, g.ldw, kBK, kBN);
   Params p;
   p.M = static_cast<int>(g.M), p.N = static_cast<int>(g.N), p.K = static_cast<int>(g.K);
   p.ldc = static_cast<int>(g.ldc), p.ldw16 = static_cast<int>(g.K);
-  p.c = g.c, p.c16 = g.c16, p.w16 = g.w16;
-  const unsigned grid = static_cast<unsigned>((g.N + C::kBN - 1) / C::kBN);
-  mixed_gemm_kernel<MB, NMajor><<<grid, kThreads, C::kSmem, stream>>>(map_a, map_w, p);
+  p.c = g.c, p.w16 = g.w16;
+  const unsigned grid = static_cast<unsigned>((g.N + kBN - 1) / kBN);
+  mixed_gemm_kernel<MB><<<grid, kThreads, Cfg<MB>::kSmem, stream>>>(map_a, map_w, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
-}
-
-template <bool NMajor>
-void launch_rows(const MixedGemm& g, cudaStream_t stream) {
-  if (g.M <= 128)
-    launch<1, NMajor>(g, stream);
-  else if (g.M <= 256)
-    launch<2, NMajor>(g, stream);
-  else if (g.M <= 384)
-    launch<3, NMajor>(g, stream);
-  else
-    launch<4, NMajor>(g, stream);
 }
 
 }  // namespace
@@ -305,33 +237,27 @@ void launch_rows(const MixedGemm& g, cudaStream_t stream) {
 std::string mixed_gemm_unsupported(const MixedGemm& g) {
   if (g.M < 1 || g.M > 512) return "M not in 1..512";
   // Tails of N (W rows past N read as zeros, columns past N not stored) and of K (zeros) are written for, but the
-  // callers (varlen: N = 384·H or 128·H, K = 128·H) never have them, so no test runs them: refused until one does.
-  const int bn = g.w_nmajor ? Cfg<1, true>::kBN : Cfg<1, false>::kBN;
-  if (g.K < 1 || g.N < 1 || g.N % bn != 0 || g.K % kBK != 0)
-    return "N not a positive multiple of " + std::to_string(bn) + " or K of 64";
-  if (g.K > (1 << 24) || g.N > (1 << 24) || g.ldc > (1 << 30) || g.ldc < g.N || g.lda < g.K ||
-      g.ldw < (g.w_nmajor ? g.N : g.K))
+  // one caller (varlen: N = 384·H, K = 128·H) never has them, so no test runs them: refused until one does.
+  if (g.K < 1 || g.N < 1 || g.N % kBN != 0 || g.K % kBK != 0) return "N not a positive multiple of 96 or K of 64";
+  if (g.K > (1 << 24) || g.N > (1 << 24) || g.ldc > (1 << 30) || g.ldc < g.N || g.lda < g.K || g.ldw < g.K)
     return "sizes or row strides outside the kernel's range";
   if (g.lda % 8 != 0 || g.ldw % 4 != 0) return "row strides of A or W not a multiple of 16 bytes (TMA)";
   if (!aligned(g.a, 16) || !aligned(g.w, 16)) return "A or W not 16-byte aligned (TMA)";
-  // The two forms the callers use (and the tests run): a K-major W with fp32 C, an N-major W with fp16 C.
-  if (g.w_nmajor ? g.c16 == nullptr || g.c != nullptr : g.c == nullptr || g.c16 != nullptr)
-    return "a K-major W needs C (fp32) and an N-major W C16 (fp16)";
-  if (g.c != nullptr && (!aligned(g.c, 8) || g.ldc % 2 != 0))
-    return "C not 8-byte aligned or its row stride odd (float2 stores)";
-  if (g.c16 != nullptr && (!aligned(g.c16, 4) || g.ldc % 2 != 0))
-    return "C16 not 4-byte aligned or its row stride odd (half2 stores)";
-  if (g.w16 != nullptr && (g.w_nmajor || !aligned(g.w16, 8) || g.K % 4 != 0))
-    return "the fp16 copy of W only for a K-major W, 8-byte aligned, K a multiple of 4";
+  if (!aligned(g.c, 8) || g.ldc % 2 != 0) return "C not 8-byte aligned or its row stride odd (float2 stores)";
+  if (g.w16 != nullptr && (!aligned(g.w16, 8) || g.K % 4 != 0)) return "the fp16 copy of W not 8-byte aligned or K % 4";
   return {};
 }
 
 void mixed_gemm_launch(const MixedGemm& g, cudaStream_t stream) {
   if (const std::string why = mixed_gemm_unsupported(g); !why.empty()) throw Error("mixed_gemm", why);
-  if (g.w_nmajor)
-    launch_rows<true>(g, stream);
+  if (g.M <= 128)
+    launch<1>(g, stream);
+  else if (g.M <= 256)
+    launch<2>(g, stream);
+  else if (g.M <= 384)
+    launch<3>(g, stream);
   else
-    launch_rows<false>(g, stream);
+    launch<4>(g, stream);
 }
 
 }  // namespace attnbwd::cuda::sm90

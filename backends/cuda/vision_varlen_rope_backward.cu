@@ -294,50 +294,26 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // conversion and GEMM, per call 1.040x, 1.072x, 1.073x at #8, #11, #1 (S <= 256); at S = 373 and 392 (#12, #0: four
   // 64-row blocks per warpgroup, the products no longer hidden under the weight's DRAM time) 112 us against 66 + 49,
   // per call 1.000-1.008x, so auto leaves those to lt.
-  // Why the mixed-input kernel cannot take `g` on this device ("" when it can).
-  const auto mixed_unsupported = [&](const sm90::MixedGemm& g) {
-    return ctx.cc() != 90 ? "not an sm_90 device (compute capability " + std::to_string(ctx.cc()) + ")"
-                          : sm90::mixed_gemm_unsupported(g);
-  };
-  // A switch's mixed form, asked for: true, or an Error naming the switch where the kernel cannot take the call.
-  const auto mixed_asked = [&](const char* env, const char* what, const sm90::MixedGemm& g) {
-    const std::string why = mixed_unsupported(g);
-    if (!why.empty())
-      throw Error(env, std::string("the mixed-input ") + what + " kernel cannot take this call: " + why);
-    return true;
-  };
   const int qkv_switch = env_switch("ATTNBWD_CUDA_VARLEN_QKV", {"auto", "lt", "mixed"});
   sm90::MixedGemm mg;
   mg.M = S, mg.N = C3, mg.K = C, mg.lda = C, mg.ldw = C, mg.ldc = C3;
   mg.a = Xh, mg.w = Wqkv, mg.c = qkv, mg.w16 = Wqkvh;
-  const bool mixed_qkv = use_fp16 && (qkv_switch == 2 ? mixed_asked("ATTNBWD_CUDA_VARLEN_QKV", "QKV", mg)
-                                                        : qkv_switch == 0 && S <= 256 && mixed_unsupported(mg).empty());
-  // ATTNBWD_CUDA_VARLEN_DAO=auto|lt|mixed: Default's dAO = dY·Wp (fp16 attention products only) as cuBLASLt's fp16
-  // GEMM on converted copies of dY and Wp (lt), or (mixed; sm_90, S ≤ 512) as the mixed-input kernel with Wp read in
-  // fp32 ([K][N]: the N-major form, 32 columns per CTA) and dAO rounded to fp16 for the attention kernels; dY is
-  // still converted (dWp reads its fp16 copy). Count at #8: 91 MB of conversion traffic and the GEMM's 26 MB become
-  // 51 + 4 MB on the side stream, under the main stream's 235 MB of the mixed QKV kernel. mixed where the kernel
-  // cannot take the call is an Error (raised here, before the op's first kernel). auto = lt: built in the seventeenth
-  // session after its device time was spent, not yet run on a GPU.
-  const int dao_switch = env_switch("ATTNBWD_CUDA_VARLEN_DAO", {"auto", "lt", "mixed"});
-  sm90::MixedGemm md;
-  md.M = S, md.N = C, md.K = C, md.lda = C, md.ldw = C, md.ldc = C, md.w_nmajor = true;
-  md.a = dYh, md.w = Wp, md.c16 = dAOh;
-  const bool mixed_dao = half_attn && dao_switch == 2 && mixed_asked("ATTNBWD_CUDA_VARLEN_DAO", "dAO", md);
+  bool mixed_qkv = false;
+  if (use_fp16 && qkv_switch != 1) {
+    const std::string why = ctx.cc() != 90
+                                ? "not an sm_90 device (compute capability " + std::to_string(ctx.cc()) + ")"
+                                : sm90::mixed_gemm_unsupported(mg);
+    if (qkv_switch == 2 && !why.empty())
+      throw Error("ATTNBWD_CUDA_VARLEN_QKV", "the mixed-input QKV kernel cannot take this call: " + why);
+    mixed_qkv = why.empty() && (qkv_switch == 2 || S <= 256);
+  }
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   const int side_slot = stages.single_stream() ? 0 : 1;
 
   // 1. side: dAO, grad_proj_bias. main: QKV, block table, bias + RoPE.
   stages.fork(ctx);
-  if (mixed_dao) {
-    convert_to_half(dY, dYh, S * C, side);
-    stages.mark("to_half_dY");
-    sm90::mixed_gemm_launch(md, side);
-    stages.mark("dAO_mixed");
-    column_sums(dY, S, C, part_proj, a.grad_proj_bias.data, side);
-    stages.mark("proj_bias");
-  } else {
+  {
     Gemm g;  // dAO[S,C] = dY[S,C]·Wp[C,C]
     g.M = S, g.N = C, g.K = C, g.lda = C, g.ldb = C, g.ldc = C;
     if (use_fp16) {

@@ -382,7 +382,7 @@ TEST(CudaVisionVarlenRope, WgmmaAgreesWithMma) {
   }
 }
 
-// A mixed-input kernel switch (`env` = mixed, sm_90 only) against the oracle (Default and Strict, where the switch does
+// The mixed-input kernel's switch (`env` = mixed, sm_90 only) against the oracle (Default and Strict, where the switch does
 // not apply) on S = 1 and S = 96 (M ≤ 128: MB = 1), 131, 204 and 256 (MB = 2), 300 (MB = 3: two A boxes per k-block)
 // and 385, 512 (MB = 4) with empty and length-1 sequences, S = 100 and 300 at 8 heads (the rings wrap), and on
 // workloads #8, #1 and #0 at their own atol (28 heads: 112 CTAs); against the cuBLASLt path (`env` = lt) to rel-L2 ≤
@@ -454,14 +454,6 @@ TEST(CudaVisionVarlenRope, MixedQkvMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the mixed-input kernel needs an sm_90 device";
   check_mixed_switch("ATTNBWD_CUDA_VARLEN_QKV", 190);
-}
-
-// ATTNBWD_CUDA_VARLEN_DAO=mixed: dAO = dY·Wp as the mixed-input kernel's N-major form (the fp32 Wp read as [K][N],
-// transposed into the K-major fp16 tile; dAO rounded to fp16), with the QKV projection at its default.
-TEST(CudaVisionVarlenRope, MixedDaoMatchesTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the mixed-input kernel needs an sm_90 device";
-  check_mixed_switch("ATTNBWD_CUDA_VARLEN_DAO", 210);
 }
 
 TEST(CudaVisionVarlenRope, RealWorkloadsMatchTheOracle) {
