@@ -11,8 +11,9 @@
 //   dX:       MB accumulators D_j[64 t][64 n] += A_j·W (A K-major, W N-major), four k16 steps per k-block.
 // Per k-block the dW products are committed first and waited for (wgmma.wait_group 1) while dX's run; a slot is
 // released once the next k-block's wait shows its dX products done.
-// dX: with one range, rounded and stored from the registers; else each CTA publishes its fp32 partial (fragment
-// order) and the slice's last CTA to arrive sums the partials in range order and stores (deterministic).
+// dX: with one range, rounded and stored from the registers; else the ranges of a slice are the CTAs of one cluster
+// (at most 8): each publishes its fp32 partial (fragment order, to L2), they meet at a cluster barrier, and each sums
+// a share of the tile over the partials in range order and stores it (deterministic).
 // Rounding: one fp32 sum per output, one rounding to bf16 (the products of bf16 values are exact in fp32).
 #include "linear_thin_sm90.hpp"
 
@@ -35,6 +36,7 @@ namespace {
 
 constexpr int kBN = 128, kBK = 64, kThreads = 384, kTileBytes = 64 * 128;  // one 64 × 64 bf16 box: 8 KB
 constexpr int kMaxSegments = LinearBackward::kMaxSegments;
+constexpr int kMaxRanges = 8;  // the CTAs of a slice are one cluster: at most 8 (the portable cluster size)
 
 template <int MB>
 struct Cfg {
@@ -48,7 +50,7 @@ struct Cfg {
   static constexpr int kSmem = kXBytes + kStages * kStageBytes + 2 * kBufs * kTileBytes + 1024 /*align*/ +
                                256 /*barriers*/;
   static_assert(kSmem <= 227 * 1024, "shared memory of one H100/H200 CTA");
-  static_assert((1 + 2 * kStages) * 8 + 4 <= 256, "barriers");
+  static_assert((1 + 2 * kStages) * 8 <= 256, "barriers");
 };
 
 struct Params {
@@ -58,7 +60,6 @@ struct Params {
   long long stride_b, stride_h;  // dX [B][H][S][D]: element (t, n) at (t / S)·stride_b + (n / D)·stride_h +
   int rows_per_b, cols_per_h;    //   (t % S)·D + n % D, with S = rows_per_b, D = cols_per_h
   float* partial;                // [slices][ranges][MB · 2 · 8 · 128] float4
-  unsigned* counters;            // [slices]
 };
 
 struct Maps {
@@ -93,58 +94,35 @@ __device__ __forceinline__ int segment_of(const Params& p, int row) {
 __device__ __forceinline__ const CUtensorMap* map_of(const CUtensorMap (&m)[kMaxSegments], int s) {
   return s == 2 ? &m[2] : s == 1 ? &m[1] : &m[0];
 }
+// Row `row` of out counted from the first row of its segment s.
+__device__ __forceinline__ int segment_row(const Params& p, int s, int row) {
+  return row - (s == 2 ? p.seg[2] : s == 1 ? p.seg[1] : 0);
+}
 
+// dX[m][n], dX[m][n + 1] = bf16(x), bf16(y) in the head-split layout, where m < T and n < in (n is even and so is
+// D: a pair stays in one head).
+__device__ __forceinline__ void store_dx_pair(const Params& p, int m, int n, float x, float y) {
+  if (m >= p.T || n >= p.in) return;
+  const int b = m / p.rows_per_b, h = n / p.cols_per_h;
+  const long long off = b * p.stride_b + static_cast<long long>(m - b * p.rows_per_b) * p.cols_per_h +
+                        h * p.stride_h + (n - h * p.cols_per_h);
+  *reinterpret_cast<__nv_bfloat162*>(p.dx + off) = __floats2bfloat162_rn(x, y);
+}
+
+// All threads of every CTA of the cluster meet; each thread's earlier memory writes are visible to the others' later
+// reads (release / acquire at cluster scope).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// Consumer warpgroups (threads 128..383): the k-blocks' products, the dW blocks' stores, and dX: stored from the
+// registers with one range, else published as this CTA's fp32 partial (fragment order: float4 (j, wg, jb) of thread
+// t at ((2·j + wg)·8 + jb)·128 + t).
 template <int MB>
-__global__ void __launch_bounds__(kThreads, 1)
-    linear_thin_kernel(const __grid_constant__ Maps maps, const __grid_constant__ Params p) {
+__device__ __forceinline__ void consume(const Maps& maps, const Params& p, std::uint8_t* sX, std::uint8_t* sS,
+                                        std::uint8_t* sStg, std::uint64_t* x_full, std::uint64_t* full,
+                                        std::uint64_t* empty, int slice, int range, int n0, int kb0, int nkb) {
   using C = Cfg<MB>;
-  extern __shared__ std::uint8_t smem_raw[];
-  std::uint8_t* sX = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-  std::uint8_t* sS = sX + C::kXBytes;                            // ring slots: A then W
-  std::uint8_t* sStg = sS + C::kStages * C::kStageBytes;         // staging, kBufs per consumer warpgroup
-  std::uint64_t* x_full = reinterpret_cast<std::uint64_t*>(sStg + 2 * C::kBufs * kTileBytes);
-  std::uint64_t* full = x_full + 1;
-  std::uint64_t* empty = full + C::kStages;
-  unsigned* flag = reinterpret_cast<unsigned*>(empty + C::kStages);
-
-  const int slice = static_cast<int>(blockIdx.x) / p.ranges, range = static_cast<int>(blockIdx.x) % p.ranges;
-  const int n0 = slice * kBN;
-  const int kb0 = range * p.kb_per_range, kb1 = min(kb0 + p.kb_per_range, p.kb_total);
-  const int nkb = kb1 - kb0;
-
-  if (threadIdx.x == 0) {
-    mbar_init(x_full, 1);
-    for (int s = 0; s < C::kStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
-
-  if (threadIdx.x < 128) {  // producer warpgroup
-    setmaxnreg_dec<40>();
-    if (threadIdx.x == 0) {
-      mbar_arrive_expect_tx(x_full, C::kXBytes);
-#pragma unroll
-      for (int c = 0; c < 2; ++c) tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, n0 + 64 * c, 0);
-      for (int i = 0; i < nkb; ++i) {
-        const int s = i % C::kStages, kb = kb0 + i;
-        mbar_wait(&empty[s], ((i / C::kStages) & 1) ^ 1);
-        std::uint8_t* slot = sS + s * C::kStageBytes;
-        mbar_arrive_expect_tx(&full[s], C::kStageBytes);
-        tma_load_2d(slot, &maps.a, &full[s], kb * kBK, 0);  // box {64 out, 64·MB t}
-        const int seg = segment_of(p, kb * kBK);
-        const int kr = kb * kBK - (seg == 0 ? 0 : p.seg[seg]);
-#pragma unroll
-        for (int c = 0; c < 2; ++c)  // boxes {64 n, 64 k}
-          tma_load_2d(slot + C::kABytes + c * kTileBytes, map_of(maps.w, seg), &full[s], n0 + 64 * c, kr);
-      }
-    }
-    return;
-  }
-
-  setmaxnreg_inc<232>();
   const int ct = static_cast<int>(threadIdx.x) - 128;  // thread among the 256 consumers
   const int wg = ct / 128, t = ct % 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fq = lane % 4;  // fragment row (and + 8), column pair 2·fq in each n8 block
@@ -195,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     named_barrier(2 + wg, 128);
     if (t == 0) {
       const int seg = segment_of(p, kb * kBK);
-      tma_store_2d(map_of(maps.dw, seg), b, n0 + 64 * wg, kb * kBK - (seg == 0 ? 0 : p.seg[seg]));
+      tma_store_2d(map_of(maps.dw, seg), b, n0 + 64 * wg, segment_row(p, seg, kb * kBK));
       bulk_commit();
     }
   }
@@ -205,65 +183,119 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (t == 0) bulk_wait_read<0>();  // the staging buffers stay valid until the stores have read them
 
   if (p.ranges > 1) {
-    // Publish this CTA's partial (fragment order: float4 (j, wg, jb) of thread t), count arrivals; the last CTA of
-    // the slice sums all partials in range order.
-    float4* part = reinterpret_cast<float4*>(p.partial) + static_cast<std::size_t>(slice) * p.ranges * MB * 2048;
-    float4* mine = part + static_cast<std::size_t>(range) * MB * 2048;
+    float4* mine = reinterpret_cast<float4*>(p.partial) + (static_cast<std::size_t>(slice) * p.ranges + range) * MB * 2048;
 #pragma unroll
     for (int j = 0; j < MB; ++j)
 #pragma unroll
       for (int jb = 0; jb < 8; ++jb)
         __stcg(mine + ((j * 2 + wg) * 8 + jb) * 128 + t,
                make_float4(ax[j][jb][0], ax[j][jb][1], ax[j][jb][2], ax[j][jb][3]));
-    __threadfence();
-    named_barrier(1, 256);
-    if (ct == 0) *flag = atomicAdd(&p.counters[slice], 1u);
-    named_barrier(1, 256);
-    if (*flag != static_cast<unsigned>(p.ranges - 1)) return;
-    __threadfence();
-    // A block j at a time (8 loads in flight: the accumulators already hold 32·MB registers).
-#pragma unroll
-    for (int j = 0; j < MB; ++j)
-#pragma unroll 1
-      for (int r = 0; r < p.ranges; ++r) {
-        const float4* pr = part + static_cast<std::size_t>(r) * MB * 2048 + (j * 2 + wg) * 8 * 128 + t;
-        float4 v[8];
-#pragma unroll
-        for (int jb = 0; jb < 8; ++jb) v[jb] = __ldcg(pr + jb * 128);
-#pragma unroll
-        for (int jb = 0; jb < 8; ++jb) {
-          if (r == 0)
-            ax[j][jb][0] = v[jb].x, ax[j][jb][1] = v[jb].y, ax[j][jb][2] = v[jb].z, ax[j][jb][3] = v[jb].w;
-          else
-            ax[j][jb][0] += v[jb].x, ax[j][jb][1] += v[jb].y, ax[j][jb][2] += v[jb].z, ax[j][jb][3] += v[jb].w;
-        }
-      }
-    if (ct == 0) p.counters[slice] = 0;  // ready for the next call
-  }
-  // dX rows 64·j + fr (+ 8) < T, columns n0 + 64·wg + 8·jb + 2·fq (+ 1) < in, as bf16 pairs (D is even: a pair stays
-  // in one head).
-  long long coff[8];
-  bool cok[8];
-#pragma unroll
-  for (int jb = 0; jb < 8; ++jb) {
-    const int n = n0 + 64 * wg + 8 * jb + 2 * fq, h = n / p.cols_per_h;
-    cok[jb] = n < p.in;
-    coff[jb] = h * p.stride_h + (n - h * p.cols_per_h);
+    return;
   }
 #pragma unroll
   for (int j = 0; j < MB; ++j)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int m = 64 * j + fr + 8 * half;
-      if (m >= p.T) continue;
-      const int b = m / p.rows_per_b;
-      const long long roff = b * p.stride_b + static_cast<long long>(m - b * p.rows_per_b) * p.cols_per_h;
+    for (int jb = 0; jb < 8; ++jb)
 #pragma unroll
-      for (int jb = 0; jb < 8; ++jb)
-        if (cok[jb])
-          *reinterpret_cast<__nv_bfloat162*>(p.dx + roff + coff[jb]) =
-              __floats2bfloat162_rn(ax[j][jb][2 * half], ax[j][jb][2 * half + 1]);
+      for (int half = 0; half < 2; ++half)
+        store_dx_pair(p, 64 * j + fr + 8 * half, n0 + 64 * wg + 8 * jb + 2 * fq, ax[j][jb][2 * half],
+                      ax[j][jb][2 * half + 1]);
+}
+
+// dX share of this CTA (cluster rank `range`): the 64 × 8 units v = 8·j + jb (of each consumer warpgroup) with
+// v % ranges == range, each the sum of the slice's partials in range order (the same order for every unit and call:
+// deterministic), two units at a time with all their loads in flight.
+template <int MB>
+__device__ __forceinline__ void reduce_share(const Params& p, int slice, int range, int n0) {
+  const int ct = static_cast<int>(threadIdx.x) - 128;
+  const int wg = ct / 128, t = ct % 128, warp = t / 32, lane = t % 32;
+  const int fr = warp * 16 + lane / 4, fq = lane % 4;
+  const float4* part = reinterpret_cast<const float4*>(p.partial) + static_cast<std::size_t>(slice) * p.ranges * MB * 2048;
+  const std::size_t stride = static_cast<std::size_t>(MB) * 2048;  // between ranges
+#pragma unroll 1
+  for (int v0 = range; v0 < 8 * MB; v0 += 2 * p.ranges) {
+    float4 x[2][kMaxRanges];
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int v = v0 + q * p.ranges;
+      const float4* pu = part + ((v / 8 * 2 + wg) * 8 + v % 8) * 128 + t;
+#pragma unroll
+      for (int r = 0; r < kMaxRanges; ++r)
+        if (v < 8 * MB && r < p.ranges) x[q][r] = __ldcg(pu + r * stride);
     }
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int v = v0 + q * p.ranges;
+      if (v >= 8 * MB) continue;
+      float4 a = x[q][0];
+#pragma unroll
+      for (int r = 1; r < kMaxRanges; ++r)
+        if (r < p.ranges) a.x += x[q][r].x, a.y += x[q][r].y, a.z += x[q][r].z, a.w += x[q][r].w;
+      const int j = v / 8, jb = v % 8, n = n0 + 64 * wg + 8 * jb + 2 * fq;
+      store_dx_pair(p, 64 * j + fr, n, a.x, a.y);
+      store_dx_pair(p, 64 * j + fr + 8, n, a.z, a.w);
+    }
+  }
+}
+
+template <int MB>
+__global__ void __launch_bounds__(kThreads, 1)
+    linear_thin_kernel(const __grid_constant__ Maps maps, const __grid_constant__ Params p) {
+  using C = Cfg<MB>;
+  extern __shared__ std::uint8_t smem_raw[];
+  std::uint8_t* sX = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  std::uint8_t* sS = sX + C::kXBytes;                            // ring slots: A then W
+  std::uint8_t* sStg = sS + C::kStages * C::kStageBytes;         // staging, kBufs per consumer warpgroup
+  std::uint64_t* x_full = reinterpret_cast<std::uint64_t*>(sStg + 2 * C::kBufs * kTileBytes);
+  std::uint64_t* full = x_full + 1;
+  std::uint64_t* empty = full + C::kStages;
+
+  const int slice = static_cast<int>(blockIdx.x) / p.ranges, range = static_cast<int>(blockIdx.x) % p.ranges;
+  const int n0 = slice * kBN;
+  const int kb0 = range * p.kb_per_range, kb1 = min(kb0 + p.kb_per_range, p.kb_total);
+  const int nkb = kb1 - kb0;
+
+  if (threadIdx.x == 0) {
+    mbar_init(x_full, 1);
+    for (int s = 0; s < C::kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) {  // producer warpgroup
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      mbar_arrive_expect_tx(x_full, C::kXBytes);
+#pragma unroll
+      for (int c = 0; c < 2; ++c) tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, n0 + 64 * c, 0);
+      for (int i = 0; i < nkb; ++i) {
+        const int s = i % C::kStages, kb = kb0 + i;
+        mbar_wait(&empty[s], ((i / C::kStages) & 1) ^ 1);
+        std::uint8_t* slot = sS + s * C::kStageBytes;
+        mbar_arrive_expect_tx(&full[s], C::kStageBytes);
+        tma_load_2d(slot, &maps.a, &full[s], kb * kBK, 0);  // box {64 out, 64·MB t}
+        const int seg = segment_of(p, kb * kBK), kr = segment_row(p, seg, kb * kBK);
+#pragma unroll
+        for (int c = 0; c < 2; ++c)  // boxes {64 n, 64 k}
+          tma_load_2d(slot + C::kABytes + c * kTileBytes, map_of(maps.w, seg), &full[s], n0 + 64 * c, kr);
+      }
+    }
+    if (p.ranges > 1) cluster_sync();  // every thread of the cluster takes part
+  } else {
+    setmaxnreg_inc<232>();
+    consume<MB>(maps, p, sX, sS, sStg, x_full, full, empty, slice, range, n0, kb0, nkb);
+    if (p.ranges > 1) {
+      // Every CTA of the slice (its cluster) has published its partial; each sums its share in range order. (The
+      // two branches meet nowhere after setmaxnreg: code both reached would be register-allocated for the producer's
+      // 40.)
+      __threadfence();
+      cluster_sync();
+      reduce_share<MB>(p, slice, range, n0);
+    }
+  }
 }
 
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
@@ -278,7 +310,7 @@ __global__ void linear_thin_kernel(const __grid_constant__ Maps, const __grid_co
 bool aligned16(const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; }
 
 template <int MB>
-void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters, cudaStream_t stream) {
+void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream) {
   using C = Cfg<MB>;
   static std::mutex mu;
   static std::vector<int> ready;
@@ -318,8 +350,14 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsi
   prm.rows_per_b = static_cast<int>(p.seq_len), prm.cols_per_h = static_cast<int>(p.head_dim);
   prm.stride_b = p.heads * p.seq_len * p.head_dim, prm.stride_h = p.seq_len * p.head_dim;
   prm.partial = static_cast<float*>(workspace);
-  prm.counters = counters;
-  linear_thin_kernel<MB><<<plan.grid, kThreads, C::kSmem, stream>>>(maps, prm);
+  // The ranges of a slice (consecutive CTAs) are one cluster: co-scheduled, they meet at a cluster barrier.
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(plan.ranges), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(plan.grid)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = C::kSmem;
+  cfg.stream = stream, cfg.attrs = &attr, cfg.numAttrs = 1;
+  ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB>, maps, prm));
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
@@ -338,24 +376,22 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms) {
   plan.mb = static_cast<int>((T + 63) / 64);
   plan.slices = static_cast<int>((p.in_features + kBN - 1) / kBN);
   const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
-  const int want = std::max(1, std::min(kb_total, sms / plan.slices));
+  const int want = std::max(1, std::min({kb_total, sms / plan.slices, kMaxRanges}));
   plan.kb_per_range = (kb_total + want - 1) / want;
   plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
   plan.grid = plan.slices * plan.ranges;
   plan.workspace_bytes =
       plan.ranges > 1 ? static_cast<std::size_t>(plan.grid) * plan.mb * 2048 * sizeof(float) * 4 : 0;
-  plan.counters = static_cast<std::size_t>(plan.slices);
   return plan;
 }
 
-void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters,
-                        cudaStream_t stream) {
+void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream) {
   if (const std::string why = linear_thin_unsupported(p); !why.empty()) throw Error("linear_thin", why);
   switch (plan.mb) {
-    case 1: launch<1>(p, plan, workspace, counters, stream); break;
-    case 2: launch<2>(p, plan, workspace, counters, stream); break;
-    case 3: launch<3>(p, plan, workspace, counters, stream); break;
-    case 4: launch<4>(p, plan, workspace, counters, stream); break;
+    case 1: launch<1>(p, plan, workspace, stream); break;
+    case 2: launch<2>(p, plan, workspace, stream); break;
+    case 3: launch<3>(p, plan, workspace, stream); break;
+    case 4: launch<4>(p, plan, workspace, stream); break;
     default: throw Error("linear_thin", "plan with " + std::to_string(plan.mb) + " row blocks");
   }
 }

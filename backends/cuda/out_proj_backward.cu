@@ -9,8 +9,9 @@
 //     persistent TMA + wgmma launch, dX written in the head-split layout by its epilogue;
 //   otherwise (sm_100 until it has its own kernel, odd shapes or alignments): two cuBLASLt GEMMs
 //     running concurrently (dW on the side stream), then a head-split copy of G.
-// ATTNBWD_CUDA_OUT_PROJ=sm90|cublaslt|hybrid (environment, read per call) forces one path, for A/B timing
-// and tests (hybrid: dW by cuBLASLt on the side stream, dX alone by the kernel); forcing sm90 or hybrid
+// ATTNBWD_CUDA_OUT_PROJ=sm90|cublaslt|hybrid|thin (environment, read per call) forces one path, for A/B timing
+// and tests (hybrid: dW by cuBLASLt on the side stream, dX alone by the kernel; thin: T ≤ 256, both GEMMs by the
+// thin-T kernel of linear_thin_sm90.cu, which streams W in and dW out together); forcing sm90, hybrid or thin
 // where the kernel cannot run is an Error naming the variable.
 // ATTNBWD_CUDA_OUT_PROJ_SPLITK=cluster|last: how the kernel sums a split-K over dX (small T): by the
 // CTAs of a cluster together (default) or by the last CTA of each tile to arrive. Auto takes the kernel
@@ -29,6 +30,7 @@
 #include "cuda_backend.hpp"
 #include "lt_gemm.hpp"
 #include "linear_backward_sm90.hpp"
+#include "linear_thin_sm90.hpp"
 #include "switches.hpp"
 
 namespace attnbwd::cuda {
@@ -42,10 +44,10 @@ Support supports(const OutProjShape&, const Options&) {
 
 namespace {
 
-enum class Path { Auto, Sm90, CublasLt, Hybrid };
+enum class Path { Auto, Sm90, CublasLt, Hybrid, Thin };
 
 Path forced_path() {
-  return static_cast<Path>(env_switch("ATTNBWD_CUDA_OUT_PROJ", {"auto", "sm90", "cublaslt", "hybrid"}));
+  return static_cast<Path>(env_switch("ATTNBWD_CUDA_OUT_PROJ", {"auto", "sm90", "cublaslt", "hybrid", "thin"}));
 }
 
 sm90::SplitReduce split_reduce() {
@@ -115,6 +117,16 @@ bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
   return true;
 }
 
+// Both GEMMs by the thin-T kernel (forced: an Error where it cannot take the call).
+void run_thin(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream) {
+  const sm90::LinearBackward p = kernel_problem(s, a);
+  const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_thin_unsupported(p);
+  if (!why.empty()) throw Error("ATTNBWD_CUDA_OUT_PROJ", "thin kernel cannot take this call: " + why);
+  const sm90::ThinPlan plan = sm90::linear_thin_plan(p, ctx.sm_count());
+  void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
+  sm90::linear_thin_launch(p, plan, ws, stream);
+}
+
 void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream) {
   const std::int64_t T = s.tokens(), Hd = s.hidden();
 
@@ -148,6 +160,10 @@ void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream
       const sm90::LinearBackward p = kernel_problem(s, a);
       kernel_takes(ctx, p, true);  // forced: an Error where it cannot
       run_hybrid(ctx, s, a, p, st);
+      return;
+    }
+    if (path == Path::Thin) {
+      run_thin(ctx, s, a, st);
       return;
     }
     if (path == Path::CublasLt || !run_sm90(ctx, s, a, st, path == Path::Sm90, reduce)) run_cublaslt(ctx, s, a, st);

@@ -184,10 +184,39 @@ TEST(CudaOutProj, HybridPathMatchesTheOracle) {
   }
 }
 
+TEST(CudaOutProj, ThinPathMatchesTheOracle) {
+  if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
+  ATTNBWD_SEED_TRACE();
+  struct Shape {
+    std::int64_t B, S, H, D;
+  };
+  // Both GEMMs by the thin-T kernel: T = 1 .. 256 (one to four 64-row blocks), hidden 8 .. 2048 (one 128-column
+  // slice with its columns past the hidden size read as zeros, up to 16 slices; k-ranges of one k-block up to 4, so
+  // dX's partial sums go through 2-32 ranges), head-split dX with D = 2 .. 128; reruns on the same buffers (the
+  // slices' arrival counters must be left at zero).
+  const Shape shapes[] = {{1, 1, 2, 8},   {1, 9, 4, 2},   {2, 33, 4, 6},   {1, 7, 32, 64},   {3, 65, 4, 64},
+                          {1, 200, 2, 128}, {2, 128, 4, 128}, {4, 64, 4, 64}, {1, 256, 32, 64}, {2, 100, 32, 64}};
+  ForcePath force("thin");
+  int tag = 0;
+  for (const auto& s : shapes) {
+    Case c = make_case(s.B, s.S, s.H, s.D, fresh_seed(700 + tag++));
+    expect_matches_oracle_twice(c, "thin: B=" + std::to_string(s.B) + " S=" + std::to_string(s.S) +
+                                       " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D));
+  }
+  // More than 256 tokens: an Error naming the switch.
+  Case c = make_case(1, 257, 2, 64, fresh_seed(720));
+  try {
+    run_cuda(c.args);
+    ADD_FAILURE() << "expected attnbwd::Error at T = 257";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_OUT_PROJ");
+  }
+}
+
 TEST(CudaOutProj, ForcingTheSm90KernelWhereItCannotRunIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   Case c = make_case(2, 3, 3, 6, fresh_seed(400));  // hidden 18: not a multiple of 8 (TMA row stride)
-  for (const char* path : {"sm90", "hybrid"}) {
+  for (const char* path : {"sm90", "hybrid", "thin"}) {
     SCOPED_TRACE(std::string("ATTNBWD_CUDA_OUT_PROJ=") + path);
     ForcePath force(path);
     try {
