@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -291,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // Every CTA of the slice (its cluster) has published its partial; each sums its share in range order. (The
       // two branches meet nowhere after setmaxnreg: code both reached would be register-allocated for the producer's
       // 40.)
-      __threadfence();
+      __threadfence();  // (the cluster barrier's release already orders the partial's stores; kept as a belt)
       cluster_sync();
       reduce_share<MB>(p, slice, range, n0);
     }
@@ -309,21 +310,63 @@ __global__ void linear_thin_kernel(const __grid_constant__ Maps, const __grid_co
 
 bool aligned16(const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; }
 
+// The kernel's shared-memory opt-in, once per device and row-block count.
 template <int MB>
-void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream) {
-  using C = Cfg<MB>;
+void allow_smem() {
   static std::mutex mu;
   static std::vector<int> ready;
   int dev = 0;
   ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
-  {
-    const std::lock_guard<std::mutex> lock(mu);
-    if (std::find(ready.begin(), ready.end(), dev) == ready.end()) {
-      ATTNBWD_CUDA_CHECK(
-          cudaFuncSetAttribute(linear_thin_kernel<MB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
-      ready.push_back(dev);
-    }
+  const std::lock_guard<std::mutex> lock(mu);
+  if (std::find(ready.begin(), ready.end(), dev) != ready.end()) return;
+  ATTNBWD_CUDA_CHECK(
+      cudaFuncSetAttribute(linear_thin_kernel<MB>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<MB>::kSmem));
+  ready.push_back(dev);
+}
+
+// A launch configuration in clusters of `size` CTAs along x; `attr` holds the attribute it points to.
+template <int MB>
+cudaLaunchConfig_t cluster_config(int size, int grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
+  attr = cudaLaunchAttribute{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(size), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = Cfg<MB>::kSmem;
+  cfg.stream = stream, cfg.attrs = &attr, cfg.numAttrs = 1;
+  return cfg;
+}
+
+// How many clusters of `size` CTAs of the kernel can be resident at once on the current device (a cluster lies in
+// one GPC: at one CTA per SM, GPCs of 16-18 SMs hold 2 clusters of 8 or 5-6 of 3); cached per device and size.
+template <int MB>
+int resident_clusters(int size) {
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, int> known;
+  int dev = 0;
+  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
+  allow_smem<MB>();
+  const std::lock_guard<std::mutex> lock(mu);
+  if (const auto hit = known.find({dev, size}); hit != known.end()) return hit->second;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_config<MB>(size, size, nullptr, attr);
+  int clusters = 0;
+  ATTNBWD_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, linear_thin_kernel<MB>, &cfg));
+  known.emplace(std::make_pair(dev, size), clusters);
+  return clusters;
+}
+
+int resident_clusters(int mb, int size) {
+  switch (mb) {
+    case 1: return resident_clusters<1>(size);
+    case 2: return resident_clusters<2>(size);
+    case 3: return resident_clusters<3>(size);
+    default: return resident_clusters<4>(size);
   }
+}
+
+template <int MB>
+void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream) {
+  allow_smem<MB>();
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   Maps maps{};
   maps.a = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, 64 * MB);  // dY as [t][out]: boxes {64 out, 64·MB t}
@@ -351,12 +394,8 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
   prm.stride_b = p.heads * p.seq_len * p.head_dim, prm.stride_h = p.seq_len * p.head_dim;
   prm.partial = static_cast<float*>(workspace);
   // The ranges of a slice (consecutive CTAs) are one cluster: co-scheduled, they meet at a cluster barrier.
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(plan.ranges), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(plan.grid)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = C::kSmem;
-  cfg.stream = stream, cfg.attrs = &attr, cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_config<MB>(plan.ranges, plan.grid, stream, attr);
   ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB>, maps, prm));
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
@@ -376,7 +415,10 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms) {
   plan.mb = static_cast<int>((T + 63) / 64);
   plan.slices = static_cast<int>((p.in_features + kBN - 1) / kBN);
   const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
-  const int want = std::max(1, std::min({kb_total, sms / plan.slices, kMaxRanges}));
+  // The most ranges (≤ 8) whose slices × ranges CTAs fit on the SMs and whose clusters are all resident at once (a
+  // cluster that is not waits for a second wave: twice the time).
+  int want = std::max(1, std::min({kb_total, sms / plan.slices, kMaxRanges}));
+  while (want > 1 && resident_clusters(plan.mb, want) < plan.slices) --want;
   plan.kb_per_range = (kb_total + want - 1) / want;
   plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
   plan.grid = plan.slices * plan.ranges;
@@ -387,6 +429,13 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms) {
 
 void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream) {
   if (const std::string why = linear_thin_unsupported(p); !why.empty()) throw Error("linear_thin", why);
+  // The plan is linear_thin_plan's for this problem: every range owns k-blocks, a cluster per slice.
+  const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
+  if (plan.mb != (p.tokens() + 63) / 64 || plan.ranges < 1 || plan.ranges > kMaxRanges || plan.kb_per_range < 1 ||
+      (plan.ranges - 1) * plan.kb_per_range >= kb_total || plan.ranges * plan.kb_per_range < kb_total ||
+      plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
+      (plan.ranges > 1 && workspace == nullptr))
+    fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
   switch (plan.mb) {
     case 1: launch<1>(p, plan, workspace, stream); break;
     case 2: launch<2>(p, plan, workspace, stream); break;

@@ -201,9 +201,9 @@ TEST(CudaGqaRope, RunsAreBitIdentical) {
   }
 }
 
-// The thin q/k/v launch (dX's partial sums added by each slice's last CTA in range order) gives the same bits on
-// two runs, at a shape where every k-block is its own range (24 per slice, 2 slices); forced at T > 256 it raises
-// an Error naming the switch.
+// The thin q/k/v launch (dX's partial sums added in range order by each slice's cluster) gives the same bits on two
+// runs, at a shape with 2 slices of 8 ranges (3 k-blocks each); forced at T > 256 it raises an Error naming the
+// switch.
 TEST(CudaGqaRope, ThinQkvIsDeterministicAndRefusesLongInputs) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the thin launch runs on sm_90 only";
