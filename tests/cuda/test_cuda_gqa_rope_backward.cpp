@@ -184,6 +184,30 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
   }
 }
 
+// Runs `first` and a fresh case of the same inputs: every output must have the same bits (no order-dependent
+// atomics).
+void expect_rerun_bits(HostCase<Args>& first, const tools::TensorSet& in, const tools::Axes& axes,
+                       const std::string& what) {
+  HostCase<Args> second(in, axes);
+  run_cuda(first);
+  run_cuda(second);
+  ASSERT_EQ(first.outputs.size(), second.outputs.size());
+  for (std::size_t i = 0; i < first.outputs.size(); ++i)
+    EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " " << what;
+}
+
+// The op on fresh inputs of `axes` (in a mode forced onto a path that cannot take them) raises an Error naming `env`.
+void expect_refused(const tools::Axes& axes, std::uint64_t seed, const char* env, const std::string& what) {
+  HostCase<Args> refused(tools::generate_inputs(kOp, axes, seed, tools::default_scalars(kOp)), axes);
+  DeviceArgs<Kokkos::Cuda, Args> device(refused.args);
+  try {
+    detail::run(Kokkos::Cuda(), device.args, Options{});
+    ADD_FAILURE() << "no Error for " << what;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), env) << e.what();
+  }
+}
+
 // No order-dependent atomics: two runs give the same bits.
 TEST(CudaGqaRope, RunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
@@ -192,12 +216,8 @@ TEST(CudaGqaRope, RunsAreBitIdentical) {
   for (const Mode& m : {kDefault, kFused, kSm90Proj, kGroupedQkv}) {
     if (m.needs_sm90() && !is_sm90()) continue;
     UseMode mode(m);
-    HostCase<Args> first(in, axes), second(in, axes);
-    run_cuda(first);
-    run_cuda(second);
-    ASSERT_EQ(first.outputs.size(), second.outputs.size());
-    for (std::size_t i = 0; i < first.outputs.size(); ++i)
-      EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " " << m.name();
+    HostCase<Args> first(in, axes);
+    expect_rerun_bits(first, in, axes, m.name());
   }
 }
 
@@ -210,21 +230,9 @@ TEST(CudaGqaRope, ThinQkvIsDeterministicAndRefusesLongInputs) {
   UseMode mode(kThinQkv);
   const tools::Axes axes = axes_of(1, 200, 8, 2, 128, 256);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(340), tools::default_scalars(kOp));
-  HostCase<Args> first(in, axes), second(in, axes);
-  run_cuda(first);
-  run_cuda(second);
-  ASSERT_EQ(first.outputs.size(), second.outputs.size());
-  for (std::size_t i = 0; i < first.outputs.size(); ++i)
-    EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i;
-  const tools::Axes longer = axes_of(1, 257, 4, 1, 128, 64);
-  HostCase<Args> refused(tools::generate_inputs(kOp, longer, fresh_seed(341), tools::default_scalars(kOp)), longer);
-  DeviceArgs<Kokkos::Cuda, Args> device(refused.args);
-  try {
-    detail::run(Kokkos::Cuda(), device.args, Options{});
-    ADD_FAILURE() << "no Error for the thin launch at T = 257";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_GQA_QKV") << e.what();
-  }
+  HostCase<Args> first(in, axes);
+  expect_rerun_bits(first, in, axes, "thin");
+  expect_refused(axes_of(1, 257, 4, 1, 128, 64), fresh_seed(341), "ATTNBWD_CUDA_GQA_QKV", "the thin launch at T = 257");
 }
 
 // The key-major kernel and its warp-specialised form (no atomics) give the same bits on two runs and as each
@@ -238,26 +246,12 @@ TEST(CudaGqaRope, KeyMajorKernelIsDeterministicAndRefusesOddShapes) {
   for (int k = 0; k < 2; ++k) {
     const Mode& m = k == 0 ? kKv : kKvWs;
     UseMode mode(m);
-    HostCase<Args>& first = k == 0 ? kv : ws;
-    HostCase<Args> second(in, axes);
-    run_cuda(first);
-    run_cuda(second);
-    ASSERT_EQ(first.outputs.size(), second.outputs.size());
-    for (std::size_t i = 0; i < first.outputs.size(); ++i)
-      EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " " << m.name();
+    expect_rerun_bits(k == 0 ? kv : ws, in, axes, m.name());
   }
   // The warp-specialised form does the same products and sums in the same order: the same bits.
   for (std::size_t i = 0; i < kv.outputs.size(); ++i) EXPECT_TRUE(kv.outputs[i] == ws.outputs[i]) << "output " << i;
   UseMode mode(kKv);
-  const tools::Axes odd = axes_of(1, 131, 4, 1, 128, 64);
-  HostCase<Args> refused(tools::generate_inputs(kOp, odd, fresh_seed(331), tools::default_scalars(kOp)), odd);
-  DeviceArgs<Kokkos::Cuda, Args> device(refused.args);
-  try {
-    detail::run(Kokkos::Cuda(), device.args, Options{});
-    ADD_FAILURE() << "no Error for the kv kernel at S = 131";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_GQA_ATTN") << e.what();
-  }
+  expect_refused(axes_of(1, 131, 4, 1, 128, 64), fresh_seed(331), "ATTNBWD_CUDA_GQA_ATTN", "the kv kernel at S = 131");
 }
 
 // The attention GEMMs on two streams (ATTNBWD_CUDA_GQA_OVERLAP=on) and on one (off) are the same

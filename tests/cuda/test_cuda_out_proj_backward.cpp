@@ -8,9 +8,11 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -166,45 +168,38 @@ TEST(CudaOutProj, Sm90KernelMatchesTheOracleOnEveryPath) {
   }
 }
 
+// Each shape {B, S, H, D} through the forced path ATTNBWD_CUDA_OUT_PROJ=`path`, twice on the same buffers.
+void check_path(const char* path, std::initializer_list<std::array<std::int64_t, 4>> shapes, int seed0) {
+  ForcePath force(path);
+  int tag = 0;
+  for (const auto& [B, S, H, D] : shapes) {
+    Case c = make_case(B, S, H, D, fresh_seed(seed0 + tag++));
+    expect_matches_oracle_twice(c, std::string(path) + ": B=" + std::to_string(B) + " S=" + std::to_string(S) +
+                                       " H=" + std::to_string(H) + " D=" + std::to_string(D));
+  }
+}
+
 TEST(CudaOutProj, HybridPathMatchesTheOracle) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   ATTNBWD_SEED_TRACE();
-  struct Shape {
-    std::int64_t B, S, H, D;
-  };
   // dX by the kernel alone (split-K summed by clusters where its plan splits: hidden 2048, 256), dW by
   // cuBLASLt on the side stream; TMA, 16-byte and bf16-pair stores; reruns on the same buffers.
-  const Shape shapes[] = {{1, 256, 32, 64}, {2, 256, 32, 64}, {1, 7, 32, 64}, {3, 65, 4, 64}, {2, 33, 4, 6}};
-  ForcePath force("hybrid");
-  int tag = 0;
-  for (const auto& s : shapes) {
-    Case c = make_case(s.B, s.S, s.H, s.D, fresh_seed(600 + tag++));
-    expect_matches_oracle_twice(c, "hybrid: B=" + std::to_string(s.B) + " S=" + std::to_string(s.S) +
-                                       " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D));
-  }
+  check_path("hybrid", {{1, 256, 32, 64}, {2, 256, 32, 64}, {1, 7, 32, 64}, {3, 65, 4, 64}, {2, 33, 4, 6}}, 600);
 }
 
 TEST(CudaOutProj, ThinPathMatchesTheOracle) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   ATTNBWD_SEED_TRACE();
-  struct Shape {
-    std::int64_t B, S, H, D;
-  };
   // Both GEMMs by the thin-T kernel: T = 1 .. 256 (one to four 64-row blocks), hidden 8 .. 3072 (one 128-column
   // slice with its columns past the hidden size read as zeros, up to 24 slices), so dX's partial sums go through
   // clusters of 1, 2, 4, 8 and, at hidden 2304 and 3072, 7 and 5 ranges (fewer where the device cannot hold every
   // slice's cluster at once); head-split dX with D = 2 .. 128; reruns on the same buffers.
-  const Shape shapes[] = {{1, 1, 2, 8},    {1, 9, 4, 2},     {2, 33, 4, 6},   {1, 7, 32, 64},   {3, 65, 4, 64},
-                          {1, 200, 2, 128}, {2, 128, 4, 128}, {4, 64, 4, 64},  {1, 256, 32, 64}, {2, 100, 32, 64},
-                          {1, 131, 36, 64}, {2, 60, 48, 64}};
-  ForcePath force("thin");
-  int tag = 0;
-  for (const auto& s : shapes) {
-    Case c = make_case(s.B, s.S, s.H, s.D, fresh_seed(700 + tag++));
-    expect_matches_oracle_twice(c, "thin: B=" + std::to_string(s.B) + " S=" + std::to_string(s.S) +
-                                       " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D));
-  }
+  check_path("thin",
+             {{1, 1, 2, 8}, {1, 9, 4, 2}, {2, 33, 4, 6}, {1, 7, 32, 64}, {3, 65, 4, 64}, {1, 200, 2, 128},
+              {2, 128, 4, 128}, {4, 64, 4, 64}, {1, 256, 32, 64}, {2, 100, 32, 64}, {1, 131, 36, 64}, {2, 60, 48, 64}},
+             700);
   // More than 256 tokens: an Error naming the switch.
+  ForcePath force("thin");
   Case c = make_case(1, 257, 2, 64, fresh_seed(720));
   try {
     run_cuda(c.args);
