@@ -378,7 +378,10 @@ bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on"
 // T = 293 1.025x with the planner's plan in one call and 0.997x in another, T = 512 0.95x, 691 0.99x, 898 0.94x at
 // the best plan tried; so the limit stays at 256.
 // thin: the same three pairs (the same sums and roundings: dX one fp32 sum over all gradient columns) as one launch
-// of linear_thin_sm90.cu, which streams the weights in and their gradients out together (T ≤ 256, sm_90).
+// of linear_thin_sm90.cu, which streams the weights in and their gradients out together (T ≤ 256, sm_90). Measured
+// on an H200 (eighteenth session, perf/NOTES.md): per call 1.07x at #5 (T = 131) but 0.92-0.93x at #11, #13, #2
+// (T = 128, 256; the kernel 66 µs against the grouped launch's 70 at T = 131, 82 against 69 at T = 256), so auto
+// stays grouped and thin is asked for by name only.
 enum class QkvPath { Auto, Separate, Grouped, Thin };
 constexpr int64_t kGroupedMaxTokens = 256;
 QkvPath qkv_path() {
@@ -723,7 +726,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     stages.mark("qkv_grouped");
   } else if (thin) {
     void* ws = thin_plan.workspace_bytes ? ctx.scratch(1, thin_plan.workspace_bytes, stream) : nullptr;
-    sm90::linear_thin_launch(gj.p, thin_plan, ws, stream);
+    sm90::linear_thin_launch(gj.p, thin_plan, ws, ctx.counters(thin_plan.counters, stream), stream);
     stages.mark("qkv_thin");
   } else if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);

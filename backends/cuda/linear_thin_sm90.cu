@@ -11,9 +11,10 @@
 //   dX:       MB accumulators D_j[64 t][64 n] += A_j·W (A K-major, W N-major), four k16 steps per k-block.
 // Per k-block the dW products are committed first and waited for (wgmma.wait_group 1) while dX's run; a slot is
 // released once the next k-block's wait shows its dX products done.
-// dX: with one range, rounded and stored from the registers; else the ranges of a slice are the CTAs of one cluster
-// (at most 8): each publishes its fp32 partial (fragment order, to L2), they meet at a cluster barrier, and each sums
-// a share of the tile over the partials in range order and stores it (deterministic).
+// dX: with one range, rounded and stored from the registers; else every CTA publishes its fp32 partial (fragment
+// order, to L2) and the partials are summed in range order (deterministic): where every slice's cluster of ranges
+// (at most 8) can be resident at once, the CTAs of the cluster meet at a cluster barrier and each sums a share;
+// else the slice's last CTA to arrive (an arrival counter) sums them all.
 // Rounding: one fp32 sum per output, one rounding to bf16 (the products of bf16 values are exact in fp32).
 #include "linear_thin_sm90.hpp"
 
@@ -51,7 +52,7 @@ struct Cfg {
   static constexpr int kSmem = kXBytes + kStages * kStageBytes + 2 * kBufs * kTileBytes + 1024 /*align*/ +
                                256 /*barriers*/;
   static_assert(kSmem <= 227 * 1024, "shared memory of one H100/H200 CTA");
-  static_assert((1 + 2 * kStages) * 8 <= 256, "barriers");
+  static_assert((1 + 2 * kStages) * 8 + 4 <= 256, "barriers and the arrival flag");
 };
 
 struct Params {
@@ -61,6 +62,8 @@ struct Params {
   long long stride_b, stride_h;  // dX [B][H][S][D]: element (t, n) at (t / S)·stride_b + (n / D)·stride_h +
   int rows_per_b, cols_per_h;    //   (t % S)·D + n % D, with S = rows_per_b, D = cols_per_h
   float* partial;                // [slices][ranges][MB · 2 · 8 · 128] float4
+  unsigned* counters;            // [slices], zeros; used (and left zero) when the ranges are not a cluster
+  int cluster;                   // the ranges of a slice are one cluster
 };
 
 struct Maps {
@@ -203,22 +206,22 @@ __device__ __forceinline__ void consume(const Maps& maps, const Params& p, std::
                       ax[j][jb][2 * half + 1]);
 }
 
-// dX share of this CTA (cluster rank `range`): the 64 × 8 units v = 8·j + jb (of each consumer warpgroup) with
-// v % ranges == range, each the sum of the slice's partials in range order (the same order for every unit and call:
-// deterministic), two units at a time with all their loads in flight.
+// dX units v = first, first + step, ... < 8·MB (v = 8·j + jb, of each consumer warpgroup), each the sum of the slice's
+// partials in range order (the same order for every unit and call: deterministic), two units at a time with all
+// their loads in flight. A cluster's CTA `range` takes (range, ranges); the last CTA to arrive takes (0, 1).
 template <int MB>
-__device__ __forceinline__ void reduce_share(const Params& p, int slice, int range, int n0) {
+__device__ __forceinline__ void reduce_units(const Params& p, int slice, int first, int step, int n0) {
   const int ct = static_cast<int>(threadIdx.x) - 128;
   const int wg = ct / 128, t = ct % 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fq = lane % 4;
   const float4* part = reinterpret_cast<const float4*>(p.partial) + static_cast<std::size_t>(slice) * p.ranges * MB * 2048;
   const std::size_t stride = static_cast<std::size_t>(MB) * 2048;  // between ranges
 #pragma unroll 1
-  for (int v0 = range; v0 < 8 * MB; v0 += 2 * p.ranges) {
+  for (int v0 = first; v0 < 8 * MB; v0 += 2 * step) {
     float4 x[2][kMaxRanges];
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
-      const int v = v0 + q * p.ranges;
+      const int v = v0 + q * step;
       const float4* pu = part + ((v / 8 * 2 + wg) * 8 + v % 8) * 128 + t;
 #pragma unroll
       for (int r = 0; r < kMaxRanges; ++r)
@@ -226,7 +229,7 @@ __device__ __forceinline__ void reduce_share(const Params& p, int slice, int ran
     }
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
-      const int v = v0 + q * p.ranges;
+      const int v = v0 + q * step;
       if (v >= 8 * MB) continue;
       float4 a = x[q][0];
 #pragma unroll
@@ -250,6 +253,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   std::uint64_t* x_full = reinterpret_cast<std::uint64_t*>(sStg + 2 * C::kBufs * kTileBytes);
   std::uint64_t* full = x_full + 1;
   std::uint64_t* empty = full + C::kStages;
+  unsigned* flag = reinterpret_cast<unsigned*>(empty + C::kStages);
 
   const int slice = static_cast<int>(blockIdx.x) / p.ranges, range = static_cast<int>(blockIdx.x) % p.ranges;
   const int n0 = slice * kBN;
@@ -284,17 +288,27 @@ __global__ void __launch_bounds__(kThreads, 1)
           tma_load_2d(slot + C::kABytes + c * kTileBytes, map_of(maps.w, seg), &full[s], n0 + 64 * c, kr);
       }
     }
-    if (p.ranges > 1) cluster_sync();  // every thread of the cluster takes part
+    if (p.ranges > 1 && p.cluster) cluster_sync();  // every thread of the cluster takes part
   } else {
     setmaxnreg_inc<232>();
     consume<MB>(maps, p, sX, sS, sStg, x_full, full, empty, slice, range, n0, kb0, nkb);
-    if (p.ranges > 1) {
-      // Every CTA of the slice (its cluster) has published its partial; each sums its share in range order. (The
-      // two branches meet nowhere after setmaxnreg: code both reached would be register-allocated for the producer's
-      // 40.)
+    // (The two branches meet nowhere after setmaxnreg: code both reached would be register-allocated for the
+    // producer's 40.)
+    if (p.ranges > 1 && p.cluster) {
+      // Every CTA of the slice (its cluster) has published its partial; each sums its share in range order.
       __threadfence();  // (the cluster barrier's release already orders the partial's stores; kept as a belt)
       cluster_sync();
-      reduce_share<MB>(p, slice, range, n0);
+      reduce_units<MB>(p, slice, range, p.ranges, n0);
+    } else if (p.ranges > 1) {
+      // Not a cluster: count arrivals; the slice's last CTA sums every unit in range order and resets the counter.
+      __threadfence();
+      named_barrier(1, 256);
+      if (threadIdx.x == 128) *flag = atomicAdd(&p.counters[slice], 1u);
+      named_barrier(1, 256);
+      if (*flag != static_cast<unsigned>(p.ranges - 1)) return;
+      __threadfence();
+      reduce_units<MB>(p, slice, 0, 1, n0);
+      if (threadIdx.x == 128) p.counters[slice] = 0;  // ready for the next call
     }
   }
 }
@@ -365,7 +379,7 @@ int resident_clusters(int mb, int size) {
 }
 
 template <int MB>
-void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream) {
+void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters, cudaStream_t stream) {
   allow_smem<MB>();
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   Maps maps{};
@@ -393,9 +407,11 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
   prm.rows_per_b = static_cast<int>(p.seq_len), prm.cols_per_h = static_cast<int>(p.head_dim);
   prm.stride_b = p.heads * p.seq_len * p.head_dim, prm.stride_h = p.seq_len * p.head_dim;
   prm.partial = static_cast<float*>(workspace);
-  // The ranges of a slice (consecutive CTAs) are one cluster: co-scheduled, they meet at a cluster barrier.
+  prm.counters = counters, prm.cluster = plan.cluster;
+  // With plan.cluster the ranges of a slice (consecutive CTAs) are one cluster: co-scheduled, they meet at a cluster
+  // barrier.
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = cluster_config<MB>(plan.ranges, plan.grid, stream, attr);
+  const cudaLaunchConfig_t cfg = cluster_config<MB>(plan.cluster ? plan.ranges : 1, plan.grid, stream, attr);
   ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB>, maps, prm));
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
@@ -415,32 +431,35 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms) {
   plan.mb = static_cast<int>((T + 63) / 64);
   plan.slices = static_cast<int>((p.in_features + kBN - 1) / kBN);
   const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
-  // The most ranges (≤ 8) whose slices × ranges CTAs fit on the SMs and whose clusters are all resident at once (a
-  // cluster that is not waits for a second wave: twice the time).
-  int want = std::max(1, std::min({kb_total, sms / plan.slices, kMaxRanges}));
-  while (want > 1 && resident_clusters(plan.mb, want) < plan.slices) --want;
+  // The most ranges (≤ 8) whose slices × ranges CTAs fit on the SMs; a cluster per slice where all of them can be
+  // resident at once (a cluster that is not would wait for a second wave: twice the time), else the last-arrival
+  // reduction (all partials through one CTA per slice).
+  const int want = std::max(1, std::min({kb_total, sms / plan.slices, kMaxRanges}));
   plan.kb_per_range = (kb_total + want - 1) / want;
   plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
+  plan.cluster = plan.ranges > 1 && resident_clusters(plan.mb, plan.ranges) >= plan.slices;
   plan.grid = plan.slices * plan.ranges;
   plan.workspace_bytes =
       plan.ranges > 1 ? static_cast<std::size_t>(plan.grid) * plan.mb * 2048 * sizeof(float) * 4 : 0;
+  plan.counters = plan.ranges > 1 && !plan.cluster ? static_cast<std::size_t>(plan.slices) : 0;
   return plan;
 }
 
-void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream) {
+void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters,
+                        cudaStream_t stream) {
   if (const std::string why = linear_thin_unsupported(p); !why.empty()) throw Error("linear_thin", why);
   // The plan is linear_thin_plan's for this problem: every range owns k-blocks, a cluster per slice.
   const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
   if (plan.mb != (p.tokens() + 63) / 64 || plan.ranges < 1 || plan.ranges > kMaxRanges || plan.kb_per_range < 1 ||
       (plan.ranges - 1) * plan.kb_per_range >= kb_total || plan.ranges * plan.kb_per_range < kb_total ||
       plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
-      (plan.ranges > 1 && workspace == nullptr))
+      (plan.ranges > 1 && workspace == nullptr) || (plan.counters > 0 && counters == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
   switch (plan.mb) {
-    case 1: launch<1>(p, plan, workspace, stream); break;
-    case 2: launch<2>(p, plan, workspace, stream); break;
-    case 3: launch<3>(p, plan, workspace, stream); break;
-    case 4: launch<4>(p, plan, workspace, stream); break;
+    case 1: launch<1>(p, plan, workspace, counters, stream); break;
+    case 2: launch<2>(p, plan, workspace, counters, stream); break;
+    case 3: launch<3>(p, plan, workspace, counters, stream); break;
+    case 4: launch<4>(p, plan, workspace, counters, stream); break;
     default: throw Error("linear_thin", "plan with " + std::to_string(plan.mb) + " row blocks");
   }
 }
