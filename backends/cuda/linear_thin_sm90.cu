@@ -3,14 +3,16 @@
 // CTA (slice s, range r): columns n0 = 128·s .. n0 + 127 of `in`, k-blocks [r·kbr, (r + 1)·kbr) of `out` (64 rows
 // each). Warpgroup 0 (one thread) loads X's slice [64·MB][128] once and streams, per k-block, dY's tile
 // A = dY[0, 64·MB)[kb·64, +64) and W's tile [64 k][128 n] (two 64 × 64 boxes) through a ring of kStages slots; all
-// boxes 128-byte swizzled, rows ≥ T and columns past the tensors read as zeros. Consumer warpgroup g (g = 0, 1) owns
-// columns n0 + 64·g .. + 63 of both GEMMs:
-//   dW block: D[64 out][64 n] = Aᵀ·X, A read M-major (the same swizzled rows [t][64 out] that dX reads K-major),
-//             K = 64·MB in steps of 16 (4·MB products m64n64k16), stored as bf16 through a staging buffer by a TMA
-//             store that drains while the next k-block's products run;
-//   dX:       MB accumulators D_j[64 t][64 n] += A_j·W (A K-major, W N-major), four k16 steps per k-block.
-// Per k-block the dW products are committed first and waited for (wgmma.wait_group 1) while dX's run; a slot is
-// released once the next k-block's wait shows its dX products done.
+// boxes 128-byte swizzled, rows ≥ T and columns past the tensors read as zeros. Two consumer warpgroups, all products
+// m64n128k16 (a 64 × 16 A and a 16 × 128 B from shared memory: 6 KB per 128 K FMA, within the shared-memory rate at
+// the tensor peak; the first version's m64n64 products moved 4 KB per 64 K FMA, the whole rate, and ran at ~half the
+// tensor peak: perf/NOTES.md, eighteenth session):
+//   warpgroup 0: the dW block D[64 out][128 n] = Aᵀ·X (A read M-major: the same swizzled rows [t][64 out] that dX
+//                reads K-major; K = 64·MB in steps of 16), committed first, then dX's row block 0 (A K-major, W
+//                N-major); once the dW products are done (wgmma.wait_group 1) the block is rounded to bf16 into a
+//                staging buffer and stored by two TMA boxes while the dX products run;
+//   warpgroup 1: dX's row blocks 1 .. MB − 1.
+// A slot is released by each warpgroup once the next k-block's wait shows its products of it done.
 // dX: with one range, rounded and stored from the registers; else every CTA publishes its fp32 partial (fragment
 // order, to L2) and the partials are summed in range order (deterministic): where every slice's cluster of ranges
 // (at most 8) can be resident at once, the CTAs of the cluster meet at a cluster barrier and each sums a share;
@@ -48,7 +50,7 @@ struct Cfg {
   static constexpr int kStageBytes = kABytes + kWBytes;
   static constexpr int kXBytes = 2 * MB * kTileBytes;         // X slice: two [64·MB][64] chunks
   static constexpr int kStages = MB == 1 ? 6 : MB == 2 ? 4 : 3;
-  static constexpr int kBufs = MB == 4 ? 1 : 2;               // staging buffers per consumer warpgroup
+  static constexpr int kBufs = MB == 4 ? 1 : 2;               // staging buffers of the dW block (2 boxes each)
   static constexpr int kSmem = kXBytes + kStages * kStageBytes + 2 * kBufs * kTileBytes + 1024 /*align*/ +
                                256 /*barriers*/;
   static_assert(kSmem <= 227 * 1024, "shared memory of one H100/H200 CTA");
@@ -61,7 +63,7 @@ struct Params {
   __nv_bfloat16* dx;
   long long stride_b, stride_h;  // dX [B][H][S][D]: element (t, n) at (t / S)·stride_b + (n / D)·stride_h +
   int rows_per_b, cols_per_h;    //   (t % S)·D + n % D, with S = rows_per_b, D = cols_per_h
-  float* partial;                // [slices][ranges][MB · 2 · 8 · 128] float4
+  float* partial;                // [slices][ranges][MB · 16 · 128] float4
   unsigned* counters;            // [slices], zeros; used (and left zero) when the ranges are not a cluster
   int cluster;                   // the ranges of a slice are one cluster
 };
@@ -79,6 +81,17 @@ __device__ __forceinline__ void mma_n64(float (&d)[8][4], std::uint64_t desc_a, 
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16\n"
                ATTNBWD_WGMMA_N64_D ", %32, %33, p, 1, 1, %35, 1;\n}\n"
                : ATTNBWD_WGMMA_N64_ACC(d)
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransA));
+}
+
+// D[64x128] (+)= A[64x16]·B[16x128], bf16 from shared memory, fp32 accumulators d[4·j + r] for n8 block j (the m16n8 C
+// layout: row g (r < 2) or g + 8 of the warp's 16, column 8·j + 2·t + (r & 1) for lane 4·g + t). TransA: 0 = A K-major,
+// 1 = A M-major; B N-major (two 64-column swizzle chunks, lbo apart).
+template <int TransA>
+__device__ __forceinline__ void mma_n128(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b, int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16\n"
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransA));
 }
 
@@ -119,96 +132,127 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
 
-// Consumer warpgroups (threads 128..383): the k-blocks' products, the dW blocks' stores, and dX: stored from the
-// registers with one range, else published as this CTA's fp32 partial (fragment order: float4 (j, wg, jb) of thread
-// t at ((2·j + wg)·8 + jb)·128 + t).
+// dX rows of block j (64·j + fr, + 8) and columns n0 + 8·jb + 2·fq (+ 1) from m64n128 accumulators: stored from the
+// registers with one range, else published as this CTA's fp32 partial (float4 (j, jb) of thread t at
+// (16·j + jb)·128 + t).
 template <int MB>
-__device__ __forceinline__ void consume(const Maps& maps, const Params& p, std::uint8_t* sX, std::uint8_t* sS,
-                                        std::uint8_t* sStg, std::uint64_t* x_full, std::uint64_t* full,
-                                        std::uint64_t* empty, int slice, int range, int n0, int kb0, int nkb) {
+__device__ __forceinline__ void finish_dx_block(const Params& p, const float (&d)[64], int j, int slice, int range,
+                                                int n0, int t) {
+  const int fr = t / 32 * 16 + t % 32 / 4, fq = t % 4;
+  if (p.ranges > 1) {
+    float4* mine = reinterpret_cast<float4*>(p.partial) + (static_cast<std::size_t>(slice) * p.ranges + range) * MB * 2048;
+#pragma unroll
+    for (int jb = 0; jb < 16; ++jb)
+      __stcg(mine + (16 * j + jb) * 128 + t, make_float4(d[4 * jb], d[4 * jb + 1], d[4 * jb + 2], d[4 * jb + 3]));
+    return;
+  }
+#pragma unroll
+  for (int jb = 0; jb < 16; ++jb)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      store_dx_pair(p, 64 * j + fr + 8 * half, n0 + 8 * jb + 2 * fq, d[4 * jb + 2 * half], d[4 * jb + 2 * half + 1]);
+}
+
+// Consumer warpgroup 0 (threads 128..255): per k-block the dW block [64 out][128 n] (K = 64·MB: the rows past T are
+// zeros in both operands; a step count of ⌈T / 16⌉ would need a data-dependent branch between the products, which
+// makes ptxas fence every one of them, C7519), committed first, then dX's row block 0; once the dW products are done
+// (wait_group 1) the block is rounded into a staging buffer and stored by two TMA boxes while dX's products run.
+template <int MB>
+__device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, std::uint8_t* sX, std::uint8_t* sS,
+                                           std::uint8_t* sStg, std::uint64_t* x_full, std::uint64_t* full,
+                                           std::uint64_t* empty, int slice, int range, int n0, int kb0, int nkb) {
   using C = Cfg<MB>;
-  const int ct = static_cast<int>(threadIdx.x) - 128;  // thread among the 256 consumers
-  const int wg = ct / 128, t = ct % 128, warp = t / 32, lane = t % 32;
+  const int t = static_cast<int>(threadIdx.x) - 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fq = lane % 4;  // fragment row (and + 8), column pair 2·fq in each n8 block
-  float ax[MB][8][4];
-  float aw[8][4];
-  const std::uint32_t x_base = smem_addr(sX + wg * MB * kTileBytes);
-  std::uint8_t* stg = sStg + wg * C::kBufs * kTileBytes;
+  float aw[64], ax[64];
+  const std::uint32_t x_base = smem_addr(sX);
   mbar_wait(x_full, 0);
   for (int i = 0; i < nkb; ++i) {
     const int s = i % C::kStages, kb = kb0 + i;
     mbar_wait(&full[s], (i / C::kStages) & 1);
-    const std::uint32_t sa = smem_addr(sS + s * C::kStageBytes);
-    const std::uint32_t sw = sa + C::kABytes + wg * kTileBytes;
+    const std::uint32_t sa = smem_addr(sS + s * C::kStageBytes), sw = sa + C::kABytes;
     wgmma_fence();
-    // dW block: K = t over all 64·MB rows (those past T are zeros in both operands). A step count of ⌈T / 16⌉ would
-    // save products at T % 64 != 0, but a data-dependent branch between the products makes ptxas fence every one of
-    // them (C7519).
 #pragma unroll
     for (int kt = 0; kt < 4 * MB; ++kt)
-      mma_n64<1>(aw, smem_desc(sa + 2048 * kt, kTileBytes, 1024), smem_desc(x_base + 2048 * kt, MB * kTileBytes, 1024),
-                 kt > 0);
+      mma_n128<1>(aw, smem_desc(sa + 2048 * kt, kTileBytes, 1024),
+                  smem_desc(x_base + 2048 * kt, MB * kTileBytes, 1024), kt > 0);
     wgmma_commit();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const std::uint64_t db = smem_desc(sw + 2048 * kk, kTileBytes, 1024);
-#pragma unroll
-      for (int j = 0; j < MB; ++j)
-        mma_n64<0>(ax[j], smem_desc(sa + j * kTileBytes + 32 * kk, 16, 1024), db, i > 0 || kk > 0);
-    }
+    for (int kk = 0; kk < 4; ++kk)
+      mma_n128<0>(ax, smem_desc(sa + 32 * kk, 16, 1024), smem_desc(sw + 2048 * kk, kTileBytes, 1024),
+                  i > 0 || kk > 0);
     wgmma_commit();
     wgmma_wait<1>();  // the dW block is done, and every product of k-block i − 1: release its slot
     if (i > 0 && t == 0) mbar_arrive(&empty[(i - 1) % C::kStages]);
-    fence_acc(aw);
-    // The dW block as bf16 into a staging buffer (128-byte swizzle: 16-byte chunk c of row r at c ^ (r % 8)), then
-    // one TMA store of the 64 × 64 box.
-    std::uint8_t* b = stg + (i % C::kBufs) * kTileBytes;
-    if (t == 0) bulk_wait_read<C::kBufs - 1>();  // the store that last read `b` is done with it
-    named_barrier(2 + wg, 128);
+    fence_regs(aw);
+    // The dW block as bf16 into the staging buffer's two 64-column boxes (128-byte swizzle: 16-byte chunk c of row r
+    // at c ^ (r % 8)), then two TMA stores.
+    std::uint8_t* b = sStg + (i % C::kBufs) * 2 * kTileBytes;
+    if (t == 0) bulk_wait_read<C::kBufs - 1>();  // the stores that last read `b` are done with it
+    named_barrier(2, 128);
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int jb = 0; jb < 16; ++jb)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int r = fr + 8 * half;
-        *reinterpret_cast<__nv_bfloat162*>(b + r * 128 + ((j ^ (r % 8)) * 16) + fq * 4) =
-            __floats2bfloat162_rn(aw[j][2 * half], aw[j][2 * half + 1]);
+        const int r = fr + 8 * half, c = jb % 8;
+        *reinterpret_cast<__nv_bfloat162*>(b + (jb / 8) * kTileBytes + r * 128 + ((c ^ (r % 8)) * 16) + fq * 4) =
+            __floats2bfloat162_rn(aw[4 * jb + 2 * half], aw[4 * jb + 2 * half + 1]);
       }
     fence_proxy_async_smem();
-    named_barrier(2 + wg, 128);
+    named_barrier(2, 128);
     if (t == 0) {
-      const int seg = segment_of(p, kb * kBK);
-      tma_store_2d(map_of(maps.dw, seg), b, n0 + 64 * wg, segment_row(p, seg, kb * kBK));
+      const int seg = segment_of(p, kb * kBK), row = segment_row(p, seg, kb * kBK);
+#pragma unroll
+      for (int c = 0; c < 2; ++c) tma_store_2d(map_of(maps.dw, seg), b + c * kTileBytes, n0 + 64 * c, row);
       bulk_commit();
     }
   }
   wgmma_wait<0>();
-#pragma unroll
-  for (int j = 0; j < MB; ++j) fence_acc(ax[j]);
+  fence_regs(ax);
   if (t == 0) bulk_wait_read<0>();  // the staging buffers stay valid until the stores have read them
-
-  if (p.ranges > 1) {
-    float4* mine = reinterpret_cast<float4*>(p.partial) + (static_cast<std::size_t>(slice) * p.ranges + range) * MB * 2048;
-#pragma unroll
-    for (int j = 0; j < MB; ++j)
-#pragma unroll
-      for (int jb = 0; jb < 8; ++jb)
-        __stcg(mine + ((j * 2 + wg) * 8 + jb) * 128 + t,
-               make_float4(ax[j][jb][0], ax[j][jb][1], ax[j][jb][2], ax[j][jb][3]));
-    return;
-  }
-#pragma unroll
-  for (int j = 0; j < MB; ++j)
-#pragma unroll
-    for (int jb = 0; jb < 8; ++jb)
-#pragma unroll
-      for (int half = 0; half < 2; ++half)
-        store_dx_pair(p, 64 * j + fr + 8 * half, n0 + 64 * wg + 8 * jb + 2 * fq, ax[j][jb][2 * half],
-                      ax[j][jb][2 * half + 1]);
+  finish_dx_block<MB>(p, ax, 0, slice, range, n0, t);
 }
 
-// dX units v = first, first + step, ... < 8·MB (v = 8·j + jb, of each consumer warpgroup), each the sum of the slice's
-// partials in range order (the same order for every unit and call: deterministic), two units at a time with all
-// their loads in flight. A cluster's CTA `range` takes (range, ranges); the last CTA to arrive takes (0, 1).
+// Consumer warpgroup 1 (threads 256..383): dX's row blocks 1 .. MB − 1 (none at MB = 1: it only releases slots).
+template <int MB>
+__device__ __forceinline__ void consume_dx(const Params& p, std::uint8_t* sS, std::uint64_t* full,
+                                           std::uint64_t* empty, int slice, int range, int n0, int nkb) {
+  using C = Cfg<MB>;
+  constexpr int kBlocks = MB - 1 > 0 ? MB - 1 : 1;
+  const int t = static_cast<int>(threadIdx.x) - 256;
+  float ax[kBlocks][64];
+  for (int i = 0; i < nkb; ++i) {
+    const int s = i % C::kStages;
+    mbar_wait(&full[s], (i / C::kStages) & 1);
+    if constexpr (MB > 1) {
+      const std::uint32_t sa = smem_addr(sS + s * C::kStageBytes), sw = sa + C::kABytes;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const std::uint64_t db = smem_desc(sw + 2048 * kk, kTileBytes, 1024);
+#pragma unroll
+        for (int j = 1; j < MB; ++j)
+          mma_n128<0>(ax[j - 1], smem_desc(sa + j * kTileBytes + 32 * kk, 16, 1024), db, i > 0 || kk > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // every product of k-block i − 1 is done: release its slot
+    }
+    if (i > 0 && t == 0) mbar_arrive(&empty[(i - 1) % C::kStages]);
+  }
+  if constexpr (MB > 1) {
+    wgmma_wait<0>();
+#pragma unroll
+    for (int j = 1; j < MB; ++j) {
+      fence_regs(ax[j - 1]);
+      finish_dx_block<MB>(p, ax[j - 1], j, slice, range, n0, t);
+    }
+  }
+}
+
+// dX units v = first + step·m < 16·MB (v = 16·j + jb: row block j, n8 block jb), each the sum of the slice's partials
+// in range order (the same order for every unit and call: deterministic); warpgroup w takes the units with m % 2 == w,
+// two at a time with all their loads in flight. A cluster's CTA `range` takes (range, ranges); the last CTA to arrive
+// takes (0, 1).
 template <int MB>
 __device__ __forceinline__ void reduce_units(const Params& p, int slice, int first, int step, int n0) {
   const int ct = static_cast<int>(threadIdx.x) - 128;
@@ -217,25 +261,25 @@ __device__ __forceinline__ void reduce_units(const Params& p, int slice, int fir
   const float4* part = reinterpret_cast<const float4*>(p.partial) + static_cast<std::size_t>(slice) * p.ranges * MB * 2048;
   const std::size_t stride = static_cast<std::size_t>(MB) * 2048;  // between ranges
 #pragma unroll 1
-  for (int v0 = first; v0 < 8 * MB; v0 += 2 * step) {
+  for (int v0 = first + step * wg; v0 < 16 * MB; v0 += 4 * step) {
     float4 x[2][kMaxRanges];
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
-      const int v = v0 + q * step;
-      const float4* pu = part + ((v / 8 * 2 + wg) * 8 + v % 8) * 128 + t;
+      const int v = v0 + 2 * q * step;
+      const float4* pu = part + v * 128 + t;
 #pragma unroll
       for (int r = 0; r < kMaxRanges; ++r)
-        if (v < 8 * MB && r < p.ranges) x[q][r] = __ldcg(pu + r * stride);
+        if (v < 16 * MB && r < p.ranges) x[q][r] = __ldcg(pu + r * stride);
     }
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
-      const int v = v0 + q * step;
-      if (v >= 8 * MB) continue;
+      const int v = v0 + 2 * q * step;
+      if (v >= 16 * MB) continue;
       float4 a = x[q][0];
 #pragma unroll
       for (int r = 1; r < kMaxRanges; ++r)
         if (r < p.ranges) a.x += x[q][r].x, a.y += x[q][r].y, a.z += x[q][r].z, a.w += x[q][r].w;
-      const int j = v / 8, jb = v % 8, n = n0 + 64 * wg + 8 * jb + 2 * fq;
+      const int j = v / 16, n = n0 + 8 * (v % 16) + 2 * fq;
       store_dx_pair(p, 64 * j + fr, n, a.x, a.y);
       store_dx_pair(p, 64 * j + fr + 8, n, a.z, a.w);
     }
@@ -249,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* sX = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   std::uint8_t* sS = sX + C::kXBytes;                            // ring slots: A then W
-  std::uint8_t* sStg = sS + C::kStages * C::kStageBytes;         // staging, kBufs per consumer warpgroup
+  std::uint8_t* sStg = sS + C::kStages * C::kStageBytes;         // staging: kBufs dW blocks of 2 boxes
   std::uint64_t* x_full = reinterpret_cast<std::uint64_t*>(sStg + 2 * C::kBufs * kTileBytes);
   std::uint64_t* full = x_full + 1;
   std::uint64_t* empty = full + C::kStages;
@@ -291,7 +335,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (p.ranges > 1 && p.cluster) cluster_sync();  // every thread of the cluster takes part
   } else {
     setmaxnreg_inc<232>();
-    consume<MB>(maps, p, sX, sS, sStg, x_full, full, empty, slice, range, n0, kb0, nkb);
+    if (threadIdx.x < 256)
+      consume_dw<MB>(maps, p, sX, sS, sStg, x_full, full, empty, slice, range, n0, kb0, nkb);
+    else
+      consume_dx<MB>(p, sS, full, empty, slice, range, n0, nkb);
     // (The two branches meet nowhere after setmaxnreg: code both reached would be register-allocated for the
     // producer's 40.)
     if (p.ranges > 1 && p.cluster) {
