@@ -29,6 +29,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attnbwd/error.hpp"
@@ -58,7 +59,7 @@ struct Cfg {
 };
 
 struct Params {
-  int T, out, in, kb_total, kb_per_range, ranges;
+  int T, in, kb_total, kb_per_range, ranges;
   int seg[kMaxSegments];                               // first out row of each segment (INT_MAX: none)
   __nv_bfloat16* dx;
   long long stride_b, stride_h;  // dX [B][H][S][D]: element (t, n) at (t / S)·stride_b + (n / D)·stride_h +
@@ -73,16 +74,6 @@ struct Maps {
 };
 
 #if defined(ATTNBWD_SM90_DEVICE)
-
-// D[64x64] (+)= A[64x16]·B[16x64], bf16 from shared memory, fp32 accumulators (the m16n8 C layout per n8 block, as
-// wgmma_m64n64k16_ss). TransA: 0 = A K-major, 1 = A M-major; B N-major.
-template <int TransA>
-__device__ __forceinline__ void mma_n64(float (&d)[8][4], std::uint64_t desc_a, std::uint64_t desc_b, int accumulate) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16\n"
-               ATTNBWD_WGMMA_N64_D ", %32, %33, p, 1, 1, %35, 1;\n}\n"
-               : ATTNBWD_WGMMA_N64_ACC(d)
-               : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransA));
-}
 
 // D[64x128] (+)= A[64x16]·B[16x128], bf16 from shared memory, fp32 accumulators d[4·j + r] for n8 block j (the m16n8 C
 // layout: row g (r < 2) or g + 8 of the warp's 16, column 8·j + 2·t + (r & 1) for lane 4·g + t). TransA: 0 = A K-major,
@@ -369,8 +360,6 @@ __global__ void linear_thin_kernel(const __grid_constant__ Maps, const __grid_co
 
 #endif
 
-bool aligned16(const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 16 == 0; }
-
 // The kernel's shared-memory opt-in, once per device and row-block count.
 template <int MB>
 void allow_smem() {
@@ -416,12 +405,15 @@ int resident_clusters(int size) {
   return clusters;
 }
 
-int resident_clusters(int mb, int size) {
+// f(std::integral_constant<int, MB>{}) for the kernel form of mb = 1..4 row blocks.
+template <class F>
+decltype(auto) with_mb(int mb, F&& f) {
   switch (mb) {
-    case 1: return resident_clusters<1>(size);
-    case 2: return resident_clusters<2>(size);
-    case 3: return resident_clusters<3>(size);
-    default: return resident_clusters<4>(size);
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    default: throw Error("linear_thin", "plan with " + std::to_string(mb) + " row blocks");
   }
 }
 
@@ -447,7 +439,7 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsi
     maps.w[0] = tensor_map(p.weight, out, in, in, 64, 64);
     maps.dw[0] = tensor_map(p.grad_weight, out, in, in, 64, 64);
   }
-  prm.T = static_cast<int>(T), prm.out = static_cast<int>(out), prm.in = static_cast<int>(in);
+  prm.T = static_cast<int>(T), prm.in = static_cast<int>(in);
   prm.kb_total = static_cast<int>((out + kBK - 1) / kBK), prm.kb_per_range = plan.kb_per_range;
   prm.ranges = plan.ranges;
   prm.dx = static_cast<__nv_bfloat16*>(p.grad_input);
@@ -484,7 +476,8 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms) {
   const int want = std::max(1, std::min({kb_total, sms / plan.slices, kMaxRanges}));
   plan.kb_per_range = (kb_total + want - 1) / want;
   plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
-  plan.cluster = plan.ranges > 1 && resident_clusters(plan.mb, plan.ranges) >= plan.slices;
+  plan.cluster = plan.ranges > 1 &&
+                 with_mb(plan.mb, [&](auto mb) { return resident_clusters<mb>(plan.ranges); }) >= plan.slices;
   plan.grid = plan.slices * plan.ranges;
   plan.workspace_bytes =
       plan.ranges > 1 ? static_cast<std::size_t>(plan.grid) * plan.mb * 2048 * sizeof(float) * 4 : 0;
@@ -502,13 +495,7 @@ void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* wor
       plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
       (plan.ranges > 1 && workspace == nullptr) || (plan.counters > 0 && counters == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
-  switch (plan.mb) {
-    case 1: launch<1>(p, plan, workspace, counters, stream); break;
-    case 2: launch<2>(p, plan, workspace, counters, stream); break;
-    case 3: launch<3>(p, plan, workspace, counters, stream); break;
-    case 4: launch<4>(p, plan, workspace, counters, stream); break;
-    default: throw Error("linear_thin", "plan with " + std::to_string(plan.mb) + " row blocks");
-  }
+  with_mb(plan.mb, [&](auto mb) { launch<mb>(p, plan, workspace, counters, stream); });
 }
 
 }  // namespace attnbwd::cuda::sm90
