@@ -539,17 +539,10 @@ CUtensorMap store_map(void* base, std::int64_t d0, std::int64_t d1, std::int64_t
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
-// The kernel's shared-memory opt-in, once per device.
-void allow_max_smem(int dev) {
-  static std::mutex mu;
-  static std::vector<int> ready;
-  const std::lock_guard<std::mutex> lock(mu);
-  if (std::find(ready.begin(), ready.end(), dev) != ready.end()) return;
-  ATTNBWD_CUDA_CHECK(
-      cudaFuncSetAttribute(linear_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  ATTNBWD_CUDA_CHECK(
-      cudaFuncSetAttribute(linear_backward_grouped_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  ready.push_back(dev);
+// The kernels' shared-memory opt-in (once per device).
+void allow_max_smem() {
+  allow_smem(reinterpret_cast<const void*>(linear_backward_kernel), kSmemBytes);
+  allow_smem(reinterpret_cast<const void*>(linear_backward_grouped_kernel), kSmemBytes);
 }
 
 // Finish time, in k-blocks of 128x256x64 (~0.7 µs on an H200 SM), of `units` equal units of `kb`
@@ -570,14 +563,7 @@ double finish(int units, int kb, int splits, int ctas, bool cluster, double fixe
 // A launch configuration of the kernel in clusters of `size` CTAs along x; `attr` holds the cluster
 // attribute the configuration points to.
 cudaLaunchConfig_t cluster_config(int size, int grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
-  attr = cudaLaunchAttribute{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(size), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = kSmemBytes;
-  cfg.stream = stream;
-  cfg.attrs = &attr, cfg.numAttrs = 1;
-  return cfg;
+  return cluster_launch_config(size, grid, kThreads, kSmemBytes, stream, attr);
 }
 
 // How many CTAs of the kernel can be resident at once when launched in clusters of `size` (1: one per
@@ -590,7 +576,7 @@ int resident_ctas(int size, int sms) {
   ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
   const std::lock_guard<std::mutex> lock(mu);
   if (const auto hit = known.find({dev, size}); hit != known.end()) return hit->second;
-  allow_max_smem(dev);
+  allow_max_smem();
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = cluster_config(size, size, nullptr, attr);
   int clusters = 0;
@@ -831,9 +817,7 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   if (dx.tma_store) out_dx = store_map(p.grad_input, D, S, p.batch * H);
   prm.dx = dx, prm.dw = dw, prm.ctas_dx = plan.ctas_dx;
 
-  int dev = 0;
-  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
-  allow_max_smem(dev);
+  allow_max_smem();
   if (plan.cluster > 1 && (plan.ctas_dx % plan.cluster || plan.grid % plan.cluster))
     fail("linear_backward_launch", __FILE__, __LINE__, "plan with CTAs not in whole clusters");
   cudaLaunchAttribute attr;
@@ -847,6 +831,30 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   else
     linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx[0], a_dw, b_dw, out_dx, out_dw[0], prm);
   ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+void allow_smem(const void* kernel, int bytes) {
+  static std::mutex mu;
+  static std::vector<std::pair<int, const void*>> ready;
+  int dev = 0;
+  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mu);
+  if (std::find(ready.begin(), ready.end(), std::make_pair(dev, kernel)) != ready.end()) return;
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  ready.emplace_back(dev, kernel);
+}
+
+cudaLaunchConfig_t cluster_launch_config(int size, int grid, int threads, std::size_t smem, cudaStream_t stream,
+                                         cudaLaunchAttribute& attr) {
+  attr = cudaLaunchAttribute{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(size), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid)), cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr, cfg.numAttrs = 1;
+  return cfg;
 }
 
 }  // namespace attnbwd::cuda::sm90

@@ -93,4 +93,14 @@ CUtensorMap tensor_map_2d_f32(const void* base, std::int64_t d0, std::int64_t d1
 CUtensorMap tensor_map_3d_f16(const void* base, std::int64_t d0, std::int64_t d1, std::int64_t d2, std::int64_t ld1,
                               std::int64_t ld2, int box1);
 
+// The dynamic shared-memory opt-in of `kernel` (a __global__ function) to `bytes`, once per device and kernel.
+// Shared by the sm_90a kernels with more than 48 KB (linear_backward_sm90.cu, linear_thin_sm90.cu,
+// mixed_gemm_sm90.cu).
+void allow_smem(const void* kernel, int bytes);
+
+// A launch configuration of `grid` CTAs of `threads` threads with `smem` bytes of dynamic shared memory, in clusters
+// of `size` CTAs along x; `attr` holds the cluster attribute the configuration points to.
+cudaLaunchConfig_t cluster_launch_config(int size, int grid, int threads, std::size_t smem, cudaStream_t stream,
+                                         cudaLaunchAttribute& attr);
+
 }  // namespace attnbwd::cuda::sm90

@@ -30,7 +30,6 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "attnbwd/error.hpp"
 #include "check.hpp"
@@ -360,30 +359,16 @@ __global__ void linear_thin_kernel(const __grid_constant__ Maps, const __grid_co
 
 #endif
 
-// The kernel's shared-memory opt-in, once per device and row-block count.
+// The kernel's shared-memory opt-in (once per device).
 template <int MB>
-void allow_smem() {
-  static std::mutex mu;
-  static std::vector<int> ready;
-  int dev = 0;
-  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
-  const std::lock_guard<std::mutex> lock(mu);
-  if (std::find(ready.begin(), ready.end(), dev) != ready.end()) return;
-  ATTNBWD_CUDA_CHECK(
-      cudaFuncSetAttribute(linear_thin_kernel<MB>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<MB>::kSmem));
-  ready.push_back(dev);
+void allow_kernel_smem() {
+  allow_smem(reinterpret_cast<const void*>(linear_thin_kernel<MB>), Cfg<MB>::kSmem);
 }
 
 // A launch configuration in clusters of `size` CTAs along x; `attr` holds the attribute it points to.
 template <int MB>
 cudaLaunchConfig_t cluster_config(int size, int grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
-  attr = cudaLaunchAttribute{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(size), attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid)), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = Cfg<MB>::kSmem;
-  cfg.stream = stream, cfg.attrs = &attr, cfg.numAttrs = 1;
-  return cfg;
+  return cluster_launch_config(size, grid, kThreads, Cfg<MB>::kSmem, stream, attr);
 }
 
 // How many clusters of `size` CTAs of the kernel can be resident at once on the current device (a cluster lies in
@@ -394,7 +379,7 @@ int resident_clusters(int size) {
   static std::map<std::pair<int, int>, int> known;
   int dev = 0;
   ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
-  allow_smem<MB>();
+  allow_kernel_smem<MB>();
   const std::lock_guard<std::mutex> lock(mu);
   if (const auto hit = known.find({dev, size}); hit != known.end()) return hit->second;
   cudaLaunchAttribute attr;
@@ -419,7 +404,7 @@ decltype(auto) with_mb(int mb, F&& f) {
 
 template <int MB>
 void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters, cudaStream_t stream) {
-  allow_smem<MB>();
+  allow_kernel_smem<MB>();
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   Maps maps{};
   maps.a = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, 64 * MB);  // dY as [t][out]: boxes {64 out, 64·MB t}

@@ -20,10 +20,7 @@
 
 #include <cuda.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <mutex>
-#include <vector>
 
 #include "attnbwd/error.hpp"
 #include "check.hpp"
@@ -207,18 +204,7 @@ bool aligned(const void* p, std::uintptr_t a) { return reinterpret_cast<std::uin
 
 template <int MB>
 void launch(const MixedGemm& g, cudaStream_t stream) {
-  static std::mutex mu;
-  static std::vector<int> ready;
-  int dev = 0;
-  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
-  {
-    const std::lock_guard<std::mutex> lock(mu);
-    if (std::find(ready.begin(), ready.end(), dev) == ready.end()) {
-      ATTNBWD_CUDA_CHECK(
-          cudaFuncSetAttribute(mixed_gemm_kernel<MB>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg<MB>::kSmem));
-      ready.push_back(dev);
-    }
-  }
+  allow_smem(reinterpret_cast<const void*>(mixed_gemm_kernel<MB>), Cfg<MB>::kSmem);
   // A as a 3-D fp16 tensor [1][M][K] (128-byte-swizzled boxes of 64 × kABox × 1; rows ≥ M read as zeros), W as
   // [N][K] fp32 (unswizzled boxes of 64 × 96; rows ≥ N and columns ≥ K read as zeros).
   const CUtensorMap map_a = tensor_map_3d_f16(g.a, g.K, g.M, 1, g.lda, g.lda * g.M, Cfg<MB>::kABox);
