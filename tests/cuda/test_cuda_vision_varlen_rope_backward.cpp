@@ -382,14 +382,19 @@ TEST(CudaVisionVarlenRope, WgmmaAgreesWithMma) {
   }
 }
 
-// The mixed-input kernel's switch (`env` = mixed, sm_90 only) against the oracle (Default and Strict, where the switch does
-// not apply) on S = 1 and S = 96 (M ≤ 128: MB = 1), 131, 204 and 256 (MB = 2), 300 (MB = 3: two A boxes per k-block)
-// and 385, 512 (MB = 4) with empty and length-1 sequences, S = 100 and 300 at 8 heads (the rings wrap), and on
-// workloads #8, #1 and #0 at their own atol (28 heads: 112 CTAs); against the cuBLASLt path (`env` = lt) to rel-L2 ≤
-// 2e-3 on the same inputs. The op's scratch is poisoned before every call, so an element the kernel leaves unwritten
-// (its output, or the fp16 weight copy the QKV kernel writes for dX) shows as NaN. S = 513 and 4-byte-misaligned
-// tensors are an Error naming the switch.
-void check_mixed_switch(const char* env, std::uint64_t tag) {
+// ATTNBWD_CUDA_VARLEN_QKV=mixed: the QKV projection as the mixed-input kernel (the fp32 Wqkv read and rounded to
+// fp16 in the kernel, which also writes the fp16 copy that dX's GEMM reads; sm_90 only) against the oracle (Default
+// and Strict, where the switch does not apply) on S = 1 and S = 96 (M ≤ 128: MB = 1), 131, 204 and 256 (MB = 2), 300
+// (MB = 3: two A boxes per k-block) and 385, 512 (MB = 4) with empty and length-1 sequences, S = 100 and 300 at 8
+// heads (the rings wrap), and on workloads #8, #1 and #0 at their own atol (28 heads: 112 CTAs); against the cuBLASLt
+// path (lt) to rel-L2 ≤ 2e-3 on the same inputs. The op's scratch is poisoned before every call, so an element the
+// kernel leaves unwritten (its output, or the fp16 weight copy) shows as NaN. S = 513 and 4-byte-misaligned tensors
+// are an Error naming the switch.
+TEST(CudaVisionVarlenRope, MixedQkvMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the mixed-input kernel needs an sm_90 device";
+  const char* const env = "ATTNBWD_CUDA_VARLEN_QKV";
+  std::uint64_t tag = 190;
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
   std::vector<std::tuple<std::string, tools::TensorSet, tools::Axes, double>> cases;
@@ -446,14 +451,6 @@ void check_mixed_switch(const char* env, std::uint64_t tag) {
       EXPECT_NE(std::string(err.what()).find(env), std::string::npos) << err.what();
     }
   }
-}
-
-// ATTNBWD_CUDA_VARLEN_QKV=mixed: the QKV projection as the mixed-input kernel (the fp32 Wqkv read and rounded to
-// fp16 in the kernel, which also writes the fp16 copy that dX's GEMM reads).
-TEST(CudaVisionVarlenRope, MixedQkvMatchesTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the mixed-input kernel needs an sm_90 device";
-  check_mixed_switch("ATTNBWD_CUDA_VARLEN_QKV", 190);
 }
 
 TEST(CudaVisionVarlenRope, RealWorkloadsMatchTheOracle) {
