@@ -509,7 +509,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // (steps 1-2) as one sm_90a launch or cuBLASLt.
   const bool all_sm90 = path == ProjPath::Sm90;
   const QkvPath qkv = qkv_path();
-  Sm90Proj gj;  // grouped: the three pairs in one launch, dX straight into grad_hidden_states
+  Sm90Proj gj;  // grouped or thin: the three pairs in one launch, dX straight into grad_hidden_states (thin: gj.p)
   bool grouped = false, thin = false;
   sm90::ThinPlan thin_plan;
   if (qkv == QkvPath::Grouped || qkv == QkvPath::Thin ||
