@@ -726,7 +726,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     stages.mark("qkv_grouped");
   } else if (thin) {
     void* ws = thin_plan.workspace_bytes ? ctx.scratch(1, thin_plan.workspace_bytes, stream) : nullptr;
-    sm90::linear_thin_launch(gj.p, thin_plan, ws, ctx.counters(thin_plan.counters, stream), stream);
+    sm90::linear_thin_launch(gj.p, thin_plan, ws, stream);
     stages.mark("qkv_thin");
   } else if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);

@@ -1,22 +1,25 @@
 // The thin-T linear backward of linear_thin_sm90.hpp on sm_90a.
 //
 // CTA (slice s, range r): columns n0 = 128·s .. n0 + 127 of `in`, k-blocks [r·kbr, (r + 1)·kbr) of `out` (64 rows
-// each). Warpgroup 0 (one thread) loads X's slice [64·MB][128] once and streams, per k-block, dY's tile
-// A = dY[0, 64·MB)[kb·64, +64) and W's tile [64 k][128 n] (two 64 × 64 boxes) through a ring of kStages slots; all
-// boxes 128-byte swizzled, rows ≥ T and columns past the tensors read as zeros. Two consumer warpgroups, all products
-// m64n128k16 (a 64 × 16 A and a 16 × 128 B from shared memory: 6 KB per 128 K FMA, within the shared-memory rate at
-// the tensor peak; the first version's m64n64 products moved 4 KB per 64 K FMA, the whole rate, and ran at ~half the
-// tensor peak: perf/NOTES.md, eighteenth session):
+// each). Warpgroup 0 loads X's slice [64·MB][128] once and streams, per k-block, dY's tile A = dY[0, 64·MB)[kb·64, +64)
+// and W's tile [64 k][128 n] (two 64 × 64 boxes) through two rings (one producer thread each: W, from DRAM, runs
+// ahead of A, from L2, whose slots warpgroup 0 holds longer); all boxes 128-byte swizzled, rows ≥ T and columns past the tensors read as zeros. Two consumer warpgroups, all products
+// m64n128k16 (a 64 × 16 A and a 16 × 128 B from shared memory):
 //   warpgroup 0: the dW block D[64 out][128 n] = Aᵀ·X (A read M-major: the same swizzled rows [t][64 out] that dX
-//                reads K-major; K = 64·MB in steps of 16), committed first, then dX's row block 0 (A K-major, W
-//                N-major); once the dW products are done (wgmma.wait_group 1) the block is rounded to bf16 into a
-//                staging buffer and stored by two TMA boxes while the dX products run;
-//   warpgroup 1: dX's row blocks 1 .. MB − 1.
+//                reads K-major; K = 64·MB in steps of 16) into one of two register sets in turn; while k-block i's
+//                products run, k-block i − 1's block is rounded to bf16 into a staging buffer and stored by two TMA
+//                boxes (at MB = 4 it also holds dX's row block 3);
+//   warpgroup 1: dX's row blocks 0 .. min(MB, 3) − 1 (A K-major, W N-major).
+// (The second version, dW and dX's block 0 on warpgroup 0 with the epilogue after its own products, left the tensor
+// pipe idle during every epilogue: 65 µs at gqa #5 against a 36 µs TMA-copy ceiling for the same traffic;
+// perf/NOTES.md, nineteenth session.)
 // A slot is released by each warpgroup once the next k-block's wait shows its products of it done.
 // dX: with one range, rounded and stored from the registers; else every CTA publishes its fp32 partial (fragment
 // order, to L2) and the partials are summed in range order (deterministic): where every slice's cluster of ranges
 // (at most 8) can be resident at once, the CTAs of the cluster meet at a cluster barrier and each sums a share;
-// else the slice's last CTA to arrive (an arrival counter) sums them all.
+// else a second launch (linear_thin_reduce_kernel: one float4 of one unit per thread, every load of the sum in flight
+// at once) sums them; the first version's sum by the slice's last CTA to arrive, latency-bound in one CTA per slice,
+// cost ~20 µs at gqa #5 (perf/NOTES.md, nineteenth session).
 // Rounding: one fp32 sum per output, one rounding to bf16 (the products of bf16 values are exact in fp32).
 #include "linear_thin_sm90.hpp"
 
@@ -47,14 +50,17 @@ struct Cfg {
   static_assert(MB >= 1 && MB <= 4, "T <= 256");
   static constexpr int kABytes = MB * kTileBytes;             // dY tile [64·MB][64]
   static constexpr int kWBytes = 2 * kTileBytes;              // W tile [64][128] as two boxes
-  static constexpr int kStageBytes = kABytes + kWBytes;
   static constexpr int kXBytes = 2 * MB * kTileBytes;         // X slice: two [64·MB][64] chunks
-  static constexpr int kStages = MB == 1 ? 6 : MB == 2 ? 4 : 3;
-  static constexpr int kBufs = MB == 4 ? 1 : 2;               // staging buffers of the dW block (2 boxes each)
-  static constexpr int kSmem = kXBytes + kStages * kStageBytes + 2 * kBufs * kTileBytes + 1024 /*align*/ +
-                               256 /*barriers*/;
+  // Two rings: A (dY tiles, from L2; read by both consumer warpgroups, warpgroup 0 holds two slots while its
+  // products of k-block i + 1 run) and W (from DRAM; read by warpgroup 1 only, so it runs further ahead).
+  static constexpr int kAStages = MB == 1 ? 4 : MB == 2 ? 4 : MB == 3 ? 4 : 3;
+  static constexpr int kWStages = MB == 1 ? 8 : MB == 2 ? 7 : MB == 3 ? 4 : 3;
+  static constexpr int kBufs = 1;                             // staging buffers of the dW block (2 boxes each)
+  static constexpr int kBars = 1 + 2 * (kAStages + kWStages);
+  static constexpr int kSmem = kXBytes + kAStages * kABytes + kWStages * kWBytes + 2 * kBufs * kTileBytes +
+                               1024 /*align*/ + 256 /*barriers*/;
   static_assert(kSmem <= 227 * 1024, "shared memory of one H100/H200 CTA");
-  static_assert((1 + 2 * kStages) * 8 + 4 <= 256, "barriers and the arrival flag");
+  static_assert(kBars * 8 <= 256, "barriers");
 };
 
 struct Params {
@@ -64,12 +70,18 @@ struct Params {
   long long stride_b, stride_h;  // dX [B][H][S][D]: element (t, n) at (t / S)·stride_b + (n / D)·stride_h +
   int rows_per_b, cols_per_h;    //   (t % S)·D + n % D, with S = rows_per_b, D = cols_per_h
   float* partial;                // [slices][ranges][MB · 16 · 128] float4
-  unsigned* counters;            // [slices], zeros; used (and left zero) when the ranges are not a cluster
   int cluster;                   // the ranges of a slice are one cluster
 };
 
 struct Maps {
   CUtensorMap a, x, w[kMaxSegments], dw[kMaxSegments];
+};
+
+// The CTA's shared-memory rings: slot s of A at a + s·kABytes, of W at w + s·kWBytes; full barriers complete on the
+// slot's bytes, empty ones on the consumers' arrivals (A: both consumer warpgroups; W: warpgroup 1).
+struct Rings {
+  std::uint8_t *a, *w;
+  std::uint64_t *full_a, *empty_a, *full_w, *empty_w;
 };
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -143,106 +155,154 @@ __device__ __forceinline__ void finish_dx_block(const Params& p, const float (&d
       store_dx_pair(p, 64 * j + fr + 8 * half, n0 + 8 * jb + 2 * fq, d[4 * jb + 2 * half], d[4 * jb + 2 * half + 1]);
 }
 
+// dX's row blocks of each consumer warpgroup: warpgroup 1 holds blocks 0 .. kDxBlocks1 − 1 (at most 3: 192
+// accumulators), warpgroup 0 the rest (block 3 at MB = 4) beside its two dW accumulators.
+template <int MB>
+constexpr int kDxBlocks1 = MB < 3 ? MB : 3;
+
+// The finished dW block d of k-block i (fp32, m64n128 fragments) rounded to bf16 into staging buffer i % kBufs (its
+// two 64-column boxes, 128-byte swizzle: 16-byte chunk c of row r at c ^ (r % 8)), then stored by two TMA boxes at
+// rows kb·64 of its segment. Warpgroup 0 only (named barrier 2).
+template <int MB>
+__device__ __forceinline__ void store_dw_block(const Maps& maps, const Params& p, const float (&d)[64],
+                                               std::uint8_t* sStg, int i, int kb, int n0, int t) {
+  using C = Cfg<MB>;
+  const int fr = t / 32 * 16 + t % 32 / 4, fq = t % 4;
+  std::uint8_t* b = sStg + (i % C::kBufs) * 2 * kTileBytes;
+  if (t == 0) bulk_wait_read<C::kBufs - 1>();  // the stores that last read `b` are done with it
+  named_barrier(2, 128);
+#pragma unroll
+  for (int jb = 0; jb < 16; ++jb)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = fr + 8 * half, c = jb % 8;
+      *reinterpret_cast<__nv_bfloat162*>(b + (jb / 8) * kTileBytes + r * 128 + ((c ^ (r % 8)) * 16) + fq * 4) =
+          __floats2bfloat162_rn(d[4 * jb + 2 * half], d[4 * jb + 2 * half + 1]);
+    }
+  fence_proxy_async_smem();
+  named_barrier(2, 128);
+  if (t == 0) {
+    const int seg = segment_of(p, kb * kBK), row = segment_row(p, seg, kb * kBK);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) tma_store_2d(map_of(maps.dw, seg), b + c * kTileBytes, n0 + 64 * c, row);
+    bulk_commit();
+  }
+}
+
 // Consumer warpgroup 0 (threads 128..255): per k-block the dW block [64 out][128 n] (K = 64·MB: the rows past T are
 // zeros in both operands; a step count of ⌈T / 16⌉ would need a data-dependent branch between the products, which
-// makes ptxas fence every one of them, C7519), committed first, then dX's row block 0; once the dW products are done
-// (wait_group 1) the block is rounded into a staging buffer and stored by two TMA boxes while dX's products run.
+// makes ptxas fence every one of them, C7519), and at MB = 4 dX's row block 3. The dW accumulators alternate between
+// two register sets: k-block i's products are issued, then k-block i − 1's block (done: wait_group 1) is released,
+// rounded and stored while they run, so the epilogue overlaps the tensor work instead of following it.
 template <int MB>
-__device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, std::uint8_t* sX, std::uint8_t* sS,
-                                           std::uint8_t* sStg, std::uint64_t* x_full, std::uint64_t* full,
-                                           std::uint64_t* empty, int slice, int range, int n0, int kb0, int nkb) {
+__device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, std::uint8_t* sX, const Rings& rg,
+                                           std::uint8_t* sStg, std::uint64_t* x_full, int slice, int range, int n0,
+                                           int kb0, int nkb) {
   using C = Cfg<MB>;
-  const int t = static_cast<int>(threadIdx.x) - 128, warp = t / 32, lane = t % 32;
-  const int fr = warp * 16 + lane / 4, fq = lane % 4;  // fragment row (and + 8), column pair 2·fq in each n8 block
-  float aw[64], ax[64];
+  constexpr bool kDx = MB > kDxBlocks1<MB>;  // this warpgroup holds dX's row block 3
+  const int t = static_cast<int>(threadIdx.x) - 128;
+  float aw0[64], aw1[64], ax[kDx ? 64 : 1];
   const std::uint32_t x_base = smem_addr(sX);
   mbar_wait(x_full, 0);
-  for (int i = 0; i < nkb; ++i) {
-    const int s = i % C::kStages, kb = kb0 + i;
-    mbar_wait(&full[s], (i / C::kStages) & 1);
-    const std::uint32_t sa = smem_addr(sS + s * C::kStageBytes), sw = sa + C::kABytes;
+  auto products = [&](float(&aw)[64], int i) {
+    const int s = i % C::kAStages;
+    mbar_wait(&rg.full_a[s], (i / C::kAStages) & 1);
+    const std::uint32_t sa = smem_addr(rg.a + s * C::kABytes);
+    std::uint32_t sw = 0;
+    if constexpr (kDx) {
+      const int sv = i % C::kWStages;
+      mbar_wait(&rg.full_w[sv], (i / C::kWStages) & 1);
+      sw = smem_addr(rg.w + sv * C::kWBytes);
+    }
     wgmma_fence();
 #pragma unroll
     for (int kt = 0; kt < 4 * MB; ++kt)
       mma_n128<1>(aw, smem_desc(sa + 2048 * kt, kTileBytes, 1024),
                   smem_desc(x_base + 2048 * kt, MB * kTileBytes, 1024), kt > 0);
+    if constexpr (kDx) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        mma_n128<0>(ax, smem_desc(sa + 3 * kTileBytes + 32 * kk, 16, 1024),
+                    smem_desc(sw + 2048 * kk, kTileBytes, 1024), i > 0 || kk > 0);
+    }
     wgmma_commit();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      mma_n128<0>(ax, smem_desc(sa + 32 * kk, 16, 1024), smem_desc(sw + 2048 * kk, kTileBytes, 1024),
-                  i > 0 || kk > 0);
-    wgmma_commit();
-    wgmma_wait<1>();  // the dW block is done, and every product of k-block i − 1: release its slot
-    if (i > 0 && t == 0) mbar_arrive(&empty[(i - 1) % C::kStages]);
-    fence_regs(aw);
-    // The dW block as bf16 into the staging buffer's two 64-column boxes (128-byte swizzle: 16-byte chunk c of row r
-    // at c ^ (r % 8)), then two TMA stores.
-    std::uint8_t* b = sStg + (i % C::kBufs) * 2 * kTileBytes;
-    if (t == 0) bulk_wait_read<C::kBufs - 1>();  // the stores that last read `b` are done with it
-    named_barrier(2, 128);
-#pragma unroll
-    for (int jb = 0; jb < 16; ++jb)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = fr + 8 * half, c = jb % 8;
-        *reinterpret_cast<__nv_bfloat162*>(b + (jb / 8) * kTileBytes + r * 128 + ((c ^ (r % 8)) * 16) + fq * 4) =
-            __floats2bfloat162_rn(aw[4 * jb + 2 * half], aw[4 * jb + 2 * half + 1]);
-      }
-    fence_proxy_async_smem();
-    named_barrier(2, 128);
+  };
+  auto finish = [&](float(&aw)[64], int i) {  // k-block i's products are done
     if (t == 0) {
-      const int seg = segment_of(p, kb * kBK), row = segment_row(p, seg, kb * kBK);
-#pragma unroll
-      for (int c = 0; c < 2; ++c) tma_store_2d(map_of(maps.dw, seg), b + c * kTileBytes, n0 + 64 * c, row);
-      bulk_commit();
+      mbar_arrive(&rg.empty_a[i % C::kAStages]);
+      if constexpr (kDx) mbar_arrive(&rg.empty_w[i % C::kWStages]);
+    }
+    fence_regs(aw);
+    store_dw_block<MB>(maps, p, aw, sStg, i, kb0 + i, n0, t);
+  };
+  if (nkb > 0) {
+    // Every wait below finds one known group (the other set's) in flight: no wait is conditional.
+    products(aw0, 0);
+    int i = 1;
+    for (; i + 1 < nkb; i += 2) {
+      products(aw1, i);
+      wgmma_wait<1>();
+      finish(aw0, i - 1);
+      products(aw0, i + 1);
+      wgmma_wait<1>();
+      finish(aw1, i);
+    }
+    if (i < nkb) {
+      products(aw1, i);
+      wgmma_wait<1>();
+      finish(aw0, i - 1);
+      wgmma_wait<0>();
+      finish(aw1, i);
+    } else {
+      wgmma_wait<0>();
+      finish(aw0, i - 1);
     }
   }
-  wgmma_wait<0>();
-  fence_regs(ax);
   if (t == 0) bulk_wait_read<0>();  // the staging buffers stay valid until the stores have read them
-  finish_dx_block<MB>(p, ax, 0, slice, range, n0, t);
+  if constexpr (kDx) {
+    fence_regs(ax);
+    finish_dx_block<MB>(p, ax, 3, slice, range, n0, t);
+  }
 }
 
-// Consumer warpgroup 1 (threads 256..383): dX's row blocks 1 .. MB − 1 (none at MB = 1: it only releases slots).
+// Consumer warpgroup 1 (threads 256..383): dX's row blocks 0 .. kDxBlocks1 − 1.
 template <int MB>
-__device__ __forceinline__ void consume_dx(const Params& p, std::uint8_t* sS, std::uint64_t* full,
-                                           std::uint64_t* empty, int slice, int range, int n0, int nkb) {
+__device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, int slice, int range, int n0, int nkb) {
   using C = Cfg<MB>;
-  constexpr int kBlocks = MB - 1 > 0 ? MB - 1 : 1;
+  constexpr int kBlocks = kDxBlocks1<MB>;
   const int t = static_cast<int>(threadIdx.x) - 256;
   float ax[kBlocks][64];
   for (int i = 0; i < nkb; ++i) {
-    const int s = i % C::kStages;
-    mbar_wait(&full[s], (i / C::kStages) & 1);
-    if constexpr (MB > 1) {
-      const std::uint32_t sa = smem_addr(sS + s * C::kStageBytes), sw = sa + C::kABytes;
-      wgmma_fence();
+    const int s = i % C::kAStages, sv = i % C::kWStages;
+    mbar_wait(&rg.full_a[s], (i / C::kAStages) & 1);
+    mbar_wait(&rg.full_w[sv], (i / C::kWStages) & 1);
+    const std::uint32_t sa = smem_addr(rg.a + s * C::kABytes), sw = smem_addr(rg.w + sv * C::kWBytes);
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const std::uint64_t db = smem_desc(sw + 2048 * kk, kTileBytes, 1024);
+    for (int kk = 0; kk < 4; ++kk) {
+      const std::uint64_t db = smem_desc(sw + 2048 * kk, kTileBytes, 1024);
 #pragma unroll
-        for (int j = 1; j < MB; ++j)
-          mma_n128<0>(ax[j - 1], smem_desc(sa + j * kTileBytes + 32 * kk, 16, 1024), db, i > 0 || kk > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<1>();  // every product of k-block i − 1 is done: release its slot
+      for (int j = 0; j < kBlocks; ++j)
+        mma_n128<0>(ax[j], smem_desc(sa + j * kTileBytes + 32 * kk, 16, 1024), db, i > 0 || kk > 0);
     }
-    if (i > 0 && t == 0) mbar_arrive(&empty[(i - 1) % C::kStages]);
+    wgmma_commit();
+    wgmma_wait<1>();  // every product of k-block i − 1 is done: release its slot
+    if (i > 0 && t == 0) {
+      mbar_arrive(&rg.empty_a[(i - 1) % C::kAStages]);
+      mbar_arrive(&rg.empty_w[(i - 1) % C::kWStages]);
+    }
   }
-  if constexpr (MB > 1) {
-    wgmma_wait<0>();
+  wgmma_wait<0>();
 #pragma unroll
-    for (int j = 1; j < MB; ++j) {
-      fence_regs(ax[j - 1]);
-      finish_dx_block<MB>(p, ax[j - 1], j, slice, range, n0, t);
-    }
+  for (int j = 0; j < kBlocks; ++j) {
+    fence_regs(ax[j]);
+    finish_dx_block<MB>(p, ax[j], j, slice, range, n0, t);
   }
 }
 
 // dX units v = first + step·m < 16·MB (v = 16·j + jb: row block j, n8 block jb), each the sum of the slice's partials
 // in range order (the same order for every unit and call: deterministic); warpgroup w takes the units with m % 2 == w,
-// two at a time with all their loads in flight. A cluster's CTA `range` takes (range, ranges); the last CTA to arrive
-// takes (0, 1).
+// two at a time with all their loads in flight. A cluster's CTA `range` takes (range, ranges).
 template <int MB>
 __device__ __forceinline__ void reduce_units(const Params& p, int slice, int first, int step, int n0) {
   const int ct = static_cast<int>(threadIdx.x) - 128;
@@ -282,12 +342,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   using C = Cfg<MB>;
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* sX = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-  std::uint8_t* sS = sX + C::kXBytes;                            // ring slots: A then W
-  std::uint8_t* sStg = sS + C::kStages * C::kStageBytes;         // staging: kBufs dW blocks of 2 boxes
+  Rings rg;
+  rg.a = sX + C::kXBytes;                                        // A ring
+  rg.w = rg.a + C::kAStages * C::kABytes;                        // W ring
+  std::uint8_t* sStg = rg.w + C::kWStages * C::kWBytes;          // staging: kBufs dW blocks of 2 boxes
   std::uint64_t* x_full = reinterpret_cast<std::uint64_t*>(sStg + 2 * C::kBufs * kTileBytes);
-  std::uint64_t* full = x_full + 1;
-  std::uint64_t* empty = full + C::kStages;
-  unsigned* flag = reinterpret_cast<unsigned*>(empty + C::kStages);
+  rg.full_a = x_full + 1;
+  rg.empty_a = rg.full_a + C::kAStages;
+  rg.full_w = rg.empty_a + C::kAStages;
+  rg.empty_w = rg.full_w + C::kWStages;
 
   const int slice = static_cast<int>(blockIdx.x) / p.ranges, range = static_cast<int>(blockIdx.x) % p.ranges;
   const int n0 = slice * kBN;
@@ -296,39 +359,52 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x == 0) {
     mbar_init(x_full, 1);
-    for (int s = 0; s < C::kStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
+    for (int s = 0; s < C::kAStages; ++s) {
+      mbar_init(&rg.full_a[s], 1);
+      mbar_init(&rg.empty_a[s], 2);  // one arrival per consumer warpgroup
+    }
+    for (int s = 0; s < C::kWStages; ++s) {
+      mbar_init(&rg.full_w[s], 1);
+      mbar_init(&rg.empty_w[s], MB > kDxBlocks1<MB> ? 2 : 1);  // warpgroup 1 (and 0 where it holds dX block 3)
     }
     mbar_init_fence();
   }
   __syncthreads();
+  // The partials' sum (a programmatic dependent launch, where there is one) may be scheduled once every CTA of this
+  // grid is resident: it waits for this grid's end before reading anything.
+  griddep_launch_dependents();
 
   if (threadIdx.x < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
+    // Two producer threads, one per ring, so that W's loads run ahead of A's slots.
     if (threadIdx.x == 0) {
       mbar_arrive_expect_tx(x_full, C::kXBytes);
 #pragma unroll
       for (int c = 0; c < 2; ++c) tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, n0 + 64 * c, 0);
       for (int i = 0; i < nkb; ++i) {
-        const int s = i % C::kStages, kb = kb0 + i;
-        mbar_wait(&empty[s], ((i / C::kStages) & 1) ^ 1);
-        std::uint8_t* slot = sS + s * C::kStageBytes;
-        mbar_arrive_expect_tx(&full[s], C::kStageBytes);
-        tma_load_2d(slot, &maps.a, &full[s], kb * kBK, 0);  // box {64 out, 64·MB t}
+        const int s = i % C::kAStages, kb = kb0 + i;
+        mbar_wait(&rg.empty_a[s], ((i / C::kAStages) & 1) ^ 1);
+        mbar_arrive_expect_tx(&rg.full_a[s], C::kABytes);
+        tma_load_2d(rg.a + s * C::kABytes, &maps.a, &rg.full_a[s], kb * kBK, 0);  // box {64 out, 64·MB t}
+      }
+    } else if (threadIdx.x == 32) {
+      for (int i = 0; i < nkb; ++i) {
+        const int s = i % C::kWStages, kb = kb0 + i;
+        mbar_wait(&rg.empty_w[s], ((i / C::kWStages) & 1) ^ 1);
+        mbar_arrive_expect_tx(&rg.full_w[s], C::kWBytes);
         const int seg = segment_of(p, kb * kBK), kr = segment_row(p, seg, kb * kBK);
 #pragma unroll
         for (int c = 0; c < 2; ++c)  // boxes {64 n, 64 k}
-          tma_load_2d(slot + C::kABytes + c * kTileBytes, map_of(maps.w, seg), &full[s], n0 + 64 * c, kr);
+          tma_load_2d(rg.w + s * C::kWBytes + c * kTileBytes, map_of(maps.w, seg), &rg.full_w[s], n0 + 64 * c, kr);
       }
     }
     if (p.ranges > 1 && p.cluster) cluster_sync();  // every thread of the cluster takes part
   } else {
     setmaxnreg_inc<232>();
     if (threadIdx.x < 256)
-      consume_dw<MB>(maps, p, sX, sS, sStg, x_full, full, empty, slice, range, n0, kb0, nkb);
+      consume_dw<MB>(maps, p, sX, rg, sStg, x_full, slice, range, n0, kb0, nkb);
     else
-      consume_dx<MB>(p, sS, full, empty, slice, range, n0, nkb);
+      consume_dx<MB>(p, rg, slice, range, n0, nkb);
     // (The two branches meet nowhere after setmaxnreg: code both reached would be register-allocated for the
     // producer's 40.)
     if (p.ranges > 1 && p.cluster) {
@@ -336,24 +412,46 @@ __global__ void __launch_bounds__(kThreads, 1)
       __threadfence();  // (the cluster barrier's release already orders the partial's stores; kept as a belt)
       cluster_sync();
       reduce_units<MB>(p, slice, range, p.ranges, n0);
-    } else if (p.ranges > 1) {
-      // Not a cluster: count arrivals; the slice's last CTA sums every unit in range order and resets the counter.
-      __threadfence();
-      named_barrier(1, 256);
-      if (threadIdx.x == 128) *flag = atomicAdd(&p.counters[slice], 1u);
-      named_barrier(1, 256);
-      if (*flag != static_cast<unsigned>(p.ranges - 1)) return;
-      __threadfence();
-      reduce_units<MB>(p, slice, 0, 1, n0);
-      if (threadIdx.x == 128) p.counters[slice] = 0;  // ready for the next call
     }
+    // Not a cluster: linear_thin_reduce_kernel, launched next on the stream, sums the partials.
   }
+}
+
+// dX from the partials of every range when the ranges are not a cluster: CTA (x, slice) of 256 threads takes units
+// v = 2·x and 2·x + 1 (128 threads each, thread t the fragment thread t of the consumer warpgroup that published
+// it) and sums the slice's partials in range order, as reduce_units. A programmatic dependent of the main kernel:
+// it may be scheduled before that grid ends and waits here for its completion (and its memory).
+template <int MB>
+__global__ void __launch_bounds__(256) linear_thin_reduce_kernel(const __grid_constant__ Params p) {
+  griddep_wait();
+  const int slice = static_cast<int>(blockIdx.y), v = 2 * static_cast<int>(blockIdx.x) + static_cast<int>(threadIdx.x) / 128;
+  const int t = static_cast<int>(threadIdx.x) % 128, warp = t / 32, lane = t % 32;
+  const int fr = warp * 16 + lane / 4, fq = lane % 4, j = v / 16;
+  if (v >= 16 * MB || 64 * j + fr >= p.T) return;  // both rows of the thread past T
+  const float4* pu = reinterpret_cast<const float4*>(p.partial) +
+                     static_cast<std::size_t>(slice) * p.ranges * MB * 2048 + v * 128 + t;
+  const std::size_t stride = static_cast<std::size_t>(MB) * 2048;  // between ranges
+  float4 x[kMaxRanges];
+#pragma unroll
+  for (int r = 0; r < kMaxRanges; ++r)
+    if (r < p.ranges) x[r] = __ldcg(pu + r * stride);
+  float4 a = x[0];
+#pragma unroll
+  for (int r = 1; r < kMaxRanges; ++r)
+    if (r < p.ranges) a.x += x[r].x, a.y += x[r].y, a.z += x[r].z, a.w += x[r].w;
+  const int n = slice * kBN + 8 * (v % 16) + 2 * fq;
+  store_dx_pair(p, 64 * j + fr, n, a.x, a.y);
+  store_dx_pair(p, 64 * j + fr + 8, n, a.z, a.w);
 }
 
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
 
 template <int MB>
 __global__ void linear_thin_kernel(const __grid_constant__ Maps, const __grid_constant__ Params) {
+  __trap();
+}
+template <int MB>
+__global__ void linear_thin_reduce_kernel(const __grid_constant__ Params) {
   __trap();
 }
 
@@ -403,7 +501,7 @@ decltype(auto) with_mb(int mb, F&& f) {
 }
 
 template <int MB>
-void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters, cudaStream_t stream) {
+void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream) {
   allow_kernel_smem<MB>();
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   Maps maps{};
@@ -431,13 +529,26 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsi
   prm.rows_per_b = static_cast<int>(p.seq_len), prm.cols_per_h = static_cast<int>(p.head_dim);
   prm.stride_b = p.heads * p.seq_len * p.head_dim, prm.stride_h = p.seq_len * p.head_dim;
   prm.partial = static_cast<float*>(workspace);
-  prm.counters = counters, prm.cluster = plan.cluster;
+  prm.cluster = plan.cluster;
   // With plan.cluster the ranges of a slice (consecutive CTAs) are one cluster: co-scheduled, they meet at a cluster
   // barrier.
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = cluster_config<MB>(plan.cluster ? plan.ranges : 1, plan.grid, stream, attr);
   ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB>, maps, prm));
   ATTNBWD_CUDA_CHECK_LAUNCH();
+  if (plan.ranges > 1 && !plan.cluster) {  // the partials' sum, a programmatic dependent of the main kernel
+    cudaLaunchAttribute pdl;
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t rc{};
+    rc.gridDim = dim3(8 * MB, static_cast<unsigned>(plan.slices));
+    rc.blockDim = dim3(256);
+    rc.stream = stream;
+    rc.attrs = &pdl;
+    rc.numAttrs = 1;
+    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&rc, linear_thin_reduce_kernel<MB>, prm));
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace
@@ -456,8 +567,8 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms) {
   plan.slices = static_cast<int>((p.in_features + kBN - 1) / kBN);
   const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
   // The most ranges (≤ 8) whose slices × ranges CTAs fit on the SMs; a cluster per slice where all of them can be
-  // resident at once (a cluster that is not would wait for a second wave: twice the time), else the last-arrival
-  // reduction (all partials through one CTA per slice).
+  // resident at once (a cluster that is not would wait for a second wave: twice the time), else the partials' sum by a
+  // second launch.
   const int want = std::max(1, std::min({kb_total, sms / plan.slices, kMaxRanges}));
   plan.kb_per_range = (kb_total + want - 1) / want;
   plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
@@ -466,21 +577,19 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms) {
   plan.grid = plan.slices * plan.ranges;
   plan.workspace_bytes =
       plan.ranges > 1 ? static_cast<std::size_t>(plan.grid) * plan.mb * 2048 * sizeof(float) * 4 : 0;
-  plan.counters = plan.ranges > 1 && !plan.cluster ? static_cast<std::size_t>(plan.slices) : 0;
   return plan;
 }
 
-void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters,
-                        cudaStream_t stream) {
+void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream) {
   if (const std::string why = linear_thin_unsupported(p); !why.empty()) throw Error("linear_thin", why);
   // The plan is linear_thin_plan's for this problem: every range owns k-blocks, a cluster per slice.
   const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
   if (plan.mb != (p.tokens() + 63) / 64 || plan.ranges < 1 || plan.ranges > kMaxRanges || plan.kb_per_range < 1 ||
       (plan.ranges - 1) * plan.kb_per_range >= kb_total || plan.ranges * plan.kb_per_range < kb_total ||
       plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
-      (plan.ranges > 1 && workspace == nullptr) || (plan.counters > 0 && counters == nullptr))
+      (plan.ranges > 1 && workspace == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
-  with_mb(plan.mb, [&](auto mb) { launch<mb>(p, plan, workspace, counters, stream); });
+  with_mb(plan.mb, [&](auto mb) { launch<mb>(p, plan, workspace, stream); });
 }
 
 }  // namespace attnbwd::cuda::sm90

@@ -9,7 +9,7 @@
 // slice of `in` and a range of 64-row k-blocks of `out`, and per k-block uses the same dY tile [T][64] twice:
 // as dX's A (accumulated over the range) and as dW's Aᵀ (one finished 64 × 128 block of dW, stored while the
 // next products run). dX's partial sums over the ranges of a slice are added in range order (deterministic): by the
-// slice's cluster, each CTA a share, or by the slice's last CTA to arrive.
+// slice's cluster, each CTA a share, or by a second launch of many small CTAs.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,11 +25,10 @@ struct ThinPlan {
   int mb = 0;        // 64-row blocks of T (1..4)
   int slices = 0;    // 128-column slices of in
   int ranges = 0;    // k-ranges of out per slice (1..8)
-  bool cluster = false;  // the ranges of a slice are one cluster (else the last to arrive sums the partials)
+  bool cluster = false;  // the ranges of a slice are one cluster (else a second launch sums the partials)
   int kb_per_range = 0;
   int grid = 0;      // slices × ranges CTAs
   std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1
-  std::size_t counters = 0;         // arrival counters (one per slice) without clusters
 };
 
 // Why this kernel cannot take the problem (empty: it can): linear_backward_unsupported's conditions and T ≤ 256.
@@ -38,9 +37,8 @@ std::string linear_thin_unsupported(const LinearBackward& p);
 // The work split on a GPU with `sms` multiprocessors: as many k-ranges per slice (at most 8) as fill the SMs once.
 ThinPlan linear_thin_plan(const LinearBackward& p, int sms);
 
-// Enqueues the kernel on `stream`. `workspace` holds plan.workspace_bytes; `counters` plan.counters zeros (the kernel
-// leaves them zero).
-void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters,
-                        cudaStream_t stream);
+// Enqueues the kernel on `stream` (and, where the ranges are not a cluster, the partials' sum after it, a programmatic
+// dependent launch). `workspace` holds plan.workspace_bytes.
+void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda::sm90

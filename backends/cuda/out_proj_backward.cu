@@ -125,7 +125,7 @@ void run_thin(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
   if (!why.empty()) throw Error("ATTNBWD_CUDA_OUT_PROJ", "thin kernel cannot take this call: " + why);
   const sm90::ThinPlan plan = sm90::linear_thin_plan(p, ctx.sm_count());
   void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
-  sm90::linear_thin_launch(p, plan, ws, ctx.counters(plan.counters, stream), stream);
+  sm90::linear_thin_launch(p, plan, ws, stream);
 }
 
 void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream) {
