@@ -378,12 +378,13 @@ bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on"
 // T = 293 1.025x with the planner's plan in one call and 0.997x in another, T = 512 0.95x, 691 0.99x, 898 0.94x at
 // the best plan tried; so the limit stays at 256.
 // thin: the same three pairs (the same sums and roundings: dX one fp32 sum over all gradient columns) as one launch
-// of linear_thin_sm90.cu, which streams the weights in and their gradients out together (T ≤ 256, sm_90). Measured
-// on an H200 (eighteenth session, perf/NOTES.md): per call 1.07x at #5 (T = 131) but 0.92-0.93x at #11, #13, #2
-// (T = 128, 256; the kernel 66 µs against the grouped launch's 70 at T = 131, 82 against 69 at T = 256), so auto
-// stays grouped and thin is asked for by name only.
+// of linear_thin_sm90.cu, which streams the weights in and their gradients out together (T ≤ 256, sm_90), plus the
+// launch that sums its dX partials. Measured on an H200 (nineteenth session, perf/NOTES.md; v4 of the kernel): per
+// call thin/grouped 1.245x at #5 (T = 131), 1.04x at #2 and #13 (T = 256), 0.99x at #11 (T = 128, within the noise:
+// kernels 41.3 + 5.1 µs against the grouped launch's 46.4), so auto = thin for 128 < T ≤ 256 and grouped up to 128.
 enum class QkvPath { Auto, Separate, Grouped, Thin };
 constexpr int64_t kGroupedMaxTokens = 256;
+constexpr int64_t kThinMinTokens = 129;  // auto: thin for kThinMinTokens ≤ T ≤ kGroupedMaxTokens
 QkvPath qkv_path() {
   return static_cast<QkvPath>(env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped", "thin"}));
 }
@@ -523,7 +524,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     q.seg_grad_weight[0] = a.grad_q_weight.data, q.seg_grad_weight[1] = a.grad_k_weight.data;
     q.seg_grad_weight[2] = a.grad_v_weight.data;
     q.seg_rows[0] = QP, q.seg_rows[1] = KP, q.seg_rows[2] = KP;
-    if (qkv == QkvPath::Thin) {
+    const bool auto_thin = qkv == QkvPath::Auto && T >= kThinMinTokens && sm90::linear_thin_unsupported(q).empty();
+    if (qkv == QkvPath::Thin || auto_thin) {
       const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_thin_unsupported(q);
       if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_QKV", "thin sm90 launch cannot take this call: " + why);
       thin = true;

@@ -71,6 +71,13 @@ TEST(CudaGraphs, GqaRopeReplaysGiveTheSameBits) {
                        {"num_key_value_heads", 2}, {"head_dim", 128}, {"hidden_size", 64}};
   };
   replays_match<GqaRopeArgs>("gqa_rope_backward", axes(131), axes(400), fresh_seed(802));
+  // Workload #5's shape (T = 131, hidden 5120) on sm_90: the thin q/k/v launch whose dX partials are summed by a
+  // programmatic dependent launch, captured and replayed; then T = 200 (the thin launch with four row blocks).
+  const auto wide = [](std::int64_t S) {
+    return tools::Axes{{"batch_size", 1},         {"seq_len", S},   {"num_attention_heads", 32},
+                       {"num_key_value_heads", 8}, {"head_dim", 128}, {"hidden_size", 5120}};
+  };
+  replays_match<GqaRopeArgs>("gqa_rope_backward", wide(131), wide(200), fresh_seed(805));
 }
 
 TEST(CudaGraphs, VisionMhaNormReplaysGiveTheSameBits) {

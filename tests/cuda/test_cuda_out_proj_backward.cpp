@@ -192,8 +192,8 @@ TEST(CudaOutProj, ThinPathMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   // Both GEMMs by the thin-T kernel: T = 1 .. 256 (one to four 64-row blocks), hidden 8 .. 3072 (one 128-column
   // slice with its columns past the hidden size read as zeros, up to 24 slices), so dX's partial sums go through
-  // clusters of 1, 2, 4, 8 and, at hidden 2304 and 3072, 7 and 5 ranges (fewer where the device cannot hold every
-  // slice's cluster at once); head-split dX with D = 2 .. 128; reruns on the same buffers.
+  // clusters of 1, 2, 4, 8 and, at hidden 2304 and 3072, 7 and 5 ranges (summed by the second launch where the
+  // device cannot hold every slice's cluster at once); head-split dX with D = 2 .. 128; reruns on the same buffers.
   check_path("thin",
              {{1, 1, 2, 8}, {1, 9, 4, 2}, {2, 33, 4, 6}, {1, 7, 32, 64}, {3, 65, 4, 64}, {1, 200, 2, 128},
               {2, 128, 4, 128}, {4, 64, 4, 64}, {1, 256, 32, 64}, {2, 100, 32, 64}, {1, 131, 36, 64}, {2, 60, 48, 64}},
