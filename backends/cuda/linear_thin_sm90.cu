@@ -1,10 +1,11 @@
 // The thin-T linear backward of linear_thin_sm90.hpp on sm_90a.
 //
 // CTA (slice s, range r): columns n0 = 128·s .. n0 + 127 of `in`, k-blocks [r·kbr, (r + 1)·kbr) of `out` (64 rows
-// each). Warpgroup 0 loads X's slice [64·MB][128] once and streams, per k-block, dY's tile A = dY[0, 64·MB)[kb·64, +64)
-// and W's tile [64 k][128 n] (two 64 × 64 boxes) through two rings (one producer thread each: W, from DRAM, runs
-// ahead of A, from L2, whose slots warpgroup 0 holds longer); all boxes 128-byte swizzled, rows ≥ T and columns past the tensors read as zeros. Two consumer warpgroups, all products
-// m64n128k16 (a 64 × 16 A and a 16 × 128 B from shared memory):
+// each). Warpgroup 0 loads X's slice [64·MB][128] once and streams, per k-block, dY's tile
+// A = dY[0, 64·MB)[kb·64, +64) and W's tile [64 k][128 n] (two 64 × 64 boxes) through two rings (one producer
+// thread each: W, from DRAM, runs ahead of A, from L2, whose slots warpgroup 0 holds longer); all boxes 128-byte
+// swizzled, rows ≥ T and columns past the tensors read as zeros. Two consumer warpgroups, all products m64n128k16
+// (a 64 × 16 A and a 16 × 128 B from shared memory):
 //   warpgroup 0: the dW block D[64 out][128 n] = Aᵀ·X (A read M-major: the same swizzled rows [t][64 out] that dX
 //                reads K-major; K = 64·MB in steps of 16) into one of two register sets in turn; while k-block i's
 //                products run, k-block i − 1's block is rounded to bf16 into a staging buffer and stored by two TMA
@@ -424,7 +425,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <int MB>
 __global__ void __launch_bounds__(256) linear_thin_reduce_kernel(const __grid_constant__ Params p) {
   griddep_wait();
-  const int slice = static_cast<int>(blockIdx.y), v = 2 * static_cast<int>(blockIdx.x) + static_cast<int>(threadIdx.x) / 128;
+  const int slice = static_cast<int>(blockIdx.y);
+  const int v = 2 * static_cast<int>(blockIdx.x) + static_cast<int>(threadIdx.x) / 128;
   const int t = static_cast<int>(threadIdx.x) % 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fq = lane % 4, j = v / 16;
   if (v >= 16 * MB || 64 * j + fr >= p.T) return;  // both rows of the thread past T

@@ -102,8 +102,9 @@ __device__ __forceinline__ int steps_of(const Args& a, int c) {
 }
 
 template <int S>
-__global__ void __launch_bounds__(32) stream_kernel(const __grid_constant__ CUtensorMap w, const __grid_constant__ CUtensorMap dw,
-                                             const __grid_constant__ CUtensorMap dy, Args a) {
+__global__ void __launch_bounds__(32) stream_kernel(const __grid_constant__ CUtensorMap w,
+                                                    const __grid_constant__ CUtensorMap dw,
+                                                    const __grid_constant__ CUtensorMap dy, Args a) {
   extern __shared__ __align__(1024) std::uint8_t smem[];
   std::uint8_t* base = smem + ((1024 - (sa(smem) & 1023)) & 1023);
   const bool with_a = a.mode == kCopyA;
