@@ -217,6 +217,11 @@ template <int W, int G>
 __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
                                const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out, int64_t T,
                                int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The thin q/k/v launch that follows is a programmatic dependent: it may start its prologue (its loads of X and W,
+  // which this kernel does not write) once every CTA here is resident, and waits for this grid before reading out.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   const int half = D / 2, groups = half / W;
   const int per_token = (Hq + 2 * Hkv) * groups;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -435,6 +440,12 @@ bool pad_switch_off() { return env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off"
 // the pointers are aligned (auto), or one element pair per thread (scalar; also the fallback). The same
 // math and order: the same bits.
 bool merge_scalar() { return env_switch("ATTNBWD_CUDA_GQA_MERGE", {"auto", "scalar"}) == 1; }
+
+// ATTNBWD_CUDA_GQA_PDL=auto|off: the thin q/k/v launch as a programmatic dependent of the merge kernel before it
+// (auto: its CTAs start, load X and fill the W ring while the merge finishes, and wait for it before loading dXp),
+// or a plain launch (off). The same bits. Measured on an H200 (nineteenth session, perf/NOTES.md): 1.019-1.023x per
+// call at #5, #13, #2.
+bool thin_pdl() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off"}) == 0; }
 
 struct Sm90Proj {
   sm90::LinearBackward p;
@@ -728,7 +739,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     stages.mark("qkv_grouped");
   } else if (thin) {
     void* ws = thin_plan.workspace_bytes ? ctx.scratch(1, thin_plan.workspace_bytes, stream) : nullptr;
-    sm90::linear_thin_launch(gj.p, thin_plan, ws, stream);
+    sm90::linear_thin_launch(gj.p, thin_plan, ws, stream, thin_pdl());  // after the merge kernel, ours
     stages.mark("qkv_thin");
   } else if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);

@@ -382,6 +382,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_arrive_expect_tx(x_full, C::kXBytes);
 #pragma unroll
       for (int c = 0; c < 2; ++c) tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, n0 + 64 * c, 0);
+      // dY may be the previous kernel's output (a programmatic dependent launch: linear_thin_launch's
+      // after_own_kernel); X and W are not. Without the launch attribute this returns at once.
+      griddep_wait();
       for (int i = 0; i < nkb; ++i) {
         const int s = i % C::kAStages, kb = kb0 + i;
         mbar_wait(&rg.empty_a[s], ((i / C::kAStages) & 1) ^ 1);
@@ -503,7 +506,7 @@ decltype(auto) with_mb(int mb, F&& f) {
 }
 
 template <int MB>
-void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream) {
+void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream, bool pdl) {
   allow_kernel_smem<MB>();
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   Maps maps{};
@@ -534,8 +537,13 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
   prm.cluster = plan.cluster;
   // With plan.cluster the ranges of a slice (consecutive CTAs) are one cluster: co-scheduled, they meet at a cluster
   // barrier.
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = cluster_config<MB>(plan.cluster ? plan.ranges : 1, plan.grid, stream, attr);
+  cudaLaunchAttribute attr[2];
+  cudaLaunchConfig_t cfg = cluster_config<MB>(plan.cluster ? plan.ranges : 1, plan.grid, stream, attr[0]);
+  if (pdl) {  // a programmatic dependent of the caller's previous kernel (linear_thin_launch's contract)
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr, cfg.numAttrs = 2;
+  }
   ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB>, maps, prm));
   ATTNBWD_CUDA_CHECK_LAUNCH();
   if (plan.ranges > 1 && !plan.cluster) {  // the partials' sum, a programmatic dependent of the main kernel
@@ -582,7 +590,8 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms) {
   return plan;
 }
 
-void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream) {
+void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream,
+                        bool after_own_kernel) {
   if (const std::string why = linear_thin_unsupported(p); !why.empty()) throw Error("linear_thin", why);
   // The plan is linear_thin_plan's for this problem: every range owns k-blocks, a cluster per slice.
   const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
@@ -591,7 +600,7 @@ void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* wor
       plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
       (plan.ranges > 1 && workspace == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
-  with_mb(plan.mb, [&](auto mb) { launch<mb>(p, plan, workspace, stream); });
+  with_mb(plan.mb, [&](auto mb) { launch<mb>(p, plan, workspace, stream, after_own_kernel); });
 }
 
 }  // namespace attnbwd::cuda::sm90

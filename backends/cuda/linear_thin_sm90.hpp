@@ -38,7 +38,10 @@ std::string linear_thin_unsupported(const LinearBackward& p);
 ThinPlan linear_thin_plan(const LinearBackward& p, int sms);
 
 // Enqueues the kernel on `stream` (and, where the ranges are not a cluster, the partials' sum after it, a programmatic
-// dependent launch). `workspace` holds plan.workspace_bytes.
-void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream);
+// dependent launch). `workspace` holds plan.workspace_bytes. `after_own_kernel`: the kernel is launched as a
+// programmatic dependent of the stream's previous kernel, which must be the caller's own and must not write the input
+// X or the weights: the kernel loads those before it waits for that grid (it waits before loading dY).
+void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream,
+                        bool after_own_kernel = false);
 
 }  // namespace attnbwd::cuda::sm90
