@@ -409,10 +409,14 @@ QkvPath qkv_path() {
 // S ≥ 512 (ncu, H200), slower at S = 256 (half as many CTAs); whole op 1.20x over gemm at #6 (one run). At B = 4,
 // S = 1024 (T = 4096, #9) kvws over the default then (gemm) in five runs over two sessions: 1.01-1.14x (tenth session:
 // three interleaved pairs 1.01-1.14x, median 1.09x; then the suites 1.10x), so auto's token limit is 4096.
-enum class AttnPath { Auto, Gemm, Kv, KvWs };
+// small: two launches of gqa_rope_backward_attn.cu's mma.sync kernels, query-major dS and dQ then key-major dK₃₂
+// and dV₃₂ (a programmatic dependent), any S, head_dim 128, no padding copies: the chain of seven launches at small
+// S (≈ 26 µs at S = 131 on an H200, mostly launch latency; perf/NOTES.md, nineteenth session) in two. Built after
+// the nineteenth session's device time was spent: asked for by name only until measured.
+enum class AttnPath { Auto, Gemm, Kv, KvWs, Small };
 constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 4096;
 AttnPath attn_path() {
-  return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv", "kvws"}));
+  return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv", "kvws", "small"}));
 }
 
 ProjPath proj_path() {
@@ -489,8 +493,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bf* Q = c(a.query_states.data);
   const bf* K = c(a.key_states.data);
   const bf* V = c(a.value_states.data);
-  const bool pad = S8 != S && !pad_switch_off() && path != ProjPath::Sm90 && !fused_asked && aligned16(Q) &&
-                   aligned16(K) && aligned16(V) && D % 8 == 0;
+  const AttnPath attn = attn_path();
+  const bool pad = S8 != S && !pad_switch_off() && path != ProjPath::Sm90 && !fused_asked && attn != AttnPath::Small &&
+                   aligned16(Q) && aligned16(K) && aligned16(V) && D % 8 == 0;
   const int64_t Sp = pad ? S8 : S;
 
   // Scratch (slot 0), every piece a multiple of 8 elements: dA | dO | dS | dQ32 | dK32 | dV32 | dQKVp | dXk | dXv,
@@ -579,11 +584,19 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool do_view = !all_sm90 && !pad && B == 1 && !do_split();
   const bf* dOp = do_view ? dA : dO;
   const int64_t ld_do = do_view ? QP : D, head_do = do_view ? D : Sp * D;
-  // The attention path (steps 3-5): key-major sm_90a kernel or GEMMs.
-  const AttnPath attn = attn_path();
+  // The attention path (steps 3-5): the small-S kernels, the key-major sm_90a kernel or GEMMs.
   GqaKvAttn kv;
-  bool use_kv = false, use_ws = false;
-  if (attn != AttnPath::Gemm) {
+  GqaSmallAttn sm;
+  bool use_kv = false, use_ws = false, use_small = false;
+  if (attn == AttnPath::Small) {
+    sm.dO = dOp, sm.do_ld = ld_do, sm.do_head = head_do;
+    sm.Q = Q, sm.K = K, sm.V = V, sm.P = P, sm.dS = dS, sm.ld = ld, sm.dQ = dQ32, sm.dK = dK32, sm.dV = dV32;
+    sm.BH = BH, sm.S = S, sm.D = D, sm.scaling = static_cast<float>(a.scaling);
+    std::string why = gqa_small_attn_unsupported(sm);
+    if (why.empty() && fused_asked) why = "the fused dP kernel was asked for";
+    if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_ATTN", "small kernels cannot take this call: " + why);
+    use_small = true;
+  } else if (attn != AttnPath::Gemm) {
     kv.dO = dOp, kv.do_ld = ld_do, kv.do_head = head_do;
     kv.Q = Q, kv.V = V, kv.P = P, kv.r = rbuf, kv.dS_t = dS, kv.dK = dK32, kv.dV = dV32;
     kv.BH = BH, kv.S = S, kv.D = D, kv.scaling = static_cast<float>(a.scaling);
@@ -639,7 +652,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const float scaling = static_cast<float>(a.scaling);
   const int count = static_cast<int>(BH);
 
-  if (use_kv) {
+  if (use_small) {
+    // 3-5 as two launches (dS and dQ; then dK32 and dV32), on the main stream.
+    gqa_small_attn_launch(sm, stream);
+    stages.mark("small_attn");
+  } else if (use_kv) {
     // 3-5 key-major: O = bf16(P·V) (into dK32, free until the kernel writes it), r = Σ dO⊙O, then the kernel
     // (dSᵀ into dS, dK32, dV32), then dQ = dS·K = (dSᵀ)ᵀ·K.
     Gemm g;
@@ -796,7 +813,8 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
                                   env_word("ATTNBWD_CUDA_GQA_DO"),
                                   env_word("ATTNBWD_CUDA_GQA_PAD"), env_word("ATTNBWD_CUDA_GQA_MERGE"),
                                   env_word("ATTNBWD_CUDA_GQA_QKV"), env_word("ATTNBWD_CUDA_GQA_ATTN"),
-                                  env_word("ATTNBWD_SM90_LINEAR_PLAN"), env_word("ATTNBWD_CUDA_STREAMS")});
+                                  env_word("ATTNBWD_SM90_LINEAR_PLAN"), env_word("ATTNBWD_CUDA_STREAMS"),
+                                  env_word("ATTNBWD_CUDA_GQA_PDL")});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);

@@ -37,4 +37,28 @@ void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream);
 std::string gqa_kv_attn_ws_unsupported(const GqaKvAttn& p, int cc);
 void gqa_kv_attn_ws_launch(const GqaKvAttn& p, cudaStream_t stream);
 
+// The small-S path (gqa_rope_backward_attn.cu, mma.sync; the second launch's griddepcontrol.wait needs sm_90 or
+// later, which every target of the build is: sm_90a, sm_100a): steps 3-5 as two launches, query-major dS and dQ,
+// then key-major dK₃₂ and dV₃₂ (a programmatic dependent of the first), any S, no padding copies.
+struct GqaSmallAttn {
+  const __nv_bfloat16* dO = nullptr;  // dO(bh, q, :) = dO + bh·do_head + q·do_ld
+  std::int64_t do_ld = 0, do_head = 0;
+  const __nv_bfloat16* Q = nullptr;  // [BH, S, 128]
+  const __nv_bfloat16* K = nullptr;  // [BH, S, 128]
+  const __nv_bfloat16* V = nullptr;  // [BH, S, 128]
+  const __nv_bfloat16* P = nullptr;  // [BH, S, S]
+  __nv_bfloat16* dS = nullptr;       // [BH, S, ld]: scratch written by the first launch, read by the second
+  std::int64_t ld = 0;
+  __nv_bfloat16* dQ = nullptr;  // [BH, S, 128]
+  __nv_bfloat16* dK = nullptr;  // [BH, S, 128]: dK₃₂ per query head
+  __nv_bfloat16* dV = nullptr;  // [BH, S, 128]: dV₃₂ per query head
+  std::int64_t BH = 0, S = 0, D = 0;
+  float scaling = 0.0f;
+};
+// Why the kernels cannot take the call ("" when they can): head_dim 128, ld % 8 == 0 and ld ≥ S, dO strides
+// multiples of 8, 16-byte aligned tensors.
+std::string gqa_small_attn_unsupported(const GqaSmallAttn& a);
+// Enqueues both launches (an Error where gqa_small_attn_unsupported says why not).
+void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream);
+
 }  // namespace attnbwd::cuda

@@ -51,7 +51,7 @@ constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 // ATTNBWD_CUDA_GQA_PAD (attention GEMMs on copies padded to a multiple of 8 rows where S is not one),
 // ATTNBWD_CUDA_GQA_MERGE (the merge pass with 16-byte moves or one pair per thread), ATTNBWD_CUDA_GQA_QKV
 // (the q, k, v projection pairs as one grouped sm_90a launch) and ATTNBWD_CUDA_GQA_ATTN (the key-major
-// attention kernel, kv or kvws), "" = the default choice.
+// attention kernel, kv or kvws, or the small-S kernels, small), "" = the default choice.
 struct Mode {
   const char* fused;
   const char* proj;
@@ -67,10 +67,11 @@ struct Mode {
   }
   // The key-major kernel takes head_dim 128 and S % 64 == 0 only, its warp-specialised form S % 128 == 0
   // (forced elsewhere it is an Error).
-  // The thin q/k/v launch takes T ≤ 256 tokens only.
+  // The thin q/k/v launch takes T ≤ 256 tokens only; the small-S kernels head_dim 128 only.
   bool applies(const tools::Axes& axes) const {
     if (std::string(qkv) == "thin" && axes.at("batch_size") * axes.at("seq_len") > 256) return false;
     const std::string a(attn);
+    if (a == "small") return axes.at("head_dim") == 128;
     if (a != "kv" && a != "kvws") return true;
     return axes.at("head_dim") == 128 && axes.at("seq_len") % (a == "kv" ? 64 : 128) == 0;
   }
@@ -92,7 +93,9 @@ constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublas
     kGroupedQkv{"", "", "", "", "", "", "grouped"}, kSeparateQkv{"", "", "", "", "", "", "separate"},
     kThinQkv{"", "", "", "", "", "", "thin"},
     kKv{"", "", "", "", "", "", "", "kv"}, kKvSplit{"", "", "", "split", "", "", "", "kv"},
-    kKvWs{"", "", "", "", "", "", "", "kvws"}, kKvWsSplit{"", "", "", "split", "", "", "", "kvws"};
+    kKvWs{"", "", "", "", "", "", "", "kvws"}, kKvWsSplit{"", "", "", "split", "", "", "", "kvws"},
+    kSmall{"", "", "", "", "", "", "", "small"}, kSmallSplit{"", "", "", "split", "", "", "", "small"},
+    kSmallSm90{"", "sm90", "", "", "", "", "", "small"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -169,7 +172,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
           smallest_atol(kOp),
           {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv,
-           kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit});
+           kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallSm90});
   }
 }
 
@@ -180,7 +183,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
           {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
-           kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit});
+           kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit});
   }
 }
 
@@ -233,6 +236,18 @@ TEST(CudaGqaRope, ThinQkvIsDeterministicAndRefusesLongInputs) {
   HostCase<Args> first(in, axes);
   expect_rerun_bits(first, in, axes, "thin");
   expect_refused(axes_of(1, 257, 4, 1, 128, 64), fresh_seed(341), "ATTNBWD_CUDA_GQA_QKV", "the thin launch at T = 257");
+}
+
+// The small-S kernels (no atomics: each output element is one CTA's sum in a fixed order) give the same bits on two
+// runs; forced where they cannot take the call (head_dim 64) they raise an Error naming the switch.
+TEST(CudaGqaRope, SmallAttnIsDeterministicAndRefusesOtherHeadDims) {
+  ATTNBWD_SEED_TRACE();
+  UseMode mode(kSmall);
+  const tools::Axes axes = axes_of(1, 131, 8, 2, 128, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(350), tools::default_scalars(kOp));
+  HostCase<Args> first(in, axes);
+  expect_rerun_bits(first, in, axes, "small");
+  expect_refused(axes_of(1, 33, 4, 1, 64, 64), fresh_seed(351), "ATTNBWD_CUDA_GQA_ATTN", "the small kernels at D = 64");
 }
 
 // The key-major kernel and its warp-specialised form (no atomics) give the same bits on two runs and as each
