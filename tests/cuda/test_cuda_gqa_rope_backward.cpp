@@ -224,30 +224,36 @@ TEST(CudaGqaRope, RunsAreBitIdentical) {
   }
 }
 
+// In mode `m`: two runs on fresh inputs of `axes` give the same bits; `refused`, a shape the mode cannot take, raises
+// an Error naming `env`.
+void expect_deterministic_and_refused(const Mode& m, const tools::Axes& axes, std::uint64_t seed,
+                                      const tools::Axes& refused, std::uint64_t refused_seed, const char* env,
+                                      const std::string& what) {
+  UseMode mode(m);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, seed, tools::default_scalars(kOp));
+  HostCase<Args> first(in, axes);
+  expect_rerun_bits(first, in, axes, m.name());
+  expect_refused(refused, refused_seed, env, what);
+}
+
 // The thin q/k/v launch (dX's partial sums added in range order by each slice's cluster) gives the same bits on two
 // runs, at a shape with 2 slices of 8 ranges (3 k-blocks each); forced at T > 256 it raises an Error naming the
 // switch.
 TEST(CudaGqaRope, ThinQkvIsDeterministicAndRefusesLongInputs) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the thin launch runs on sm_90 only";
-  UseMode mode(kThinQkv);
-  const tools::Axes axes = axes_of(1, 200, 8, 2, 128, 256);
-  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(340), tools::default_scalars(kOp));
-  HostCase<Args> first(in, axes);
-  expect_rerun_bits(first, in, axes, "thin");
-  expect_refused(axes_of(1, 257, 4, 1, 128, 64), fresh_seed(341), "ATTNBWD_CUDA_GQA_QKV", "the thin launch at T = 257");
+  expect_deterministic_and_refused(kThinQkv, axes_of(1, 200, 8, 2, 128, 256), fresh_seed(340),
+                                   axes_of(1, 257, 4, 1, 128, 64), fresh_seed(341), "ATTNBWD_CUDA_GQA_QKV",
+                                   "the thin launch at T = 257");
 }
 
 // The small-S kernels (no atomics: each output element is one CTA's sum in a fixed order) give the same bits on two
 // runs; forced where they cannot take the call (head_dim 64) they raise an Error naming the switch.
 TEST(CudaGqaRope, SmallAttnIsDeterministicAndRefusesOtherHeadDims) {
   ATTNBWD_SEED_TRACE();
-  UseMode mode(kSmall);
-  const tools::Axes axes = axes_of(1, 131, 8, 2, 128, 64);
-  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(350), tools::default_scalars(kOp));
-  HostCase<Args> first(in, axes);
-  expect_rerun_bits(first, in, axes, "small");
-  expect_refused(axes_of(1, 33, 4, 1, 64, 64), fresh_seed(351), "ATTNBWD_CUDA_GQA_ATTN", "the small kernels at D = 64");
+  expect_deterministic_and_refused(kSmall, axes_of(1, 131, 8, 2, 128, 64), fresh_seed(350),
+                                   axes_of(1, 33, 4, 1, 64, 64), fresh_seed(351), "ATTNBWD_CUDA_GQA_ATTN",
+                                   "the small kernels at D = 64");
 }
 
 // The key-major kernel and its warp-specialised form (no atomics) give the same bits on two runs and as each
