@@ -45,6 +45,7 @@
 #include "gqa_rope_backward_attn.hpp"
 #include "head_split.hpp"
 #include "graph_key.hpp"
+#include "griddep.cuh"
 #include "cuda_backend.hpp"
 #include "dispatch.hpp"
 #include "linear_backward_sm90.hpp"
@@ -217,11 +218,9 @@ template <int W, int G>
 __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
                                const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out, int64_t T,
                                int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The thin q/k/v launch that follows is a programmatic dependent: it may start its prologue (its loads of X and W,
   // which this kernel does not write) once every CTA here is resident, and waits for this grid before reading out.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  griddep_launch_dependents();
   const int half = D / 2, groups = half / W;
   const int per_token = (Hq + 2 * Hkv) * groups;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

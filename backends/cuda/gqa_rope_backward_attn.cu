@@ -23,6 +23,7 @@
 #include "attnbwd/error.hpp"
 #include "check.hpp"
 #include "gqa_rope_backward_attn.hpp"
+#include "griddep.cuh"
 
 namespace attnbwd::cuda {
 namespace {
@@ -108,9 +109,7 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
                                                               const bf* __restrict__ K, bf* __restrict__ dQ) {
   __shared__ __align__(16) bf vs[kKeys * kStride];
   __shared__ __align__(16) bf kst[kDq ? kKeys * kStride : 8];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kDq) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");  // small_dkdv_kernel may queue
-#endif
+  if constexpr (kDq) griddep_launch_dependents();  // small_dkdv_kernel may queue
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t bh = blockIdx.y;
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kRows + warp * 16;
@@ -253,9 +252,7 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
   __shared__ __align__(16) bf dss[kBq * kPStride];
   __shared__ __align__(16) bf dos[kBq * kStride];
   __shared__ __align__(16) bf qs[kBq * kStride];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // dS is the previous kernel's output
-#endif
+  griddep_wait();  // dS is the previous kernel's output
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, m = lane / 8;
   const int64_t bh = blockIdx.y, k0 = static_cast<int64_t>(blockIdx.x) * kKeys;
   const bf* p = P + bh * S * S;

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "../griddep.cuh"  // griddep_launch_dependents, griddep_wait (programmatic dependent launch)
+
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define ATTNBWD_SM90_DEVICE 1
 #endif
@@ -126,14 +128,6 @@ template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
 }
-// Programmatic dependent launch (a kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization after
-// another on the same stream): the earlier grid lets the later one start (once every CTA has issued this or ended),
-// and the later grid waits here until the earlier one has completed and its memory is visible. Without the launch
-// attribute the wait returns at once.
-__device__ __forceinline__ void griddep_launch_dependents() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 // Barrier over `threads` threads (a multiple of 32) with id 1..15 (0 is __syncthreads).
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
