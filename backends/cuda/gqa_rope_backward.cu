@@ -539,10 +539,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     q.seg_grad_weight[0] = a.grad_q_weight.data, q.seg_grad_weight[1] = a.grad_k_weight.data;
     q.seg_grad_weight[2] = a.grad_v_weight.data;
     q.seg_rows[0] = QP, q.seg_rows[1] = KP, q.seg_rows[2] = KP;
-    const bool auto_thin = qkv == QkvPath::Auto && T >= kThinMinTokens && sm90::linear_thin_unsupported(q).empty();
-    if (qkv == QkvPath::Thin || auto_thin) {
-      const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_thin_unsupported(q);
-      if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_QKV", "thin sm90 launch cannot take this call: " + why);
+    const std::string thin_why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_thin_unsupported(q);
+    if (qkv == QkvPath::Thin || (qkv == QkvPath::Auto && T >= kThinMinTokens && thin_why.empty())) {
+      if (!thin_why.empty())
+        throw Error("ATTNBWD_CUDA_GQA_QKV", "thin sm90 launch cannot take this call: " + thin_why);
       thin = true;
       gj.p = q, thin_plan = sm90::linear_thin_plan(q, ctx.sm_count());
     } else {
