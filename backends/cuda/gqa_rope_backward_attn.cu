@@ -15,6 +15,7 @@
 // It is a programmatic dependent of the first (it waits for it before reading anything).
 #include <cuda_bf16.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +25,7 @@
 #include "check.hpp"
 #include "gqa_rope_backward_attn.hpp"
 #include "griddep.cuh"
+#include "mma_fp16.cuh"
 
 namespace attnbwd::cuda {
 namespace {
@@ -62,13 +64,15 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Stages keys [k0, k0 + 64) of V (one head, [S, 128]) into vs; keys past S are zero.
-__device__ __forceinline__ void load_v_tile(bf* vs, const bf* __restrict__ v, int64_t S, int64_t k0) {
-  for (int i = threadIdx.x; i < kKeys * (kD / 8); i += kThreads) {
-    const int key = i / (kD / 8), chunk = i % (kD / 8);
-    uint4 x = make_uint4(0, 0, 0, 0);
-    if (k0 + key < S) x = *reinterpret_cast<const uint4*>(v + (k0 + key) * kD + chunk * 8);
-    *reinterpret_cast<uint4*>(vs + key * kStride + chunk * 8) = x;
+// Issues the cp.async copies of keys [k0, k0 + 64) of one head's [S, 128] V or K into a tile of row stride kStride
+// (keys past S zero-filled, nothing read for them). The caller commits and waits.
+__device__ __forceinline__ void issue_key_tile(bf* s, const bf* __restrict__ x, int64_t S, int64_t k0) {
+  constexpr int kChunks = kD / 8;  // 16-byte chunks per row
+#pragma unroll
+  for (int u = 0; u < kKeys * kChunks / kThreads; ++u) {
+    const int i = static_cast<int>(threadIdx.x) + u * kThreads, r = i / kChunks, c = (i % kChunks) * 8;
+    const bool valid = k0 + r < S;
+    mma16::cp_async16(s + r * kStride + c, x + (valid ? (k0 + r) * kD + c : 0), valid);
   }
 }
 
@@ -101,21 +105,44 @@ __device__ __forceinline__ __nv_bfloat162 load_p_pair(const bf* __restrict__ pro
   return x;
 }
 
+// Shared memory of dp_softmax_kernel: kStages stages of one V tile (kDq: a V and a K tile), 64 keys × kStride.
+constexpr int kStages = 3;
+constexpr int kKeyTile = kKeys * kStride;  // elements
+template <bool kDq>
+constexpr int kDpStage = kDq ? 2 * kKeyTile : kKeyTile;  // elements per stage
+template <bool kDq>
+constexpr std::size_t dp_smem_bytes() {
+  return static_cast<std::size_t>(kStages) * kDpStage<kDq> * sizeof(bf);
+}
+
 // dO(bh, q, :) = dO + bh·do_head + q·do_ld. kDq: also K [BH, S, 128] and dQ [BH, S, 128] (dQ = dS·K).
+// The two sweeps are one stream of 2n key tiles (n = ⌈S / 64⌉; tile i < n: sweep 1, V only; i ≥ n: sweep 2, V and
+// with kDq K) through kStages cp.async stages; each tile's P pairs are loaded into registers one tile ahead.
 template <bool kDq>
 __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restrict__ dO, int64_t do_ld, int64_t do_head,
                                                               const bf* __restrict__ V, const bf* __restrict__ P,
                                                               bf* __restrict__ dS, int64_t S, int64_t ld, float scaling,
                                                               const bf* __restrict__ K, bf* __restrict__ dQ) {
-  __shared__ __align__(16) bf vs[kKeys * kStride];
-  __shared__ __align__(16) bf kst[kDq ? kKeys * kStride : 8];
+  extern __shared__ __align__(16) unsigned char dp_smem[];
+  bf* const sm = reinterpret_cast<bf*>(dp_smem);
   if constexpr (kDq) griddep_launch_dependents();  // small_dkdv_kernel may queue
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t bh = blockIdx.y;
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kRows + warp * 16;
   const bf* v = V + bh * S * kD;
+  const bf* kh = kDq ? K + bh * S * kD : nullptr;
   const bf* p = P + bh * S * S;
   bf* ds = dS + bh * S * ld;
+  const int64_t n = (S + kKeys - 1) / kKeys;  // key tiles per sweep
+
+  // The first stages' V tiles go out before the dO fragments are read.
+  const auto issue = [&](int64_t r0, int, int buf) {
+    const int64_t tile = r0 / kKeys, k0 = (tile < n ? tile : tile - n) * kKeys;
+    bf* st = sm + buf * kDpStage<kDq>;
+    issue_key_tile(st, v, S, k0);
+    if constexpr (kDq)
+      if (tile >= n) issue_key_tile(st + kKeyTile, kh, S, k0);
+  };
 
   // A fragments: rows q0+g (regs 0, 2) and q0+g+8 (regs 1, 3); columns 16ks+2t (+8 for regs 2, 3).
   const int64_t qa = q0 + g, qb = q0 + g + 8;
@@ -136,53 +163,50 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
   const bf* pa = p + qa * S;
   const bf* pb = p + qb * S;
   const bool even = S % 2 == 0 && reinterpret_cast<std::uintptr_t>(P) % 4 == 0;
-
-  // Sweep 1: r for rows qa, qb (this lane's share, then the quad's).
-  float ra = 0.0f, rb = 0.0f;
-  float acc[8][4];
-  for (int64_t k0 = 0; k0 < S; k0 += kKeys) {
-    __nv_bfloat162 pv[8][2];  // this tile's P, loaded ahead of the MMAs
+  __nv_bfloat162 pv[8][2];  // the next tile's P pairs (zero past S or off the rows)
+  const auto load_p = [&](int64_t tile) {
+    const int64_t k0 = (tile < n ? tile : tile - n) * kKeys;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       const int64_t key = k0 + nt * 8 + 2 * t;
       pv[nt][0] = load_p_pair(pa, key, S, va, even);
       pv[nt][1] = load_p_pair(pb, key, S, vb, even);
     }
-    __syncthreads();
-    load_v_tile(vs, v, S, k0);
-    __syncthreads();
-    dp_tile(acc, a, vs, g, t);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      // Zero P past S or off the rows: those terms add exactly 0 (dP there is 0 too).
-      ra += __low2float(pv[nt][0]) * r16(acc[nt][0]) + __high2float(pv[nt][0]) * r16(acc[nt][1]);
-      rb += __low2float(pv[nt][1]) * r16(acc[nt][2]) + __high2float(pv[nt][1]) * r16(acc[nt][3]);
-    }
-  }
-  ra += __shfl_xor_sync(0xffffffffu, ra, 1);
-  ra += __shfl_xor_sync(0xffffffffu, ra, 2);
-  rb += __shfl_xor_sync(0xffffffffu, rb, 1);
-  rb += __shfl_xor_sync(0xffffffffu, rb, 2);
+  };
+  load_p(0);
 
-  // Sweep 2: dS (and with kDq dQ += dS·K_tile from the rounded dS values, keys past S and invalid rows zero).
+  float ra = 0.0f, rb = 0.0f;  // r for rows qa, qb (this lane's share until sweep 2, then the quad's)
+  float acc[8][4];
   float dq[kDq ? 16 : 1][4];
   if constexpr (kDq) {
 #pragma unroll
     for (int j = 0; j < 16; ++j) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
   }
-  for (int64_t k0 = 0; k0 < S; k0 += kKeys) {
-    __nv_bfloat162 pv[8][2];
+  int64_t tile = 0;
+  mma16::stream_blocks_deep<kKeys, kStages>(0, 2 * n * kKeys, issue, [&](int buf, int) {
+    __nv_bfloat162 pc[8][2];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const int64_t key = k0 + nt * 8 + 2 * t;
-      pv[nt][0] = load_p_pair(pa, key, S, va, even);
-      pv[nt][1] = load_p_pair(pb, key, S, vb, even);
+    for (int nt = 0; nt < 8; ++nt) pc[nt][0] = pv[nt][0], pc[nt][1] = pv[nt][1];
+    if (tile + 1 < 2 * n) load_p(tile + 1);
+    const bf* st = sm + buf * kDpStage<kDq>;
+    dp_tile(acc, a, st, g, t);
+    if (tile < n) {  // sweep 1: zero P past S or off the rows adds exactly 0 (dP there is 0 too)
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        ra += __low2float(pc[nt][0]) * r16(acc[nt][0]) + __high2float(pc[nt][0]) * r16(acc[nt][1]);
+        rb += __low2float(pc[nt][1]) * r16(acc[nt][2]) + __high2float(pc[nt][1]) * r16(acc[nt][3]);
+      }
+      ++tile;
+      return;
     }
-    __syncthreads();
-    load_v_tile(vs, v, S, k0);
-    if constexpr (kDq) load_v_tile(kst, K + bh * S * kD, S, k0);
-    __syncthreads();
-    dp_tile(acc, a, vs, g, t);
+    if (tile == n) {  // the quad's sums
+      ra += __shfl_xor_sync(0xffffffffu, ra, 1);
+      ra += __shfl_xor_sync(0xffffffffu, ra, 2);
+      rb += __shfl_xor_sync(0xffffffffu, rb, 1);
+      rb += __shfl_xor_sync(0xffffffffu, rb, 2);
+    }
+    // Sweep 2: dS (and with kDq dQ += dS·K_tile from the rounded dS values, keys past S and invalid rows zero).
+    const int64_t k0 = (tile - n) * kKeys;
     std::uint32_t sa[8][2];  // the dS values of this lane's pairs (zero where not written)
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
@@ -194,7 +218,7 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
         if (!valid) continue;
         const float r = half == 0 ? ra : rb;
         bf* drow = ds + (half == 0 ? qa : qb) * ld;
-        const float p2[2] = {__low2float(pv[nt][half]), __high2float(pv[nt][half])};
+        const float p2[2] = {__low2float(pc[nt][half]), __high2float(pc[nt][half])};
         bf out[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e)
@@ -213,6 +237,7 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
     }
     if constexpr (kDq) {
       // dQ += dS (16 rows × 64 keys: A fragments from the C layout) · K_tile (64 keys × 128; B by ldmatrix.trans).
+      const bf* kst = st + kKeyTile;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const std::uint32_t af[4] = {sa[2 * kk][0], sa[2 * kk][1], sa[2 * kk + 1][0], sa[2 * kk + 1][1]};
@@ -226,7 +251,8 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
         }
       }
     }
-  }
+    ++tile;
+  });
   if constexpr (kDq) {
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
@@ -240,71 +266,108 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
   }
 }
 
-// dV₃₂ = Pᵀ·dO and dK₃₂ = dSᵀ·Q for keys [64·blockIdx.x, +64) of head bh = blockIdx.y (one rounding each).
+// dV₃₂ = Pᵀ·dO and dK₃₂ = dSᵀ·Q for keys [64·blockIdx.x, +64) of head bh = blockIdx.y (one rounding each), over
+// 32-query tiles of P, dS, dO and Q streamed through kStages cp.async stages.
 constexpr int kBq = 32;        // query rows per tile
 constexpr int kPStride = 72;   // smem row stride of the P and dS tiles (elements; 144 B: conflict-free ldmatrix)
+constexpr int kKvStage = 2 * kBq * kPStride + 2 * kBq * kStride;  // elements: P, dS, dO, Q tiles
+constexpr std::size_t kKvSmem = static_cast<std::size_t>(kStages) * kKvStage * sizeof(bf);
+
+// P's rows start at any element, so a P tile keeps each row's 16-byte phase: element (r, c) of the tile is at
+// r·kPStride + sh(r) + c, sh(r) = the row start's element offset within its 16-byte chunk, and a row is 9 aligned
+// chunks (64 keys and up to 7 before them). A chunk not wholly inside the tensor [pbeg, pend) is copied an element
+// at a time (zero outside); rows past S are zero. Keys past S read the next row's values: they only reach the
+// output rows of keys past S, which are never written.
+__device__ __forceinline__ int p_shift(const bf* p) {
+  return static_cast<int>((reinterpret_cast<std::uintptr_t>(p) >> 1) & 7);
+}
+__device__ __forceinline__ void issue_p_tile(bf* s, const bf* pbeg, const bf* pend, const bf* __restrict__ p, int64_t S,
+                                             int64_t q0, int rows, int64_t k0) {
+  constexpr int kChunks = kPStride / 8;  // 9
+  for (int i = threadIdx.x; i < kBq * kChunks; i += kThreads) {
+    const int r = i / kChunks, ch = i % kChunks;
+    bf* dst = s + r * kPStride + 8 * ch;
+    if (r >= rows) {
+      mma16::cp_async16(dst, pbeg, false);
+      continue;
+    }
+    const bf* row = p + (q0 + r) * S + k0;
+    const bf* src = row - p_shift(row) + 8 * ch;
+    if (src >= pbeg && src + 8 <= pend) {
+      mma16::cp_async16(dst, src, true);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) dst[e] = src + e >= pbeg && src + e < pend ? src[e] : __float2bfloat16_rn(0.0f);
+    }
+  }
+}
 
 __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restrict__ P, const bf* __restrict__ dS,
                                                               int64_t ld, const bf* __restrict__ dO, int64_t do_ld,
                                                               int64_t do_head, const bf* __restrict__ Q,
-                                                              bf* __restrict__ dK, bf* __restrict__ dV, int64_t S) {
-  __shared__ __align__(16) bf ps[kBq * kPStride];
-  __shared__ __align__(16) bf dss[kBq * kPStride];
-  __shared__ __align__(16) bf dos[kBq * kStride];
-  __shared__ __align__(16) bf qs[kBq * kStride];
-  griddep_wait();  // dS is the previous kernel's output
+                                                              bf* __restrict__ dK, bf* __restrict__ dV, int64_t S,
+                                                              int64_t BH) {
+  extern __shared__ __align__(16) unsigned char kv_smem[];
+  bf* const sm = reinterpret_cast<bf*>(kv_smem);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, m = lane / 8;
   const int64_t bh = blockIdx.y, k0 = static_cast<int64_t>(blockIdx.x) * kKeys;
   const bf* p = P + bh * S * S;
+  const bf* pend = P + BH * S * S;
   const bf* ds = dS + bh * S * ld;
   const bf* o = dO + bh * do_head;
-  const bool p_vec = S % 8 == 0 && reinterpret_cast<std::uintptr_t>(P) % 16 == 0;
   const bf* q = Q + bh * S * kD;
+  griddep_wait();  // dS is the previous kernel's output
+  const auto issue = [&](int64_t q0, int rows, int buf) {
+    bf* st = sm + buf * kKvStage;
+    issue_p_tile(st, P, pend, p, S, q0, rows, k0);
+    bf* dss = st + kBq * kPStride;
+#pragma unroll
+    for (int u = 0; u < kBq * (kKeys / 8) / kThreads; ++u) {  // dS: ld % 8 == 0, so a chunk starting before S
+      const int i = static_cast<int>(threadIdx.x) + u * kThreads;  // ends inside the row
+      const int r = i / (kKeys / 8), c = (i % (kKeys / 8)) * 8;
+      const bool valid = r < rows && k0 + c < S;
+      mma16::cp_async16(dss + r * kPStride + c, valid ? ds + (q0 + r) * ld + k0 + c : ds, valid);
+    }
+    bf* dos = dss + kBq * kPStride;
+    bf* qs = dos + kBq * kStride;
+#pragma unroll
+    for (int u = 0; u < kBq * (kD / 8) / kThreads; ++u) {
+      const int i = static_cast<int>(threadIdx.x) + u * kThreads;
+      const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
+      const bool valid = r < rows;
+      mma16::cp_async16(dos + r * kStride + c, valid ? o + (q0 + r) * do_ld + c : o, valid);
+      mma16::cp_async16(qs + r * kStride + c, valid ? q + (q0 + r) * kD + c : q, valid);
+    }
+  };
   float dv[16][4], dk[16][4];
 #pragma unroll
   for (int j = 0; j < 16; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dv[j][e] = dk[j][e] = 0.0f;
-  for (int64_t q0 = 0; q0 < S; q0 += kBq) {
-    __syncthreads();
-    for (int i = threadIdx.x; i < kBq * (kKeys / 8); i += kThreads) {  // P and dS tiles [query][key], zero past S
-      const int r = i / (kKeys / 8), c = (i % (kKeys / 8)) * 8;
-      const int64_t qr = q0 + r, kc = k0 + c;
-      uint4 xp = make_uint4(0, 0, 0, 0), xs = xp;
-      if (qr < S && kc + 8 <= S) {  // dS rows: ld % 8 == 0 and 16-byte aligned; P rows where S % 8 == 0 (p_vec)
-        xs = *reinterpret_cast<const uint4*>(ds + qr * ld + kc);
-        if (p_vec) xp = *reinterpret_cast<const uint4*>(p + qr * S + kc);
-      }
-      bf* ep = reinterpret_cast<bf*>(&xp);
-      bf* es = reinterpret_cast<bf*>(&xs);
-      if (qr < S && (kc + 8 > S || !p_vec)) {  // the row's last keys, or P rows not 16-byte aligned: one at a time
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const bool in = kc + e < S;
-          ep[e] = in ? p[qr * S + kc + e] : __float2bfloat16_rn(0.0f);
-          if (kc + 8 > S) es[e] = in ? ds[qr * ld + kc + e] : __float2bfloat16_rn(0.0f);
-        }
-      }
-      *reinterpret_cast<uint4*>(ps + r * kPStride + c) = xp;
-      *reinterpret_cast<uint4*>(dss + r * kPStride + c) = xs;
-    }
-    for (int i = threadIdx.x; i < kBq * (kD / 8); i += kThreads) {  // dO and Q tiles [query][dim], 16-byte moves
-      const int r = i / (kD / 8), c = i % (kD / 8);
-      uint4 xo = make_uint4(0, 0, 0, 0), xq = xo;
-      if (q0 + r < S) {
-        xo = *reinterpret_cast<const uint4*>(o + (q0 + r) * do_ld + c * 8);
-        xq = *reinterpret_cast<const uint4*>(q + (q0 + r) * kD + c * 8);
-      }
-      *reinterpret_cast<uint4*>(dos + r * kStride + c * 8) = xo;
-      *reinterpret_cast<uint4*>(qs + r * kStride + c * 8) = xq;
-    }
-    __syncthreads();
+  const int key_a = 16 * warp + g;  // this lane's keys in the tile: key_a, key_a + 8
+  int64_t q0 = 0;
+  mma16::stream_blocks_deep<kBq, kStages>(0, S, issue, [&](int buf, int) {
+    const bf* ps = sm + buf * kKvStage;
+    const bf* dss = ps + kBq * kPStride;
+    const bf* dos = dss + kBq * kPStride;
+    const bf* qs = dos + kBq * kStride;
 #pragma unroll
     for (int kq = 0; kq < kBq / 16; ++kq) {
-      // A = Pᵀ and dSᵀ (rows: this warp's 16 keys; k: 16 queries): matrix m = (queries 8·(m / 2), keys 8·(m % 2)).
+      // A = Pᵀ (rows: this warp's 16 keys; k: 16 queries) element by element from the phase-kept P tile;
+      // A = dSᵀ by ldmatrix.trans: matrix m = (queries 8·(m / 2), keys 8·(m % 2)).
       std::uint32_t ap[4], as[4];
+      {
+        const auto pt = [&](int r, int key) {  // tile element (r, key), as 16 bits
+          const bf* row = p + (q0 + r) * S + k0;
+          return static_cast<std::uint32_t>(__bfloat16_as_ushort(ps[r * kPStride + p_shift(row) + key]));
+        };
+        const int r0 = 16 * kq + 2 * t;
+        ap[0] = pt(r0, key_a) | pt(r0 + 1, key_a) << 16;
+        ap[1] = pt(r0, key_a + 8) | pt(r0 + 1, key_a + 8) << 16;
+        ap[2] = pt(r0 + 8, key_a) | pt(r0 + 9, key_a) << 16;
+        ap[3] = pt(r0 + 8, key_a + 8) | pt(r0 + 9, key_a + 8) << 16;
+      }
       const int arow = 16 * kq + (m / 2) * 8 + lane % 8, acol = 16 * warp + (m % 2) * 8;
-      ldsm4_t(ap, ps + arow * kPStride + acol);
       ldsm4_t(as, dss + arow * kPStride + acol);
 #pragma unroll
       for (int j = 0; j < 16; j += 2) {
@@ -319,8 +382,9 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
         mma16816(dk[j + 1], as, bq[2], bq[3]);
       }
     }
-  }
-  const int64_t ka = k0 + 16 * warp + g, kb = ka + 8;
+    q0 += kBq;
+  });
+  const int64_t ka = k0 + key_a, kb = ka + 8;
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
     const int64_t col = 8 * j + 2 * t;
@@ -346,7 +410,10 @@ bool fused_dp_softmax(const bf* dO, const bf* V, const bf* P, bf* dS, int64_t BH
       reinterpret_cast<std::uintptr_t>(dS) % 4 != 0)
     return false;
   const dim3 grid(static_cast<unsigned>((S + kRows - 1) / kRows), static_cast<unsigned>(BH));
-  dp_softmax_kernel<false><<<grid, kThreads, 0, stream>>>(dO, kD, S * kD, V, P, dS, S, ld, scaling, nullptr, nullptr);
+  constexpr std::size_t smem = dp_smem_bytes<false>();
+  ATTNBWD_CUDA_CHECK(
+      cudaFuncSetAttribute(dp_softmax_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  dp_softmax_kernel<false><<<grid, kThreads, smem, stream>>>(dO, kD, S * kD, V, P, dS, S, ld, scaling, nullptr, nullptr);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -365,8 +432,13 @@ std::string gqa_small_attn_unsupported(const GqaSmallAttn& a) {
 void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
   if (const std::string why = gqa_small_attn_unsupported(a); !why.empty()) throw Error("gqa_small_attn", why);
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(a.BH));
-  dp_softmax_kernel<true><<<grid, kThreads, 0, stream>>>(a.dO, a.do_ld, a.do_head, a.V, a.P, a.dS, a.S, a.ld,
-                                                         a.scaling, a.K, a.dQ);
+  constexpr std::size_t smem = dp_smem_bytes<true>();
+  ATTNBWD_CUDA_CHECK(
+      cudaFuncSetAttribute(dp_softmax_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  ATTNBWD_CUDA_CHECK(
+      cudaFuncSetAttribute(small_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kKvSmem)));
+  dp_softmax_kernel<true><<<grid, kThreads, smem, stream>>>(a.dO, a.do_ld, a.do_head, a.V, a.P, a.dS, a.S, a.ld,
+                                                            a.scaling, a.K, a.dQ);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   // A programmatic dependent only where the kernel's machine code waits for its primary (griddepcontrol: sm_90 or
   // later; a build for an older target runs it as a plain launch).
@@ -378,11 +450,12 @@ void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>((a.S + kKeys - 1) / kKeys), static_cast<unsigned>(a.BH));
   cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kKvSmem;
   cfg.stream = stream;
   cfg.attrs = &pdl;
   cfg.numAttrs = fa.binaryVersion >= 90 ? 1 : 0;
   ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, small_dkdv_kernel, a.P, static_cast<const bf*>(a.dS), a.ld, a.dO,
-                                        a.do_ld, a.do_head, a.Q, a.dK, a.dV, a.S));
+                                        a.do_ld, a.do_head, a.Q, a.dK, a.dV, a.S, a.BH));
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 

@@ -19,6 +19,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -161,11 +162,13 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
     int64_t B, S, Hq, Hkv, D, hidden;
   };
   // S = 300 (padded to 304: two 256-column chunks per row) and S = 520 (unpadded, three) reach the softmax
-  // kernel's register forms above one chunk.
+  // kernel's register forms above one chunk. S = 97 with three heads: a P tensor whose size is not a multiple of
+  // 8 elements (the small dK/dV kernel copies the last row's last chunk an element at a time).
   const Case cases[] = {{1, 1, 4, 1, 128, 64},  {2, 7, 8, 2, 128, 96},  {1, 131, 8, 2, 128, 64},
                         {3, 65, 4, 4, 128, 32}, {2, 33, 4, 1, 64, 128}, {1, 131, 8, 2, 64, 64},
                         {1, 300, 4, 1, 128, 64}, {1, 520, 4, 2, 128, 64}, {1, 128, 4, 1, 128, 64},
-                        {2, 192, 8, 2, 128, 64}, {1, 256, 4, 2, 128, 32}, {3, 64, 4, 4, 128, 64}};
+                        {2, 192, 8, 2, 128, 64}, {1, 256, 4, 2, 128, 32}, {3, 64, 4, 4, 128, 64},
+                        {1, 97, 3, 1, 128, 48}};
   std::uint64_t tag = 0;
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
@@ -254,6 +257,44 @@ TEST(CudaGqaRope, SmallAttnIsDeterministicAndRefusesOtherHeadDims) {
   expect_deterministic_and_refused(kSmall, axes_of(1, 131, 8, 2, 128, 64), fresh_seed(350),
                                    axes_of(1, 33, 4, 1, 64, 64), fresh_seed(351), "ATTNBWD_CUDA_GQA_ATTN",
                                    "the small kernels at D = 64");
+}
+
+// The small-S dK/dV kernel copies P's rows in 16-byte chunks that keep each row's phase; with P 2 bytes past a
+// 16-byte boundary the first row's first chunk would start before P and the last row's last chunk end past it (both
+// copied an element at a time). S = 97, three heads: every row phase, and a tensor size not a multiple of 8.
+TEST(CudaGqaRope, SmallAttnTakesPAtAnyAlignment) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes axes = axes_of(1, 97, 3, 1, 128, 48);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(360), tools::default_scalars(kOp));
+  const Oracle<Args> want(in, axes);
+  for (const std::size_t shift : {std::size_t{2}, std::size_t{6}}) {
+    const std::string context = "P " + std::to_string(shift) + " bytes past a 16-byte boundary";
+    SCOPED_TRACE(context);
+    HostCase<Args> got(in, axes);
+    {
+      UseMode use(kSmall);
+      DeviceArgs<Kokkos::Cuda, Args> device(got.args);
+      auto& p = device.args.attn_weights;
+      const std::size_t n = bytes_of(p);
+      Kokkos::View<unsigned char*, Kokkos::CudaSpace> shifted(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("P shifted")), n + shift);
+      Kokkos::deep_copy(Kokkos::subview(shifted, Kokkos::make_pair(shift, shift + n)),
+                        Kokkos::View<unsigned char*, Kokkos::CudaSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                            static_cast<unsigned char*>(raw(p)), n));
+      p.data = reinterpret_cast<decltype(p.data)>(shifted.data() + shift);
+      ASSERT_EQ(detail::run(Kokkos::Cuda(), device.args, Options{}), Backend::Cuda);
+      Kokkos::Cuda().fence();
+      device.outputs_to(got.args);
+    }
+    const auto g = outputs_of(got.args), w = outputs_of(want.host.args);
+    ASSERT_EQ(g.size(), w.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const auto r = close(g[i].name, g[i].data, w[i].data, g[i].size,
+                           Tolerance{smallest_atol(kOp), 0.05, 0.99, kMaxRelL2[i]});
+      std::printf("[ measured ] cuda %s: %s\n", context.c_str(), r.message());
+      EXPECT_TRUE(r) << context;
+    }
+  }
 }
 
 // The key-major kernel and its warp-specialised form (no atomics) give the same bits on two runs and as each
