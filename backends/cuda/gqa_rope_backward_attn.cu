@@ -76,76 +76,112 @@ __device__ __forceinline__ void issue_key_tile(bf* s, const bf* __restrict__ x, 
   }
 }
 
-// acc[nt] = dO(16 rows of this warp)·V_tileᵀ for the 8 key groups nt of the tile.
-__device__ __forceinline__ void dp_tile(float (&acc)[8][4], const std::uint32_t (&a)[8][4], const bf* vs, int g,
-                                        int t) {
+// Four 8 × 8 b16 matrices from shared memory: lane l gives the row address of matrix l / 8, row l % 8; register m
+// holds, for lane 4·g + t, elements (g, 2t) and (g, 2t + 1) of matrix m.
+__device__ __forceinline__ void ldsm4(std::uint32_t (&r)[4], const bf* p) {
+  const auto addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// acc[nt] = dO(16 rows of this warp)·V_tileᵀ for the 8 key groups nt of the tile; the B fragments of key groups nt,
+// nt + 1 by one ldmatrix.x4: matrix m = (keys 8·(nt + m / 2), dims 16·ks + 8·(m % 2)).
+__device__ __forceinline__ void dp_tile(float (&acc)[8][4], const std::uint32_t (&a)[8][4], const bf* vs, int lane) {
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+  const bf* base = vs + ((lane / 16) * 8 + lane % 8) * kStride + ((lane / 8) % 2) * 8;
 #pragma unroll
   for (int ks = 0; ks < kD / 16; ++ks) {
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const bf* row = vs + (nt * 8 + g) * kStride + ks * 16 + 2 * t;
-      const std::uint32_t b0 = *reinterpret_cast<const std::uint32_t*>(row);
-      const std::uint32_t b1 = *reinterpret_cast<const std::uint32_t*>(row + 8);
-      mma16816(acc[nt], a[ks], b0, b1);
+    for (int nt = 0; nt < 8; nt += 2) {
+      std::uint32_t b[4];
+      ldsm4(b, base + nt * 8 * kStride + ks * 16);
+      mma16816(acc[nt], a[ks], b[0], b[1]);
+      mma16816(acc[nt + 1], a[ks], b[2], b[3]);
     }
   }
 }
 
-// P[row][key], P[row][key + 1] (zero past S or for an invalid row); one 4-byte load when S is even.
-__device__ __forceinline__ __nv_bfloat162 load_p_pair(const bf* __restrict__ prow, int64_t key, int64_t S, bool valid,
-                                                      bool even) {
-  __nv_bfloat162 x;
-  x.x = x.y = __float2bfloat16_rn(0.0f);
-  if (!valid) return x;
-  if (even && key + 1 < S) return *reinterpret_cast<const __nv_bfloat162*>(prow + key);
-  if (key < S) x.x = prow[key];
-  if (key + 1 < S) x.y = prow[key + 1];
-  return x;
+// P tiles keep each row's 16-byte phase (P's rows start at any element): element (r, c) of a tile is at
+// r·kPStride + sh(r) + c, sh(r) = the row start's element offset within its 16-byte chunk, and a row is 9 aligned
+// chunks (64 keys and up to 7 before them). A chunk not wholly inside the tensor [pbeg, pend) is copied an element
+// at a time (zero outside); rows past `rows` are zero. Keys past S hold the next row's values: every reader masks
+// them or multiplies them by zero.
+constexpr int kPStride = 72;  // elements; 144 B: conflict-free ldmatrix on the aligned tiles of the same stride
+__device__ __forceinline__ int p_shift(const bf* p) {
+  return static_cast<int>((reinterpret_cast<std::uintptr_t>(p) >> 1) & 7);
+}
+template <int kTileRows>
+__device__ __forceinline__ void issue_p_tile(bf* s, const bf* pbeg, const bf* pend, const bf* __restrict__ p, int64_t S,
+                                             int64_t q0, int rows, int64_t k0) {
+  constexpr int kChunks = kPStride / 8;  // 9
+  for (int i = threadIdx.x; i < kTileRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, ch = i % kChunks;
+    bf* dst = s + r * kPStride + 8 * ch;
+    if (r >= rows) {
+      mma16::cp_async16(dst, pbeg, false);
+      continue;
+    }
+    const bf* row = p + (q0 + r) * S + k0;
+    const bf* src = row - p_shift(row) + 8 * ch;
+    if (src >= pbeg && src + 8 <= pend) {
+      mma16::cp_async16(dst, src, true);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) dst[e] = src + e >= pbeg && src + e < pend ? src[e] : __float2bfloat16_rn(0.0f);
+    }
+  }
 }
 
-// Shared memory of dp_softmax_kernel: kStages stages of one V tile (kDq: a V and a K tile), 64 keys × kStride.
-constexpr int kStages = 3;
+// Shared memory of dp_softmax_kernel: kDpStages stages of the V tile (64 keys × kStride), the CTA's P tile (64 rows
+// × kPStride) and with kDq the K tile: 44 KB per stage with kDq, two stages, two CTAs per SM.
+constexpr int kDpStages = 2;
 constexpr int kKeyTile = kKeys * kStride;  // elements
+constexpr int kPTile = kRows * kPStride;   // elements
 template <bool kDq>
-constexpr int kDpStage = kDq ? 2 * kKeyTile : kKeyTile;  // elements per stage
+constexpr int kDpStage = (kDq ? 2 * kKeyTile : kKeyTile) + kPTile;  // elements per stage: V, [K,] P
 template <bool kDq>
 constexpr std::size_t dp_smem_bytes() {
-  return static_cast<std::size_t>(kStages) * kDpStage<kDq> * sizeof(bf);
+  return static_cast<std::size_t>(kDpStages) * kDpStage<kDq> * sizeof(bf);
 }
 
-// dO(bh, q, :) = dO + bh·do_head + q·do_ld. kDq: also K [BH, S, 128] and dQ [BH, S, 128] (dQ = dS·K).
-// The two sweeps are one stream of 2n key tiles (n = ⌈S / 64⌉; tile i < n: sweep 1, V only; i ≥ n: sweep 2, V and
-// with kDq K) through kStages cp.async stages; each tile's P pairs are loaded into registers one tile ahead.
+// dO(bh, q, :) = dO + bh·do_head + q·do_ld. kDq: also K [BH, S, 128] and dQ [BH, S, 128] (dQ = dS·K). P: [BH, S, S].
+// The two sweeps are one stream of 2n key tiles (n = ⌈S / 64⌉; tile i < n: sweep 1, V and P; i ≥ n: sweep 2, V, P
+// and with kDq K) through kDpStages cp.async stages.
 template <bool kDq>
 __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restrict__ dO, int64_t do_ld, int64_t do_head,
                                                               const bf* __restrict__ V, const bf* __restrict__ P,
                                                               bf* __restrict__ dS, int64_t S, int64_t ld, float scaling,
-                                                              const bf* __restrict__ K, bf* __restrict__ dQ) {
+                                                              const bf* __restrict__ K, bf* __restrict__ dQ,
+                                                              int64_t BH) {
   extern __shared__ __align__(16) unsigned char dp_smem[];
   bf* const sm = reinterpret_cast<bf*>(dp_smem);
   if constexpr (kDq) griddep_launch_dependents();  // small_dkdv_kernel may queue
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t bh = blockIdx.y;
-  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kRows + warp * 16;
+  const int64_t qc = static_cast<int64_t>(blockIdx.x) * kRows;  // the CTA's first row
+  const int rows = static_cast<int>(S - qc < kRows ? S - qc : kRows);
   const bf* v = V + bh * S * kD;
   const bf* kh = kDq ? K + bh * S * kD : nullptr;
   const bf* p = P + bh * S * S;
+  const bf* pend = P + BH * S * S;
   bf* ds = dS + bh * S * ld;
   const int64_t n = (S + kKeys - 1) / kKeys;  // key tiles per sweep
 
-  // The first stages' V tiles go out before the dO fragments are read.
+  // The first stage's tiles go out before the dO fragments are read.
   const auto issue = [&](int64_t r0, int, int buf) {
     const int64_t tile = r0 / kKeys, k0 = (tile < n ? tile : tile - n) * kKeys;
     bf* st = sm + buf * kDpStage<kDq>;
     issue_key_tile(st, v, S, k0);
+    issue_p_tile<kRows>(st + kKeyTile, P, pend, p, S, qc, rows, k0);
     if constexpr (kDq)
-      if (tile >= n) issue_key_tile(st + kKeyTile, kh, S, k0);
+      if (tile >= n) issue_key_tile(st + kKeyTile + kPTile, kh, S, k0);
   };
 
   // A fragments: rows q0+g (regs 0, 2) and q0+g+8 (regs 1, 3); columns 16ks+2t (+8 for regs 2, 3).
-  const int64_t qa = q0 + g, qb = q0 + g + 8;
+  const int rl = warp * 16 + g;  // this lane's first row in the CTA's tile (the second: rl + 8)
+  const int64_t qa = qc + rl, qb = qa + 8;
   const bool va = qa < S, vb = qb < S;
   std::uint32_t a[8][4];
   {
@@ -160,20 +196,11 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
       a[ks][3] = vb ? *reinterpret_cast<const std::uint32_t*>(ob + col + 8) : 0u;
     }
   }
-  const bf* pa = p + qa * S;
-  const bf* pb = p + qb * S;
-  const bool even = S % 2 == 0 && reinterpret_cast<std::uintptr_t>(P) % 4 == 0;
-  __nv_bfloat162 pv[8][2];  // the next tile's P pairs (zero past S or off the rows)
-  const auto load_p = [&](int64_t tile) {
-    const int64_t k0 = (tile < n ? tile : tile - n) * kKeys;
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const int64_t key = k0 + nt * 8 + 2 * t;
-      pv[nt][0] = load_p_pair(pa, key, S, va, even);
-      pv[nt][1] = load_p_pair(pb, key, S, vb, even);
-    }
-  };
-  load_p(0);
+  // This lane's P elements in a tile: rows rl, rl + 8 at their phases (64-key tiles keep a row's phase), keys
+  // 8·nt + 2t and + 1.
+  const int pa_off = rl * kPStride + p_shift(p + qa * S) + 2 * t;
+  const int pb_off = (rl + 8) * kPStride + p_shift(p + qb * S) + 2 * t;
+  const auto p_at = [](const bf* ps, int off) { return __bfloat162float(ps[off]); };
 
   float ra = 0.0f, rb = 0.0f;  // r for rows qa, qb (this lane's share until sweep 2, then the quad's)
   float acc[8][4];
@@ -183,18 +210,17 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
     for (int j = 0; j < 16; ++j) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
   }
   int64_t tile = 0;
-  mma16::stream_blocks_deep<kKeys, kStages>(0, 2 * n * kKeys, issue, [&](int buf, int) {
-    __nv_bfloat162 pc[8][2];
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) pc[nt][0] = pv[nt][0], pc[nt][1] = pv[nt][1];
-    if (tile + 1 < 2 * n) load_p(tile + 1);
+  mma16::stream_blocks_deep<kKeys, kDpStages>(0, 2 * n * kKeys, issue, [&](int buf, int) {
     const bf* st = sm + buf * kDpStage<kDq>;
-    dp_tile(acc, a, st, g, t);
-    if (tile < n) {  // sweep 1: zero P past S or off the rows adds exactly 0 (dP there is 0 too)
+    const bf* ps = st + kKeyTile;
+    dp_tile(acc, a, st, lane);
+    if (tile < n) {
+      // Sweep 1. Keys past S: dP is exactly 0 there (V's rows zero), so their P values (the next row's) add 0;
+      // rows past S: P and dO zero.
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        ra += __low2float(pc[nt][0]) * r16(acc[nt][0]) + __high2float(pc[nt][0]) * r16(acc[nt][1]);
-        rb += __low2float(pc[nt][1]) * r16(acc[nt][2]) + __high2float(pc[nt][1]) * r16(acc[nt][3]);
+        ra += p_at(ps, pa_off + 8 * nt) * r16(acc[nt][0]) + p_at(ps, pa_off + 8 * nt + 1) * r16(acc[nt][1]);
+        rb += p_at(ps, pb_off + 8 * nt) * r16(acc[nt][2]) + p_at(ps, pb_off + 8 * nt + 1) * r16(acc[nt][3]);
       }
       ++tile;
       return;
@@ -205,7 +231,7 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
       rb += __shfl_xor_sync(0xffffffffu, rb, 1);
       rb += __shfl_xor_sync(0xffffffffu, rb, 2);
     }
-    // Sweep 2: dS (and with kDq dQ += dS·K_tile from the rounded dS values, keys past S and invalid rows zero).
+    // Sweep 2: dS (and with kDq dQ += dS·K_tile from the rounded dS values; keys past S and rows past S zero).
     const int64_t k0 = (tile - n) * kKeys;
     std::uint32_t sa[8][2];  // the dS values of this lane's pairs (zero where not written)
 #pragma unroll
@@ -217,8 +243,9 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
         const bool valid = half == 0 ? va : vb;
         if (!valid) continue;
         const float r = half == 0 ? ra : rb;
+        const int off = (half == 0 ? pa_off : pb_off) + 8 * nt;
         bf* drow = ds + (half == 0 ? qa : qb) * ld;
-        const float p2[2] = {__low2float(pc[nt][half]), __high2float(pc[nt][half])};
+        const float p2[2] = {p_at(ps, off), p_at(ps, off + 1)};
         bf out[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e)
@@ -237,7 +264,7 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
     }
     if constexpr (kDq) {
       // dQ += dS (16 rows × 64 keys: A fragments from the C layout) · K_tile (64 keys × 128; B by ldmatrix.trans).
-      const bf* kst = st + kKeyTile;
+      const bf* kst = ps + kPTile;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const std::uint32_t af[4] = {sa[2 * kk][0], sa[2 * kk][1], sa[2 * kk + 1][0], sa[2 * kk + 1][1]};
@@ -267,40 +294,11 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
 }
 
 // dV₃₂ = Pᵀ·dO and dK₃₂ = dSᵀ·Q for keys [64·blockIdx.x, +64) of head bh = blockIdx.y (one rounding each), over
-// 32-query tiles of P, dS, dO and Q streamed through kStages cp.async stages.
+// 32-query tiles of P, dS, dO and Q streamed through kKvStages cp.async stages.
 constexpr int kBq = 32;        // query rows per tile
-constexpr int kPStride = 72;   // smem row stride of the P and dS tiles (elements; 144 B: conflict-free ldmatrix)
+constexpr int kKvStages = 3;
 constexpr int kKvStage = 2 * kBq * kPStride + 2 * kBq * kStride;  // elements: P, dS, dO, Q tiles
-constexpr std::size_t kKvSmem = static_cast<std::size_t>(kStages) * kKvStage * sizeof(bf);
-
-// P's rows start at any element, so a P tile keeps each row's 16-byte phase: element (r, c) of the tile is at
-// r·kPStride + sh(r) + c, sh(r) = the row start's element offset within its 16-byte chunk, and a row is 9 aligned
-// chunks (64 keys and up to 7 before them). A chunk not wholly inside the tensor [pbeg, pend) is copied an element
-// at a time (zero outside); rows past S are zero. Keys past S read the next row's values: they only reach the
-// output rows of keys past S, which are never written.
-__device__ __forceinline__ int p_shift(const bf* p) {
-  return static_cast<int>((reinterpret_cast<std::uintptr_t>(p) >> 1) & 7);
-}
-__device__ __forceinline__ void issue_p_tile(bf* s, const bf* pbeg, const bf* pend, const bf* __restrict__ p, int64_t S,
-                                             int64_t q0, int rows, int64_t k0) {
-  constexpr int kChunks = kPStride / 8;  // 9
-  for (int i = threadIdx.x; i < kBq * kChunks; i += kThreads) {
-    const int r = i / kChunks, ch = i % kChunks;
-    bf* dst = s + r * kPStride + 8 * ch;
-    if (r >= rows) {
-      mma16::cp_async16(dst, pbeg, false);
-      continue;
-    }
-    const bf* row = p + (q0 + r) * S + k0;
-    const bf* src = row - p_shift(row) + 8 * ch;
-    if (src >= pbeg && src + 8 <= pend) {
-      mma16::cp_async16(dst, src, true);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) dst[e] = src + e >= pbeg && src + e < pend ? src[e] : __float2bfloat16_rn(0.0f);
-    }
-  }
-}
+constexpr std::size_t kKvSmem = static_cast<std::size_t>(kKvStages) * kKvStage * sizeof(bf);
 
 __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restrict__ P, const bf* __restrict__ dS,
                                                               int64_t ld, const bf* __restrict__ dO, int64_t do_ld,
@@ -319,7 +317,7 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
   griddep_wait();  // dS is the previous kernel's output
   const auto issue = [&](int64_t q0, int rows, int buf) {
     bf* st = sm + buf * kKvStage;
-    issue_p_tile(st, P, pend, p, S, q0, rows, k0);
+    issue_p_tile<kBq>(st, P, pend, p, S, q0, rows, k0);
     bf* dss = st + kBq * kPStride;
 #pragma unroll
     for (int u = 0; u < kBq * (kKeys / 8) / kThreads; ++u) {  // dS: ld % 8 == 0, so a chunk starting before S
@@ -346,7 +344,7 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
     for (int e = 0; e < 4; ++e) dv[j][e] = dk[j][e] = 0.0f;
   const int key_a = 16 * warp + g;  // this lane's keys in the tile: key_a, key_a + 8
   int64_t q0 = 0;
-  mma16::stream_blocks_deep<kBq, kStages>(0, S, issue, [&](int buf, int) {
+  mma16::stream_blocks_deep<kBq, kKvStages>(0, S, issue, [&](int buf, int) {
     const bf* ps = sm + buf * kKvStage;
     const bf* dss = ps + kBq * kPStride;
     const bf* dos = dss + kBq * kPStride;
@@ -413,7 +411,8 @@ bool fused_dp_softmax(const bf* dO, const bf* V, const bf* P, bf* dS, int64_t BH
   constexpr std::size_t smem = dp_smem_bytes<false>();
   ATTNBWD_CUDA_CHECK(
       cudaFuncSetAttribute(dp_softmax_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  dp_softmax_kernel<false><<<grid, kThreads, smem, stream>>>(dO, kD, S * kD, V, P, dS, S, ld, scaling, nullptr, nullptr);
+  dp_softmax_kernel<false><<<grid, kThreads, smem, stream>>>(dO, kD, S * kD, V, P, dS, S, ld, scaling, nullptr, nullptr,
+                                                             BH);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -438,7 +437,7 @@ void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
   ATTNBWD_CUDA_CHECK(
       cudaFuncSetAttribute(small_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kKvSmem)));
   dp_softmax_kernel<true><<<grid, kThreads, smem, stream>>>(a.dO, a.do_ld, a.do_head, a.V, a.P, a.dS, a.S, a.ld,
-                                                            a.scaling, a.K, a.dQ);
+                                                            a.scaling, a.K, a.dQ, a.BH);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   // A programmatic dependent only where the kernel's machine code waits for its primary (griddepcontrol: sm_90 or
   // later; a build for an older target runs it as a plain launch).
