@@ -2,17 +2,21 @@
 // dP = bf16(dO·Vᵀ) and r = Σ_keys P·dP, for head_dim 128, without materialising dP.
 //
 // One CTA of 4 warps per (b·Hq + h, 64 query rows); each warp owns 16 rows, their dO as mma.sync A
-// fragments in registers. Two sweeps over 64-key tiles of V (staged in shared memory): the first
-// sums r (fp32, a fixed order: deterministic), the second recomputes the dP tile and writes dS.
+// fragments in registers. Two sweeps over 64-key tiles: the first sums r (fp32, a fixed order:
+// deterministic), the second recomputes the dP tile and writes dS. The V tile and the CTA's 64 × 64 P tile
+// stream through two cp.async stages (P's rows keep their 16-byte phase: any S, any alignment).
 // Tensor cores through mma.sync.m16n8k16 (bf16 in, fp32 accumulate): valid on sm_90a and sm_100a.
-// Tails: rows and keys past S read as zero and are never written.
+// Tails: rows and keys past S read as zero (or are multiplied by zero) and are never written.
 //
 // The small-S attention path (ATTNBWD_CUDA_GQA_ATTN=small, gqa_small_attn) is two launches of this file's kernels
 // instead of padding copies, five GEMMs and the row kernel: the same kernel with kDq (the second sweep also stages
 // the K tile and accumulates dQ = dS·K from dS's registers, one rounding at the end), then small_dkdv_kernel,
 // key-major: CTA = (b·Hq + h, 64 keys), each warp 16 keys, dV₃₂ = Pᵀ·dO and dK₃₂ = dSᵀ·Q over 32-query tiles of P,
-// dS, dO and Q in shared memory (the transposed operands by ldmatrix.trans), fp32 accumulators, one rounding each.
-// It is a programmatic dependent of the first (it waits for it before reading anything).
+// dS, dO and Q streamed through three cp.async stages (the transposed operands by ldmatrix.trans, Pᵀ element-wise
+// from its phase-kept tile), fp32 accumulators, one rounding each. It is a programmatic dependent of the first (it
+// waits for it before reading anything). Measured on an H200 (perf/NOTES.md, twentieth session): both kernels are
+// bound by instruction latency at ~5 warps per SM (grid (⌈S/64⌉, B·Hq)), 0.96-0.98 of the default path per call at
+// S = 128-293, so auto does not take them.
 #include <cuda_bf16.h>
 
 #include <cstddef>
@@ -39,8 +43,6 @@ constexpr int kKeys = 64;      // keys per tile
 constexpr int kStride = 136;   // smem row stride of the V tile (elements): conflict-free fragment loads
 constexpr int kThreads = 128;
 
-__device__ __forceinline__ float r16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-
 // Four 8 × 8 b16 matrices from shared memory, transposed: lane l gives the row address of matrix l / 8, row l % 8;
 // register m holds, for lane 4·g + t, elements (2t, g) and (2t + 1, g) of matrix m.
 __device__ __forceinline__ void ldsm4_t(std::uint32_t (&r)[4], const bf* p) {
@@ -48,11 +50,6 @@ __device__ __forceinline__ void ldsm4_t(std::uint32_t (&r)[4], const bf* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
-}
-
-__device__ __forceinline__ std::uint32_t pack2(bf lo, bf hi) {
-  return static_cast<std::uint32_t>(__bfloat16_as_ushort(lo)) |
-         (static_cast<std::uint32_t>(__bfloat16_as_ushort(hi)) << 16);
 }
 
 __device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
@@ -64,15 +61,19 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Issues the cp.async copies of keys [k0, k0 + 64) of one head's [S, 128] V or K into a tile of row stride kStride
-// (keys past S zero-filled, nothing read for them). The caller commits and waits.
-__device__ __forceinline__ void issue_key_tile(bf* s, const bf* __restrict__ x, int64_t S, int64_t k0) {
-  constexpr int kChunks = kD / 8;  // 16-byte chunks per row
+// Issues the cp.async copies of rows [k0, k0 + kTileRows) of a [S, 128] matrix x (V, K, Q or dO: row stride ldx)
+// into a tile of row stride kStride; rows past S are zero-filled (nothing read). Thread i copies chunk i % 16 of rows
+// i / 16 + 8u: one 64-bit address per call, the rest immediate offsets. The caller commits and waits.
+template <int kTileRows>
+__device__ __forceinline__ void issue_rows(bf* s, const bf* __restrict__ x, int64_t ldx, int64_t S, int64_t k0) {
+  constexpr int kChunks = kD / 8, kStep = kThreads / kChunks;  // 16 chunks per row, 8 rows per pass
+  const int r = static_cast<int>(threadIdx.x) / kChunks, c = (static_cast<int>(threadIdx.x) % kChunks) * 8;
+  const bf* src = x + (k0 + r) * ldx + c;
+  bf* dst = s + r * kStride + c;
 #pragma unroll
-  for (int u = 0; u < kKeys * kChunks / kThreads; ++u) {
-    const int i = static_cast<int>(threadIdx.x) + u * kThreads, r = i / kChunks, c = (i % kChunks) * 8;
-    const bool valid = k0 + r < S;
-    mma16::cp_async16(s + r * kStride + c, x + (valid ? (k0 + r) * kD + c : 0), valid);
+  for (int u = 0; u < kTileRows / kStep; ++u) {
+    const bool valid = k0 + r + u * kStep < S;
+    mma16::cp_async16(dst + u * kStep * kStride, valid ? src + u * kStep * ldx : x, valid);
   }
 }
 
@@ -106,33 +107,38 @@ __device__ __forceinline__ void dp_tile(float (&acc)[8][4], const std::uint32_t 
 // P tiles keep each row's 16-byte phase (P's rows start at any element): element (r, c) of a tile is at
 // r·kPStride + sh(r) + c, sh(r) = the row start's element offset within its 16-byte chunk, and a row is 9 aligned
 // chunks (64 keys and up to 7 before them). A chunk not wholly inside the tensor [pbeg, pend) is copied an element
-// at a time (zero outside); rows past `rows` are zero. Keys past S hold the next row's values: every reader masks
-// them or multiplies them by zero.
+// at a time (zero outside); invalid rows are zero. Keys past S hold the next row's values: every reader masks them
+// or multiplies them by zero. Tiles start at keys k0 ≡ 0 (mod 64) and rows q0 ≡ 0 (mod 32), so a row's phase
+// depends only on its head and its index mod 8: fixed per thread for a whole kernel.
 constexpr int kPStride = 72;  // elements; 144 B: conflict-free ldmatrix on the aligned tiles of the same stride
+constexpr int kPChunks = kPStride / 8;
 __device__ __forceinline__ int p_shift(const bf* p) {
   return static_cast<int>((reinterpret_cast<std::uintptr_t>(p) >> 1) & 7);
 }
-template <int kTileRows>
-__device__ __forceinline__ void issue_p_tile(bf* s, const bf* pbeg, const bf* pend, const bf* __restrict__ p, int64_t S,
-                                             int64_t q0, int rows, int64_t k0) {
-  constexpr int kChunks = kPStride / 8;  // 9
-  for (int i = threadIdx.x; i < kTileRows * kChunks; i += kThreads) {
-    const int r = i / kChunks, ch = i % kChunks;
-    bf* dst = s + r * kPStride + 8 * ch;
-    if (r >= rows) {
-      mma16::cp_async16(dst, pbeg, false);
-      continue;
-    }
-    const bf* row = p + (q0 + r) * S + k0;
-    const bf* src = row - p_shift(row) + 8 * ch;
-    if (src >= pbeg && src + 8 <= pend) {
-      mma16::cp_async16(dst, src, true);
+// One row of a P tile by kTpr threads (this one: chunks c0, c0 + kTpr, ...); src: the row's first key less its shift.
+template <int kTpr>
+__device__ __forceinline__ void issue_p_row(bf* dst, const bf* src, bool valid, const bf* pbeg, const bf* pend,
+                                            int c0) {
+#pragma unroll
+  for (int j = 0; j < (kPChunks + kTpr - 1) / kTpr; ++j) {
+    const int ch = c0 + kTpr * j;
+    if (ch >= kPChunks) break;
+    bf* d = dst + 8 * ch;
+    const bf* s = src + 8 * ch;
+    if (!valid) {
+      mma16::cp_async16(d, pbeg, false);
+    } else if (s >= pbeg && s + 8 <= pend) {
+      mma16::cp_async16(d, s, true);
     } else {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) dst[e] = src + e >= pbeg && src + e < pend ? src[e] : __float2bfloat16_rn(0.0f);
+      for (int e = 0; e < 8; ++e) d[e] = s + e >= pbeg && s + e < pend ? s[e] : __float2bfloat16_rn(0.0f);
     }
   }
 }
+
+// Both elements rounded to bf16, back as floats (one cvt.rn.bf16x2.f32).
+__device__ __forceinline__ float2 round2(float x, float y) { return __bfloat1622float2(__floats2bfloat162_rn(x, y)); }
+__device__ __forceinline__ std::uint32_t bits2(__nv_bfloat162 x) { return *reinterpret_cast<std::uint32_t*>(&x); }
 
 // Shared memory of dp_softmax_kernel: kDpStages stages of the V tile (64 keys × kStride), the CTA's P tile (64 rows
 // × kPStride) and with kDq the K tile: 44 KB per stage with kDq, two stages, two CTAs per SM.
@@ -140,7 +146,7 @@ constexpr int kDpStages = 2;
 constexpr int kKeyTile = kKeys * kStride;  // elements
 constexpr int kPTile = kRows * kPStride;   // elements
 template <bool kDq>
-constexpr int kDpStage = (kDq ? 2 * kKeyTile : kKeyTile) + kPTile;  // elements per stage: V, [K,] P
+constexpr int kDpStage = (kDq ? 2 * kKeyTile : kKeyTile) + kPTile;  // elements per stage: V, P[, K]
 template <bool kDq>
 constexpr std::size_t dp_smem_bytes() {
   return static_cast<std::size_t>(kDpStages) * kDpStage<kDq> * sizeof(bf);
@@ -169,14 +175,19 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
   bf* ds = dS + bh * S * ld;
   const int64_t n = (S + kKeys - 1) / kKeys;  // key tiles per sweep
 
-  // The first stage's tiles go out before the dO fragments are read.
+  // This thread's row of the P tile (two threads per row) and its source less the phase.
+  const int p_row = static_cast<int>(threadIdx.x) / 2;
+  const bool p_valid = p_row < rows;
+  const bf* p_src = p_valid ? p + (qc + p_row) * S : p;
+  p_src -= p_shift(p_src);
   const auto issue = [&](int64_t r0, int, int buf) {
     const int64_t tile = r0 / kKeys, k0 = (tile < n ? tile : tile - n) * kKeys;
     bf* st = sm + buf * kDpStage<kDq>;
-    issue_key_tile(st, v, S, k0);
-    issue_p_tile<kRows>(st + kKeyTile, P, pend, p, S, qc, rows, k0);
+    issue_rows<kKeys>(st, v, kD, S, k0);
+    issue_p_row<2>(st + kKeyTile + p_row * kPStride, p_src + k0, p_valid, P, pend,
+                   static_cast<int>(threadIdx.x) % 2);
     if constexpr (kDq)
-      if (tile >= n) issue_key_tile(st + kKeyTile + kPTile, kh, S, k0);
+      if (tile >= n) issue_rows<kKeys>(st + kKeyTile + kPTile, kh, kD, S, k0);
   };
 
   // A fragments: rows q0+g (regs 0, 2) and q0+g+8 (regs 1, 3); columns 16ks+2t (+8 for regs 2, 3).
@@ -196,11 +207,12 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
       a[ks][3] = vb ? *reinterpret_cast<const std::uint32_t*>(ob + col + 8) : 0u;
     }
   }
-  // This lane's P elements in a tile: rows rl, rl + 8 at their phases (64-key tiles keep a row's phase), keys
-  // 8·nt + 2t and + 1.
-  const int pa_off = rl * kPStride + p_shift(p + qa * S) + 2 * t;
-  const int pb_off = (rl + 8) * kPStride + p_shift(p + qb * S) + 2 * t;
-  const auto p_at = [](const bf* ps, int off) { return __bfloat162float(ps[off]); };
+  // This lane's P elements in a tile: rows rl, rl + 8 at their phases, keys 8·nt + 2t and + 1.
+  const int pa_off = kKeyTile + rl * kPStride + p_shift(p + qa * S) + 2 * t;
+  const int pb_off = kKeyTile + (rl + 8) * kPStride + p_shift(p + qb * S) + 2 * t;
+  const auto p_at = [](const bf* st, int off) { return __bfloat162float(st[off]); };
+  // dQ's B fragments (ldmatrix.trans of the K tile): matrix m = (keys 16·kk + 8·(m % 2), dims 8·(j + m / 2)).
+  const int k_off = kKeyTile + kPTile + ((lane / 8) % 2 * 8 + lane % 8) * kStride + (lane / 16) * 8;
 
   float ra = 0.0f, rb = 0.0f;  // r for rows qa, qb (this lane's share until sweep 2, then the quad's)
   float acc[8][4];
@@ -212,15 +224,15 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
   int64_t tile = 0;
   mma16::stream_blocks_deep<kKeys, kDpStages>(0, 2 * n * kKeys, issue, [&](int buf, int) {
     const bf* st = sm + buf * kDpStage<kDq>;
-    const bf* ps = st + kKeyTile;
     dp_tile(acc, a, st, lane);
     if (tile < n) {
       // Sweep 1. Keys past S: dP is exactly 0 there (V's rows zero), so their P values (the next row's) add 0;
       // rows past S: P and dO zero.
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
-        ra += p_at(ps, pa_off + 8 * nt) * r16(acc[nt][0]) + p_at(ps, pa_off + 8 * nt + 1) * r16(acc[nt][1]);
-        rb += p_at(ps, pb_off + 8 * nt) * r16(acc[nt][2]) + p_at(ps, pb_off + 8 * nt + 1) * r16(acc[nt][3]);
+        const float2 da = round2(acc[nt][0], acc[nt][1]), db = round2(acc[nt][2], acc[nt][3]);
+        ra += p_at(st, pa_off + 8 * nt) * da.x + p_at(st, pa_off + 8 * nt + 1) * da.y;
+        rb += p_at(st, pb_off + 8 * nt) * db.x + p_at(st, pb_off + 8 * nt + 1) * db.y;
       }
       ++tile;
       return;
@@ -231,48 +243,46 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
       rb += __shfl_xor_sync(0xffffffffu, rb, 1);
       rb += __shfl_xor_sync(0xffffffffu, rb, 2);
     }
-    // Sweep 2: dS (and with kDq dQ += dS·K_tile from the rounded dS values; keys past S and rows past S zero).
+    // Sweep 2: dS = bf16(bf16(P·(bf16(dP) − r))·scaling) (and with kDq dQ += dS·K_tile from the rounded dS values;
+    // keys past S and rows past S zero).
     const int64_t k0 = (tile - n) * kKeys;
+    const bool full = k0 + kKeys <= S;
     std::uint32_t sa[8][2];  // the dS values of this lane's pairs (zero where not written)
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       const int64_t key = k0 + nt * 8 + 2 * t;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        sa[nt][half] = 0u;
         const bool valid = half == 0 ? va : vb;
-        if (!valid) continue;
         const float r = half == 0 ? ra : rb;
         const int off = (half == 0 ? pa_off : pb_off) + 8 * nt;
-        bf* drow = ds + (half == 0 ? qa : qb) * ld;
-        const float p2[2] = {p_at(ps, off), p_at(ps, off + 1)};
-        bf out[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-          out[e] = __float2bfloat16_rn(r16(p2[e] * (r16(acc[nt][2 * half + e]) - r)) * scaling);
-        if (key + 1 < S) {
-          __nv_bfloat162 pair;
-          pair.x = out[0];
-          pair.y = out[1];
-          *reinterpret_cast<__nv_bfloat162*>(drow + key) = pair;  // ld and key even: 4-byte aligned
-          sa[nt][half] = pack2(out[0], out[1]);
+        const float2 d = round2(acc[nt][2 * half], acc[nt][2 * half + 1]);
+        const float2 x = round2(p_at(st, off) * (d.x - r), p_at(st, off + 1) * (d.y - r));
+        const __nv_bfloat162 out = __floats2bfloat162_rn(x.x * scaling, x.y * scaling);
+        bf* dst = ds + (half == 0 ? qa : qb) * ld + key;  // ld and key even: 4-byte aligned
+        std::uint32_t w = valid ? bits2(out) : 0u;
+        if (full) {
+          if (valid) *reinterpret_cast<__nv_bfloat162*>(dst) = out;
+        } else if (key + 1 < S) {
+          if (valid) *reinterpret_cast<__nv_bfloat162*>(dst) = out;
         } else if (key < S) {
-          drow[key] = out[0];
-          sa[nt][half] = pack2(out[0], __float2bfloat16_rn(0.0f));
+          if (valid) *dst = out.x;
+          w &= 0xffffu;
+        } else {
+          w = 0u;
         }
+        sa[nt][half] = w;
       }
     }
     if constexpr (kDq) {
       // dQ += dS (16 rows × 64 keys: A fragments from the C layout) · K_tile (64 keys × 128; B by ldmatrix.trans).
-      const bf* kst = ps + kPTile;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
         const std::uint32_t af[4] = {sa[2 * kk][0], sa[2 * kk][1], sa[2 * kk + 1][0], sa[2 * kk + 1][1]};
 #pragma unroll
         for (int j = 0; j < 16; j += 2) {
-          const int m = lane / 8;
           std::uint32_t b[4];
-          ldsm4_t(b, kst + (16 * kk + (m % 2) * 8 + lane % 8) * kStride + 8 * (j + m / 2));
+          ldsm4_t(b, st + k_off + 16 * kk * kStride + 8 * j);
           mma16816(dq[j], af, b[0], b[1]);
           mma16816(dq[j + 1], af, b[2], b[3]);
         }
@@ -295,7 +305,7 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
 
 // dV₃₂ = Pᵀ·dO and dK₃₂ = dSᵀ·Q for keys [64·blockIdx.x, +64) of head bh = blockIdx.y (one rounding each), over
 // 32-query tiles of P, dS, dO and Q streamed through kKvStages cp.async stages.
-constexpr int kBq = 32;        // query rows per tile
+constexpr int kBq = 32;  // query rows per tile
 constexpr int kKvStages = 3;
 constexpr int kKvStage = 2 * kBq * kPStride + 2 * kBq * kStride;  // elements: P, dS, dO, Q tiles
 constexpr std::size_t kKvSmem = static_cast<std::size_t>(kKvStages) * kKvStage * sizeof(bf);
@@ -314,28 +324,28 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
   const bf* ds = dS + bh * S * ld;
   const bf* o = dO + bh * do_head;
   const bf* q = Q + bh * S * kD;
+  // This thread's row of the P tile (four threads per row): row q0 + p_row starts at p_base + q0·S (its phase: fixed).
+  const int p_row = static_cast<int>(threadIdx.x) / 4;
+  const bf* p_base = p + p_row * S + k0;
+  p_base -= p_shift(p_base);
+  // dS: this thread's chunk (i % 8) of rows i / 8 and + 16; ld % 8 == 0, so a chunk starting before S ends in the row.
+  const int s_row = static_cast<int>(threadIdx.x) / 8, s_col = (static_cast<int>(threadIdx.x) % 8) * 8;
+  const bool s_in = k0 + s_col < S;
   griddep_wait();  // dS is the previous kernel's output
   const auto issue = [&](int64_t q0, int rows, int buf) {
     bf* st = sm + buf * kKvStage;
-    issue_p_tile<kBq>(st, P, pend, p, S, q0, rows, k0);
+    issue_p_row<4>(st + p_row * kPStride, p_row < rows ? p_base + q0 * S : P, p_row < rows, P, pend,
+                   static_cast<int>(threadIdx.x) % 4);
     bf* dss = st + kBq * kPStride;
+    const bf* s_src = ds + (q0 + s_row) * ld + k0 + s_col;
 #pragma unroll
-    for (int u = 0; u < kBq * (kKeys / 8) / kThreads; ++u) {  // dS: ld % 8 == 0, so a chunk starting before S
-      const int i = static_cast<int>(threadIdx.x) + u * kThreads;  // ends inside the row
-      const int r = i / (kKeys / 8), c = (i % (kKeys / 8)) * 8;
-      const bool valid = r < rows && k0 + c < S;
-      mma16::cp_async16(dss + r * kPStride + c, valid ? ds + (q0 + r) * ld + k0 + c : ds, valid);
+    for (int u = 0; u < 2; ++u) {
+      const bool valid = s_row + 16 * u < rows && s_in;
+      mma16::cp_async16(dss + (s_row + 16 * u) * kPStride + s_col, valid ? s_src + 16 * u * ld : ds, valid);
     }
     bf* dos = dss + kBq * kPStride;
-    bf* qs = dos + kBq * kStride;
-#pragma unroll
-    for (int u = 0; u < kBq * (kD / 8) / kThreads; ++u) {
-      const int i = static_cast<int>(threadIdx.x) + u * kThreads;
-      const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
-      const bool valid = r < rows;
-      mma16::cp_async16(dos + r * kStride + c, valid ? o + (q0 + r) * do_ld + c : o, valid);
-      mma16::cp_async16(qs + r * kStride + c, valid ? q + (q0 + r) * kD + c : q, valid);
-    }
+    issue_rows<kBq>(dos, o, do_ld, S, q0);
+    issue_rows<kBq>(dos + kBq * kStride, q, kD, S, q0);
   };
   float dv[16][4], dk[16][4];
 #pragma unroll
@@ -343,44 +353,36 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
 #pragma unroll
     for (int e = 0; e < 4; ++e) dv[j][e] = dk[j][e] = 0.0f;
   const int key_a = 16 * warp + g;  // this lane's keys in the tile: key_a, key_a + 8
-  int64_t q0 = 0;
+  // Pᵀ's A fragments element by element: tile rows 16·kq + 2t (+ 8) and 16·kq + 2t + 1 (+ 8) at their phases.
+  const int pe_off = 2 * t * kPStride + p_shift(p + 2 * t * S) + key_a;
+  const int po_off = (2 * t + 1) * kPStride + p_shift(p + (2 * t + 1) * S) + key_a;
+  // dSᵀ by ldmatrix.trans: matrix m = (queries 16·kq + 8·(m / 2), keys 16·warp + 8·(m % 2)).
+  const int s_off = kBq * kPStride + ((m / 2) * 8 + lane % 8) * kPStride + 16 * warp + (m % 2) * 8;
+  // dO and Q by ldmatrix.trans: matrix m = (queries 16·kq + 8·(m % 2), dims 8·(j + m / 2)).
+  const int o_off = 2 * kBq * kPStride + ((m % 2) * 8 + lane % 8) * kStride + 8 * (m / 2);
+  const auto h16 = [](const bf* st, int off) { return static_cast<std::uint32_t>(__bfloat16_as_ushort(st[off])); };
   mma16::stream_blocks_deep<kBq, kKvStages>(0, S, issue, [&](int buf, int) {
-    const bf* ps = sm + buf * kKvStage;
-    const bf* dss = ps + kBq * kPStride;
-    const bf* dos = dss + kBq * kPStride;
-    const bf* qs = dos + kBq * kStride;
+    const bf* st = sm + buf * kKvStage;
 #pragma unroll
     for (int kq = 0; kq < kBq / 16; ++kq) {
-      // A = Pᵀ (rows: this warp's 16 keys; k: 16 queries) element by element from the phase-kept P tile;
-      // A = dSᵀ by ldmatrix.trans: matrix m = (queries 8·(m / 2), keys 8·(m % 2)).
       std::uint32_t ap[4], as[4];
-      {
-        const auto pt = [&](int r, int key) {  // tile element (r, key), as 16 bits
-          const bf* row = p + (q0 + r) * S + k0;
-          return static_cast<std::uint32_t>(__bfloat16_as_ushort(ps[r * kPStride + p_shift(row) + key]));
-        };
-        const int r0 = 16 * kq + 2 * t;
-        ap[0] = pt(r0, key_a) | pt(r0 + 1, key_a) << 16;
-        ap[1] = pt(r0, key_a + 8) | pt(r0 + 1, key_a + 8) << 16;
-        ap[2] = pt(r0 + 8, key_a) | pt(r0 + 9, key_a) << 16;
-        ap[3] = pt(r0 + 8, key_a + 8) | pt(r0 + 9, key_a + 8) << 16;
-      }
-      const int arow = 16 * kq + (m / 2) * 8 + lane % 8, acol = 16 * warp + (m % 2) * 8;
-      ldsm4_t(as, dss + arow * kPStride + acol);
+      const int r = 16 * kq * kPStride;
+      ap[0] = h16(st, pe_off + r) | h16(st, po_off + r) << 16;
+      ap[1] = h16(st, pe_off + r + 8) | h16(st, po_off + r + 8) << 16;
+      ap[2] = h16(st, pe_off + r + 8 * kPStride) | h16(st, po_off + r + 8 * kPStride) << 16;
+      ap[3] = h16(st, pe_off + r + 8 * kPStride + 8) | h16(st, po_off + r + 8 * kPStride + 8) << 16;
+      ldsm4_t(as, st + s_off + r);
 #pragma unroll
       for (int j = 0; j < 16; j += 2) {
-        // B = dO and Q (k: 16 queries, n: dims 8j..): matrix m = (queries 8·(m % 2), dims 8·(j + m / 2)).
-        const int brow = 16 * kq + (m % 2) * 8 + lane % 8, bcol = 8 * (j + m / 2);
         std::uint32_t bo[4], bq[4];
-        ldsm4_t(bo, dos + brow * kStride + bcol);
-        ldsm4_t(bq, qs + brow * kStride + bcol);
+        ldsm4_t(bo, st + o_off + 16 * kq * kStride + 8 * j);
+        ldsm4_t(bq, st + o_off + kBq * kStride + 16 * kq * kStride + 8 * j);
         mma16816(dv[j], ap, bo[0], bo[1]);
         mma16816(dv[j + 1], ap, bo[2], bo[3]);
         mma16816(dk[j], as, bq[0], bq[1]);
         mma16816(dk[j + 1], as, bq[2], bq[3]);
       }
     }
-    q0 += kBq;
   });
   const int64_t ka = k0 + key_a, kb = ka + 8;
 #pragma unroll
