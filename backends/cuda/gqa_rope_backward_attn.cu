@@ -13,8 +13,8 @@
 // the K tile and accumulates dQ = dS·K from dS's registers, one rounding at the end), then small_dkdv_kernel,
 // key-major: CTA = (b·Hq + h, 64 keys), each warp 16 keys, dV₃₂ = Pᵀ·dO and dK₃₂ = dSᵀ·Q over 32-query tiles of P,
 // dS, dO and Q streamed through three cp.async stages (the transposed operands by ldmatrix.trans, Pᵀ element-wise
-// from its phase-kept tile), fp32 accumulators, one rounding each. It is a programmatic dependent of the first (it
-// waits for it before reading anything). Measured on an H200 (perf/NOTES.md, twentieth session): both kernels are
+// from its phase-kept tile), fp32 accumulators, one rounding each. It is a programmatic dependent of the first: dV
+// (P and dO only) before its griddepcontrol.wait, dK after it. Measured on an H200 (perf/NOTES.md, twentieth session): both kernels are
 // bound by instruction latency at ~5 warps per SM (grid (⌈S/64⌉, B·Hq)), 0.96-0.98 of the default path per call at
 // S = 128-293, so auto does not take them.
 #include <cuda_bf16.h>
@@ -303,11 +303,12 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
   }
 }
 
-// dV₃₂ = Pᵀ·dO and dK₃₂ = dSᵀ·Q for keys [64·blockIdx.x, +64) of head bh = blockIdx.y (one rounding each), over
-// 32-query tiles of P, dS, dO and Q streamed through kKvStages cp.async stages.
+// dV₃₂ = Pᵀ·dO and dK₃₂ = dSᵀ·Q for keys [64·blockIdx.x, +64) of head bh = blockIdx.y (one rounding each), in two
+// passes over 32-query tiles streamed through kKvStages cp.async stages (40 KB: a CTA fits beside two of the
+// primary's): P and dO before griddepcontrol.wait (dV under the primary's tail), then dS and Q.
 constexpr int kBq = 32;  // query rows per tile
 constexpr int kKvStages = 3;
-constexpr int kKvStage = 2 * kBq * kPStride + 2 * kBq * kStride;  // elements: P, dS, dO, Q tiles
+constexpr int kKvStage = kBq * kPStride + kBq * kStride;  // elements: P then dS; dO then Q
 constexpr std::size_t kKvSmem = static_cast<std::size_t>(kKvStages) * kKvStage * sizeof(bf);
 
 __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restrict__ P, const bf* __restrict__ dS,
@@ -331,71 +332,94 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
   // dS: this thread's chunk (i % 8) of rows i / 8 and + 16; ld % 8 == 0, so a chunk starting before S ends in the row.
   const int s_row = static_cast<int>(threadIdx.x) / 8, s_col = (static_cast<int>(threadIdx.x) % 8) * 8;
   const bool s_in = k0 + s_col < S;
-  griddep_wait();  // dS is the previous kernel's output
-  const auto issue = [&](int64_t q0, int rows, int buf) {
-    bf* st = sm + buf * kKvStage;
-    issue_p_row<4>(st + p_row * kPStride, p_row < rows ? p_base + q0 * S : P, p_row < rows, P, pend,
-                   static_cast<int>(threadIdx.x) % 4);
-    bf* dss = st + kBq * kPStride;
-    const bf* s_src = ds + (q0 + s_row) * ld + k0 + s_col;
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const bool valid = s_row + 16 * u < rows && s_in;
-      mma16::cp_async16(dss + (s_row + 16 * u) * kPStride + s_col, valid ? s_src + 16 * u * ld : ds, valid);
-    }
-    bf* dos = dss + kBq * kPStride;
-    issue_rows<kBq>(dos, o, do_ld, S, q0);
-    issue_rows<kBq>(dos + kBq * kStride, q, kD, S, q0);
-  };
-  float dv[16][4], dk[16][4];
-#pragma unroll
-  for (int j = 0; j < 16; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dv[j][e] = dk[j][e] = 0.0f;
   const int key_a = 16 * warp + g;  // this lane's keys in the tile: key_a, key_a + 8
-  // Pᵀ's A fragments element by element: tile rows 16·kq + 2t (+ 8) and 16·kq + 2t + 1 (+ 8) at their phases.
-  const int pe_off = 2 * t * kPStride + p_shift(p + 2 * t * S) + key_a;
-  const int po_off = (2 * t + 1) * kPStride + p_shift(p + (2 * t + 1) * S) + key_a;
-  // dSᵀ by ldmatrix.trans: matrix m = (queries 16·kq + 8·(m / 2), keys 16·warp + 8·(m % 2)).
-  const int s_off = kBq * kPStride + ((m / 2) * 8 + lane % 8) * kPStride + 16 * warp + (m % 2) * 8;
-  // dO and Q by ldmatrix.trans: matrix m = (queries 16·kq + 8·(m % 2), dims 8·(j + m / 2)).
-  const int o_off = 2 * kBq * kPStride + ((m % 2) * 8 + lane % 8) * kStride + 8 * (m / 2);
-  const auto h16 = [](const bf* st, int off) { return static_cast<std::uint32_t>(__bfloat16_as_ushort(st[off])); };
-  mma16::stream_blocks_deep<kBq, kKvStages>(0, S, issue, [&](int buf, int) {
-    const bf* st = sm + buf * kKvStage;
-#pragma unroll
-    for (int kq = 0; kq < kBq / 16; ++kq) {
-      std::uint32_t ap[4], as[4];
-      const int r = 16 * kq * kPStride;
-      ap[0] = h16(st, pe_off + r) | h16(st, po_off + r) << 16;
-      ap[1] = h16(st, pe_off + r + 8) | h16(st, po_off + r + 8) << 16;
-      ap[2] = h16(st, pe_off + r + 8 * kPStride) | h16(st, po_off + r + 8 * kPStride) << 16;
-      ap[3] = h16(st, pe_off + r + 8 * kPStride + 8) | h16(st, po_off + r + 8 * kPStride + 8) << 16;
-      ldsm4_t(as, st + s_off + r);
-#pragma unroll
-      for (int j = 0; j < 16; j += 2) {
-        std::uint32_t bo[4], bq[4];
-        ldsm4_t(bo, st + o_off + 16 * kq * kStride + 8 * j);
-        ldsm4_t(bq, st + o_off + kBq * kStride + 16 * kq * kStride + 8 * j);
-        mma16816(dv[j], ap, bo[0], bo[1]);
-        mma16816(dv[j + 1], ap, bo[2], bo[3]);
-        mma16816(dk[j], as, bq[0], bq[1]);
-        mma16816(dk[j + 1], as, bq[2], bq[3]);
-      }
-    }
-  });
   const int64_t ka = k0 + key_a, kb = ka + 8;
+  // acc (this lane's part of a 64 × 128 fp32 block of keys [k0, k0 + 64)) rounded into out [BH, S, 128].
+  const auto store = [&](float (&acc)[16][4], bf* out) {
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const int64_t col = 8 * j + 2 * t;
-    if (ka < S) {
-      *reinterpret_cast<__nv_bfloat162*>(dV + (bh * S + ka) * kD + col) = __floats2bfloat162_rn(dv[j][0], dv[j][1]);
-      *reinterpret_cast<__nv_bfloat162*>(dK + (bh * S + ka) * kD + col) = __floats2bfloat162_rn(dk[j][0], dk[j][1]);
+    for (int j = 0; j < 16; ++j) {
+      const int64_t col = 8 * j + 2 * t;
+      if (ka < S)
+        *reinterpret_cast<__nv_bfloat162*>(out + (bh * S + ka) * kD + col) = __floats2bfloat162_rn(acc[j][0], acc[j][1]);
+      if (kb < S)
+        *reinterpret_cast<__nv_bfloat162*>(out + (bh * S + kb) * kD + col) = __floats2bfloat162_rn(acc[j][2], acc[j][3]);
     }
-    if (kb < S) {
-      *reinterpret_cast<__nv_bfloat162*>(dV + (bh * S + kb) * kD + col) = __floats2bfloat162_rn(dv[j][2], dv[j][3]);
-      *reinterpret_cast<__nv_bfloat162*>(dK + (bh * S + kb) * kD + col) = __floats2bfloat162_rn(dk[j][2], dk[j][3]);
-    }
+  };
+  const auto h16 = [](const bf* st, int off) { return static_cast<std::uint32_t>(__bfloat16_as_ushort(st[off])); };
+  // dO and Q by ldmatrix.trans: matrix m = (queries 16·kq + 8·(m % 2), dims 8·(j + m / 2)).
+  const int o_off = kBq * kPStride + ((m % 2) * 8 + lane % 8) * kStride + 8 * (m / 2);
+
+  // Pass 1, before the wait (P and dO are the previous kernels' inputs, complete when the primary started): dV₃₂ =
+  // Pᵀ·dO, overlapping the primary's tail where both kernels' CTAs fit on an SM.
+  {
+    const auto issue = [&](int64_t q0, int rows, int buf) {
+      bf* st = sm + buf * kKvStage;
+      issue_p_row<4>(st + p_row * kPStride, p_row < rows ? p_base + q0 * S : P, p_row < rows, P, pend,
+                     static_cast<int>(threadIdx.x) % 4);
+      issue_rows<kBq>(st + kBq * kPStride, o, do_ld, S, q0);
+    };
+    float dv[16][4];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) dv[j][0] = dv[j][1] = dv[j][2] = dv[j][3] = 0.0f;
+    // Pᵀ's A fragments element by element: tile rows 16·kq + 2t (+ 8) and 16·kq + 2t + 1 (+ 8) at their phases.
+    const int pe_off = 2 * t * kPStride + p_shift(p + 2 * t * S) + key_a;
+    const int po_off = (2 * t + 1) * kPStride + p_shift(p + (2 * t + 1) * S) + key_a;
+    mma16::stream_blocks_deep<kBq, kKvStages>(0, S, issue, [&](int buf, int) {
+      const bf* st = sm + buf * kKvStage;
+#pragma unroll
+      for (int kq = 0; kq < kBq / 16; ++kq) {
+        std::uint32_t ap[4];
+        const int r = 16 * kq * kPStride;
+        ap[0] = h16(st, pe_off + r) | h16(st, po_off + r) << 16;
+        ap[1] = h16(st, pe_off + r + 8) | h16(st, po_off + r + 8) << 16;
+        ap[2] = h16(st, pe_off + r + 8 * kPStride) | h16(st, po_off + r + 8 * kPStride) << 16;
+        ap[3] = h16(st, pe_off + r + 8 * kPStride + 8) | h16(st, po_off + r + 8 * kPStride + 8) << 16;
+#pragma unroll
+        for (int j = 0; j < 16; j += 2) {
+          std::uint32_t bo[4];
+          ldsm4_t(bo, st + o_off + 16 * kq * kStride + 8 * j);
+          mma16816(dv[j], ap, bo[0], bo[1]);
+          mma16816(dv[j + 1], ap, bo[2], bo[3]);
+        }
+      }
+    });
+    store(dv, dV);
+  }
+
+  // Pass 2: dK₃₂ = dSᵀ·Q once the primary's dS is complete.
+  griddep_wait();
+  {
+    const auto issue = [&](int64_t q0, int rows, int buf) {
+      bf* dss = sm + buf * kKvStage;
+      const bf* s_src = ds + (q0 + s_row) * ld + k0 + s_col;
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const bool valid = s_row + 16 * u < rows && s_in;
+        mma16::cp_async16(dss + (s_row + 16 * u) * kPStride + s_col, valid ? s_src + 16 * u * ld : ds, valid);
+      }
+      issue_rows<kBq>(dss + kBq * kPStride, q, kD, S, q0);
+    };
+    float dk[16][4];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) dk[j][0] = dk[j][1] = dk[j][2] = dk[j][3] = 0.0f;
+    // dSᵀ by ldmatrix.trans: matrix m = (queries 16·kq + 8·(m / 2), keys 16·warp + 8·(m % 2)).
+    const int s_off = ((m / 2) * 8 + lane % 8) * kPStride + 16 * warp + (m % 2) * 8;
+    mma16::stream_blocks_deep<kBq, kKvStages>(0, S, issue, [&](int buf, int) {
+      const bf* st = sm + buf * kKvStage;
+#pragma unroll
+      for (int kq = 0; kq < kBq / 16; ++kq) {
+        std::uint32_t as[4];
+        ldsm4_t(as, st + s_off + 16 * kq * kPStride);
+#pragma unroll
+        for (int j = 0; j < 16; j += 2) {
+          std::uint32_t bq[4];
+          ldsm4_t(bq, st + o_off + 16 * kq * kStride + 8 * j);
+          mma16816(dk[j], as, bq[0], bq[1]);
+          mma16816(dk[j + 1], as, bq[2], bq[3]);
+        }
+      }
+    });
+    store(dk, dK);
   }
 }
 
