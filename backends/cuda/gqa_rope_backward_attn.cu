@@ -15,7 +15,7 @@
 // dS, dO and Q streamed through three cp.async stages (the transposed operands by ldmatrix.trans, Pᵀ element-wise
 // from its phase-kept tile), fp32 accumulators, one rounding each. It is a programmatic dependent of the first: dV
 // (P and dO only) before its griddepcontrol.wait, dK after it. Measured on an H200 (perf/NOTES.md, twentieth session): both kernels are
-// bound by instruction latency at ~5 warps per SM (grid (⌈S/64⌉, B·Hq)), 0.96-0.98 of the default path per call at
+// bound by instruction latency at ~5 warps per SM (grid (⌈S/64⌉, B·Hq)), 0.94-0.99 of the default path per call at
 // S = 128-293, so auto does not take them.
 #include <cuda_bf16.h>
 
