@@ -15,7 +15,7 @@
 #   5. the perf suite on the cuda backend (--perf-args), JSON into --out; with --perf-ab also
 #      out_proj_backward with ATTNBWD_CUDA_OUT_PROJ=cublaslt (the cuBLASLt pair + layout copy) in the
 #      same call, for the side-by-side comparison; with --perf-graphs also every op with
-#      ATTNBWD_CUDA_GRAPHS=1 (captured CUDA graphs); with --perf-strict also the fp32 ops in Strict;
+#      ATTNBWD_CUDA_GRAPHS=0 (no CUDA graphs; the default captures them); with --perf-strict also the fp32 ops in Strict;
 #      with --perf-variant OP:VAR=VALUE (repeatable) also that op with that variant switch set
 #      (README "Backends"), into perf-OP-VAR-VALUE.json, for an A/B against perf.json in the same call.
 #   6. with --ncu OP:WORKLOAD:REGEX (repeatable): ncu on the first two launches of the kernels matching
@@ -253,8 +253,8 @@ fi
 
 if [ $perf_graphs = 1 ]; then
   # shellcheck disable=SC2086
-  step perf-graphs env ATTNBWD_CUDA_GRAPHS=1 "$bin/attnbwd_perf" $perf_args \
-    --benchmark_out="$out/perf-graphs.json" --benchmark_out_format=json
+  step perf-graphs env ATTNBWD_CUDA_GRAPHS=0 "$bin/attnbwd_perf" $perf_args \
+    --benchmark_out="$out/perf-graphs-off.json" --benchmark_out_format=json
 fi
 
 for v in "${perf_variants[@]}"; do  # OP:VAR=VALUE

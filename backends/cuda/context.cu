@@ -1,6 +1,10 @@
 #include "context.hpp"
 
+#include <unistd.h>  // environ
+
 #include <algorithm>
+#include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -115,8 +119,49 @@ void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream) {
 }
 
 namespace {
-bool graphs_enabled() { return env_switch("ATTNBWD_CUDA_GRAPHS", {"0", "1"}) == 1; }
+// ATTNBWD_CUDA_GRAPHS=auto|0|1: 1 captures and replays (Context::enqueue), 0 runs every call directly, auto (the
+// default) is 1 except under the stage timer (ATTNBWD_CUDA_STAGES=1, whose per-call timing needs direct runs).
+bool graphs_enabled() {
+  const int mode = env_switch("ATTNBWD_CUDA_GRAPHS", {"auto", "0", "1"});
+  if (mode == 0) return env_switch("ATTNBWD_CUDA_STAGES", {"0", "1"}) != 1;
+  return mode == 2;
+}
+
+// FNV-1a over every ATTNBWD_* variable of the environment (name and value): a key never replays work enqueued under
+// other variant switches, whichever of them the op's own key lists.
+std::uint64_t attnbwd_env_hash() {
+  std::uint64_t h = 1469598103934665603ull;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "ATTNBWD_", 8) != 0) continue;
+    for (const char* c = *e; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+    h = (h ^ 0xffu) * 1099511628211ull;  // separator
+  }
+  return h;
+}
 }  // namespace
+
+void Context::drop_graphs(cudaStream_t stream) {
+  // Before an executable graph is destroyed every launch of it must be over: `stream` already waits for this
+  // context's previous op (claim), so synchronising it is enough.
+  ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (auto& entry : graphs_) {
+    Graph& g = entry.second;
+    if (!g.exec) continue;
+    cudaGraphExecDestroy(g.exec);
+    if (g.launches <= 1) ++wasted_;  // captured, never replayed
+    g = Graph{generation_};          // a first sight again: captured anew at its next call
+  }
+  execs_ = 0;
+}
+
+void Context::reset_graphs() {
+  ATTNBWD_CUDA_CHECK(cudaDeviceSynchronize());
+  for (auto& entry : graphs_)
+    if (entry.second.exec) cudaGraphExecDestroy(entry.second.exec);
+  graphs_.clear();
+  execs_ = wasted_ = 0;
+  capture_off_ = false;
+}
 
 void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t stream,
                       const std::function<void(cudaStream_t)>& work) {
@@ -124,35 +169,38 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
     work(stream);
     return;
   }
-  const GraphKey key = make_key();
+  GraphKey key = make_key();
+  key.push_back(attnbwd_env_hash());
   auto it = graphs_.find(key);
   if (it == graphs_.end() || it->second.generation != generation_) {
-    // First sight of the key (or its addresses went stale): run directly, remember it. Before an
-    // executable graph is destroyed, every launch of it must be over: `stream` already waits for
-    // this context's previous op (claim), so synchronising it is enough (rare: after a scratch
-    // growth, or when the cache is full).
-    const bool stale = it != graphs_.end() && it->second.exec;
-    const bool full = graphs_.size() >= 64;
-    if (stale || full) ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(stream));
-    if (stale) {
-      cudaGraphExecDestroy(it->second.exec);
-      it->second.exec = nullptr;
-    }
-    if (full) {  // bounded: drop everything, keys come back as they are used
-      for (auto& g : graphs_)
-        if (g.second.exec) cudaGraphExecDestroy(g.second.exec);
-      graphs_.clear();
+    // First sight of the key (or its addresses went stale after a scratch growth): run directly, remember it.
+    if (it != graphs_.end() && it->second.exec) {
+      drop_graphs(stream);  // stale: every graph holds the old scratch addresses (rare)
+    } else if (it == graphs_.end() && graphs_.size() >= kMaxKeys) {
+      // Bounded without synchronising: forget the keys seen once (a caller whose buffers move every call only
+      // ever adds those, and never pays a capture or a stream synchronisation).
+      for (auto e = graphs_.begin(); e != graphs_.end();) e = e->second.exec ? std::next(e) : graphs_.erase(e);
     }
     work(stream);
-    graphs_[key] = Graph{generation_, nullptr};
+    graphs_[key] = Graph{generation_};
     return;
   }
   Graph& g = it->second;
-  if (g.direct) {
+  if (g.direct || capture_off_) {
     work(stream);
     return;
   }
   if (!g.exec) {
+    if (execs_ >= kMaxGraphs) {
+      drop_graphs(stream);
+      // More than kMaxGraphs keys recurring in a cycle longer than the cache: captures that are never replayed.
+      // Stop capturing in this context (every call direct) rather than pay a capture per call.
+      if (wasted_ >= kMaxGraphs) capture_off_ = true;
+      if (capture_off_) {
+        work(stream);
+        return;
+      }
+    }
     // Second sight: capture. The scratch already fits (same key, no reallocation since), so the
     // capture records kernels, copies and cuBLASLt calls only. Captured on a stream of our own
     // (nothing runs during a capture), so the caller's stream may be the legacy default stream,
@@ -180,8 +228,10 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
       work(stream);
       return;
     }
+    ++execs_;
   }
   ATTNBWD_CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
+  ++g.launches;
 }
 
 }  // namespace attnbwd::cuda

@@ -55,16 +55,30 @@ class Context {
   unsigned* counters(std::size_t n, cudaStream_t stream);
 
   // Enqueues `work(stream)`, the whole GPU work of one op call, either directly or as a CUDA graph:
-  // with ATTNBWD_CUDA_GRAPHS=1 (opt-in, off by default) the work of a call whose `key` (op, shape,
-  // every pointer, every scalar and option it depends on) was seen before is captured once and
-  // replayed, which saves the host-side launch cost of many small kernels and cuBLASLt calls. The
-  // first call of a key runs directly (it sizes the scratch); a scratch or counter reallocation since
-  // then invalidates every captured graph (they hold the old addresses). `work` must enqueue on
-  // `stream` (and the side stream through fork/join) only, and must not call claim/release.
-  // `key()` is only called when graphs are on (it is not free: every address of the call).
+  // with ATTNBWD_CUDA_GRAPHS=auto (the default) or 1 the work of a call whose `key` (op, shape, every
+  // pointer, every scalar and option it depends on; enqueue adds every ATTNBWD_* variable) was seen
+  // before is captured once and replayed, which saves the host-side launch cost of many small kernels
+  // and cuBLASLt calls; 0 runs every call directly. The first call of a key runs directly (it sizes the
+  // scratch); a scratch or counter reallocation since then invalidates every captured graph (they hold
+  // the old addresses). Bounds: keys seen once are forgotten without a synchronisation when kMaxKeys
+  // are held (a caller whose buffers move every call pays the key only); at most kMaxGraphs graphs,
+  // dropped together (one stream synchronisation) when a new one is due; once kMaxGraphs graphs have
+  // been dropped unreplayed, the context stops capturing. `work` must enqueue on `stream` (and the side
+  // stream through fork/join) only, and must not call claim/release. `key()` is only called when graphs
+  // are on (it is not free: every address of the call).
   using GraphKey = std::vector<std::uint64_t>;
   void enqueue(const std::function<GraphKey()>& key, cudaStream_t stream,
                const std::function<void(cudaStream_t)>& work);
+
+  // The graph cache's state (tests, diagnostics): keys held, executable graphs held, graphs dropped without a
+  // replay, and whether this context has stopped capturing.
+  struct GraphStats {
+    std::size_t keys = 0, graphs = 0, wasted = 0;
+    bool capture_off = false;
+  };
+  GraphStats graph_stats() const { return GraphStats{graphs_.size(), execs_, wasted_, capture_off_}; }
+  // Synchronises the device, then forgets every key and graph and the stop (tests start from a clean cache).
+  void reset_graphs();
 
   // Device scratch of at least `bytes` for `slot`, valid for work queued on `stream` (the slot's
   // stream) until the next call that grows it: growth is stream-ordered (cudaFreeAsync/MallocAsync).
@@ -107,9 +121,14 @@ class Context {
   struct Graph {
     std::uint64_t generation = 0;
     cudaGraphExec_t exec = nullptr;
-    bool direct = false;  // capture failed once: this key runs directly
+    bool direct = false;       // capture failed once: this key runs directly
+    std::uint64_t launches = 0;  // of exec
   };
+  static constexpr std::size_t kMaxKeys = 256, kMaxGraphs = 64;
   std::map<GraphKey, Graph> graphs_;
+  std::size_t execs_ = 0, wasted_ = 0;  // graphs held; graphs dropped without a replay
+  bool capture_off_ = false;
+  void drop_graphs(cudaStream_t stream);
   cudaStream_t capture_ = nullptr;
   bool capturing_ = false;  // scratch or counters must not grow inside a capture
 };

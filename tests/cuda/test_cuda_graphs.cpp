@@ -1,15 +1,19 @@
-// CUDA graphs in the fast path (ATTNBWD_CUDA_GRAPHS=1, Context::enqueue): the first call of a key
-// runs directly, the second is captured and launched, later ones replay; every one must give the
-// bits of a call without graphs, with the outputs poisoned before each call (a replay that skipped
-// a kernel would leave NaN). A larger problem in between grows the scratch, which must invalidate the
-// captured graphs (they hold its old address): the small problem again must still be right.
+// CUDA graphs in the fast path (ATTNBWD_CUDA_GRAPHS=auto, the default, and 1; Context::enqueue): the first call of
+// a key runs directly, the second is captured and launched, later ones replay; every one must give the bits of a
+// call without graphs (ATTNBWD_CUDA_GRAPHS=0), with the outputs poisoned before each call (a replay that skipped a
+// kernel would leave NaN). A larger problem in between grows the scratch, which must invalidate the captured graphs
+// (they hold its old address): the small problem again must still be right. The cache's bounds: buffers that move
+// every call are never captured, a cycle of more recurring keys than the cache holds stops the capturing, and a
+// variable outside the op's key still separates keys.
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "attnbwd/attnbwd.hpp"
 #include "tests/common/seed.hpp"
@@ -17,28 +21,28 @@
 
 #if defined(KOKKOS_ENABLE_CUDA) && defined(ATTNBWD_HAVE_CUDA_FAST_PATH)
 
+#include "cuda/context.hpp"
 #include "tests/common/cuda_case.hpp"
 #include "tests/common/scoped_env.hpp"
 
 namespace attnbwd::test {
 namespace {
 
-class Graphs {
- public:
-  Graphs() { setenv("ATTNBWD_CUDA_GRAPHS", "1", 1); }
-  ~Graphs() { unsetenv("ATTNBWD_CUDA_GRAPHS"); }
-  Graphs(const Graphs&) = delete;
-  Graphs& operator=(const Graphs&) = delete;
-};
-
+// Runs `small` four times in the graph mode `mode` ("auto": the variable unset, or "1"), a larger problem between
+// (the scratch grows), then `small` three more times: every call's bits as with graphs off.
 template <class Args>
-void replays_match(const char* op, const tools::Axes& small, const tools::Axes& large, std::uint64_t seed) {
-  SCOPED_TRACE(std::string(op) + " " + tools::axes_to_string(small));
+void replays_match_in(const char* mode, const char* op, const tools::Axes& small, const tools::Axes& large,
+                      std::uint64_t seed) {
+  SCOPED_TRACE(std::string(op) + " " + tools::axes_to_string(small) + " ATTNBWD_CUDA_GRAPHS=" + mode);
   const tools::TensorSet in = tools::generate_inputs(op, small, seed, tools::default_scalars(op));
   CudaCase<Args> want(in, small);
-  want.run();  // graphs off
-
-  Graphs on;
+  {
+    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
+    want.run();
+    want.run();  // graphs off: the second call runs directly too
+  }
+  std::unique_ptr<ScopedEnv> on;
+  if (std::string(mode) != "auto") on = std::make_unique<ScopedEnv>("ATTNBWD_CUDA_GRAPHS", mode);
   CudaCase<Args> got(in, small);
   for (const char* what : {"first call (direct)", "second call (captured)", "third call (replayed)", "fourth call"}) {
     got.run();
@@ -53,6 +57,11 @@ void replays_match(const char* op, const tools::Axes& small, const tools::Axes& 
     got.run();
     expect_same_bits(got.result(), want.result(), what);
   }
+}
+
+template <class Args>
+void replays_match(const char* op, const tools::Axes& small, const tools::Axes& large, std::uint64_t seed) {
+  for (const char* mode : {"auto", "1"}) replays_match_in<Args>(mode, op, small, large, seed);
 }
 
 TEST(CudaGraphs, OutProjReplaysGiveTheSameBits) {
@@ -91,6 +100,89 @@ TEST(CudaGraphs, VisionMhaNormReplaysGiveTheSameBits) {
   // checked in CudaVisionMhaNorm.FusedLaunchGivesTheSerialBitsAtEveryLag.
   const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
   if (is_sm90()) replays_match<VisionMhaArgs>("vision_mha_norm_backward", axes(577), axes(300), fresh_seed(804));
+}
+
+
+// A tiny gqa problem (one fast-path call is a few short kernels) for the cache-bound tests below.
+tools::Axes tiny_gqa() {
+  return tools::Axes{{"batch_size", 1},         {"seq_len", 7},   {"num_attention_heads", 4},
+                     {"num_key_value_heads", 1}, {"head_dim", 128}, {"hidden_size", 64}};
+}
+
+// Fresh buffers on every call (a caching allocator may hand out new addresses each time) add keys seen once only:
+// nothing is captured, the keys stay within the cache's bound, and the results are right. A key that recurs is
+// captured; a variable outside the op's own key (any ATTNBWD_* one) gives a key of its own.
+TEST(CudaGraphs, MovingBuffersAreNeverCapturedAndEveryVariableSeparatesKeys) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes axes = tiny_gqa();
+  const tools::TensorSet in = tools::generate_inputs("gqa_rope_backward", axes, fresh_seed(806),
+                                                     tools::default_scalars("gqa_rope_backward"));
+  CudaCase<GqaRopeArgs> want(in, axes);
+  {
+    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
+    want.run();
+  }
+  cuda::Context& ctx = cuda::Context::current();
+  ctx.reset_graphs();
+  std::vector<std::unique_ptr<CudaCase<GqaRopeArgs>>> cases;  // all alive: every call's buffers are new
+  for (int i = 0; i < 300; ++i) {
+    cases.push_back(std::make_unique<CudaCase<GqaRopeArgs>>(in, axes));
+    cases.back()->run();
+    expect_same_bits(cases.back()->result(), want.result(), "fresh buffers, call " + std::to_string(i));
+  }
+  cuda::Context::GraphStats st = ctx.graph_stats();
+  EXPECT_EQ(st.graphs, 0u);
+  EXPECT_LE(st.keys, 256u);
+  EXPECT_GE(st.keys, 1u);
+  EXPECT_FALSE(st.capture_off);
+
+  ctx.reset_graphs();
+  CudaCase<GqaRopeArgs>& again = *cases.front();
+  again.run();  // first sight
+  again.run();  // captured
+  again.run();  // replayed
+  expect_same_bits(again.result(), want.result(), "recurring key, replayed");
+  st = ctx.graph_stats();
+  EXPECT_EQ(st.graphs, 1u);
+  EXPECT_EQ(st.keys, 1u);
+  {
+    const ScopedEnv other("ATTNBWD_TEST_UNLISTED_SWITCH", "1");
+    again.run();  // a key of its own: a first sight, run directly
+    expect_same_bits(again.result(), want.result(), "under another variable");
+  }
+  st = ctx.graph_stats();
+  EXPECT_EQ(st.keys, 2u);
+  EXPECT_EQ(st.graphs, 1u);
+  ctx.reset_graphs();
+}
+
+// 70 keys recurring in a cycle (more than the 64 graphs the cache holds): pass 1 sees each once, pass 2 captures 64
+// and then has to drop them all unreplayed, so the context stops capturing; every call stays right.
+TEST(CudaGraphs, CyclesLongerThanTheCacheStopCapturing) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes axes = tiny_gqa();
+  const tools::TensorSet in = tools::generate_inputs("gqa_rope_backward", axes, fresh_seed(807),
+                                                     tools::default_scalars("gqa_rope_backward"));
+  CudaCase<GqaRopeArgs> want(in, axes);
+  {
+    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
+    want.run();
+  }
+  cuda::Context& ctx = cuda::Context::current();
+  ctx.reset_graphs();
+  std::vector<std::unique_ptr<CudaCase<GqaRopeArgs>>> cases;
+  for (int i = 0; i < 70; ++i) cases.push_back(std::make_unique<CudaCase<GqaRopeArgs>>(in, axes));
+  for (int pass = 0; pass < 3; ++pass)
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      cases[i]->run();
+      expect_same_bits(cases[i]->result(), want.result(),
+                       "pass " + std::to_string(pass) + ", key " + std::to_string(i));
+    }
+  const cuda::Context::GraphStats st = ctx.graph_stats();
+  EXPECT_TRUE(st.capture_off);
+  EXPECT_GE(st.wasted, 64u);
+  EXPECT_EQ(st.graphs, 0u);
+  ctx.reset_graphs();  // later tests start from a cache that captures
 }
 
 }  // namespace
