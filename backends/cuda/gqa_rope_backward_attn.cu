@@ -346,6 +346,16 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
     }
   };
   const auto h16 = [](const bf* st, int off) { return static_cast<std::uint32_t>(__bfloat16_as_ushort(st[off])); };
+  // acc += A (16 keys × 16 queries) · B (16 queries × 128 dims of the dO or Q tile at b, by ldmatrix.trans).
+  const auto mma_b_tile = [](float (&acc)[16][4], const std::uint32_t (&a)[4], const bf* b) {
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+      std::uint32_t f[4];
+      ldsm4_t(f, b + 8 * j);
+      mma16816(acc[j], a, f[0], f[1]);
+      mma16816(acc[j + 1], a, f[2], f[3]);
+    }
+  };
   // dO and Q by ldmatrix.trans: matrix m = (queries 16·kq + 8·(m % 2), dims 8·(j + m / 2)).
   const int o_off = kBq * kPStride + ((m % 2) * 8 + lane % 8) * kStride + 8 * (m / 2);
 
@@ -374,13 +384,7 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
         ap[1] = h16(st, pe_off + r + 8) | h16(st, po_off + r + 8) << 16;
         ap[2] = h16(st, pe_off + r + 8 * kPStride) | h16(st, po_off + r + 8 * kPStride) << 16;
         ap[3] = h16(st, pe_off + r + 8 * kPStride + 8) | h16(st, po_off + r + 8 * kPStride + 8) << 16;
-#pragma unroll
-        for (int j = 0; j < 16; j += 2) {
-          std::uint32_t bo[4];
-          ldsm4_t(bo, st + o_off + 16 * kq * kStride + 8 * j);
-          mma16816(dv[j], ap, bo[0], bo[1]);
-          mma16816(dv[j + 1], ap, bo[2], bo[3]);
-        }
+        mma_b_tile(dv, ap, st + o_off + 16 * kq * kStride);
       }
     });
     store(dv, dV);
@@ -410,13 +414,7 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
       for (int kq = 0; kq < kBq / 16; ++kq) {
         std::uint32_t as[4];
         ldsm4_t(as, st + s_off + 16 * kq * kPStride);
-#pragma unroll
-        for (int j = 0; j < 16; j += 2) {
-          std::uint32_t bq[4];
-          ldsm4_t(bq, st + o_off + 16 * kq * kStride + 8 * j);
-          mma16816(dk[j], as, bq[0], bq[1]);
-          mma16816(dk[j + 1], as, bq[2], bq[3]);
-        }
+        mma_b_tile(dk, as, st + o_off + 16 * kq * kStride);
       }
     });
     store(dk, dK);

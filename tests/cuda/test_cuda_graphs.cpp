@@ -103,25 +103,30 @@ TEST(CudaGraphs, VisionMhaNormReplaysGiveTheSameBits) {
 }
 
 
-// A tiny gqa problem (one fast-path call is a few short kernels) for the cache-bound tests below.
-tools::Axes tiny_gqa() {
-  return tools::Axes{{"batch_size", 1},         {"seq_len", 7},   {"num_attention_heads", 4},
-                     {"num_key_value_heads", 1}, {"head_dim", 128}, {"hidden_size", 64}};
-}
+// A tiny gqa problem (one fast-path call is a few short kernels) for the cache-bound tests below: fresh inputs and
+// the result of a call with graphs off.
+struct TinyGqa {
+  explicit TinyGqa(std::uint64_t seed)
+      : in(tools::generate_inputs("gqa_rope_backward", axes, seed, tools::default_scalars("gqa_rope_backward"))),
+        want(in, axes) {
+    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
+    want.run();
+  }
+  const tools::Axes axes{{"batch_size", 1},         {"seq_len", 7},   {"num_attention_heads", 4},
+                         {"num_key_value_heads", 1}, {"head_dim", 128}, {"hidden_size", 64}};
+  const tools::TensorSet in;
+  CudaCase<GqaRopeArgs> want;
+};
 
 // Fresh buffers on every call (a caching allocator may hand out new addresses each time) add keys seen once only:
 // nothing is captured, the keys stay within the cache's bound, and the results are right. A key that recurs is
 // captured; a variable outside the op's own key (any ATTNBWD_* one) gives a key of its own.
 TEST(CudaGraphs, MovingBuffersAreNeverCapturedAndEveryVariableSeparatesKeys) {
   ATTNBWD_SEED_TRACE();
-  const tools::Axes axes = tiny_gqa();
-  const tools::TensorSet in = tools::generate_inputs("gqa_rope_backward", axes, fresh_seed(806),
-                                                     tools::default_scalars("gqa_rope_backward"));
-  CudaCase<GqaRopeArgs> want(in, axes);
-  {
-    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
-    want.run();
-  }
+  const TinyGqa t(fresh_seed(806));
+  const tools::Axes& axes = t.axes;
+  const tools::TensorSet& in = t.in;
+  const CudaCase<GqaRopeArgs>& want = t.want;
   cuda::Context& ctx = cuda::Context::current();
   ctx.reset_graphs();
   std::vector<std::unique_ptr<CudaCase<GqaRopeArgs>>> cases;  // all alive: every call's buffers are new
@@ -160,14 +165,10 @@ TEST(CudaGraphs, MovingBuffersAreNeverCapturedAndEveryVariableSeparatesKeys) {
 // and then has to drop them all unreplayed, so the context stops capturing; every call stays right.
 TEST(CudaGraphs, CyclesLongerThanTheCacheStopCapturing) {
   ATTNBWD_SEED_TRACE();
-  const tools::Axes axes = tiny_gqa();
-  const tools::TensorSet in = tools::generate_inputs("gqa_rope_backward", axes, fresh_seed(807),
-                                                     tools::default_scalars("gqa_rope_backward"));
-  CudaCase<GqaRopeArgs> want(in, axes);
-  {
-    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
-    want.run();
-  }
+  const TinyGqa t(fresh_seed(807));
+  const tools::Axes& axes = t.axes;
+  const tools::TensorSet& in = t.in;
+  const CudaCase<GqaRopeArgs>& want = t.want;
   cuda::Context& ctx = cuda::Context::current();
   ctx.reset_graphs();
   std::vector<std::unique_ptr<CudaCase<GqaRopeArgs>>> cases;
