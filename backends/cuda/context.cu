@@ -120,10 +120,11 @@ void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream) {
 
 namespace {
 // ATTNBWD_CUDA_GRAPHS=auto|0|1: 1 captures and replays (Context::enqueue), 0 runs every call directly, auto (the
-// default) is 1 except under the stage timer (ATTNBWD_CUDA_STAGES=1, whose per-call timing needs direct runs).
-bool graphs_enabled() {
+// default) is 1 for the ops that gain (in_auto) except under the stage timer (ATTNBWD_CUDA_STAGES=1, whose per-call
+// timing needs direct runs).
+bool graphs_enabled(bool in_auto) {
   const int mode = env_switch("ATTNBWD_CUDA_GRAPHS", {"auto", "0", "1"});
-  if (mode == 0) return env_switch("ATTNBWD_CUDA_STAGES", {"0", "1"}) != 1;
+  if (mode == 0) return in_auto && env_switch("ATTNBWD_CUDA_STAGES", {"0", "1"}) != 1;
   return mode == 2;
 }
 
@@ -164,8 +165,8 @@ void Context::reset_graphs() {
 }
 
 void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t stream,
-                      const std::function<void(cudaStream_t)>& work) {
-  if (!graphs_enabled()) {
+                      const std::function<void(cudaStream_t)>& work, bool in_auto) {
+  if (!graphs_enabled(in_auto)) {
     work(stream);
     return;
   }

@@ -67,8 +67,9 @@ class Context {
   // stream through fork/join) only, and must not call claim/release. `key()` is only called when graphs
   // are on (it is not free: every address of the call).
   using GraphKey = std::vector<std::uint64_t>;
+  // `in_auto`: false for an op whose calls auto runs directly (graphs only with ATTNBWD_CUDA_GRAPHS=1).
   void enqueue(const std::function<GraphKey()>& key, cudaStream_t stream,
-               const std::function<void(cudaStream_t)>& work);
+               const std::function<void(cudaStream_t)>& work, bool in_auto = true);
 
   // The graph cache's state (tests, diagnostics): keys held, executable graphs held, graphs dropped without a
   // replay, and whether this context has stopped capturing.

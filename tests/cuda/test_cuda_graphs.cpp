@@ -4,7 +4,7 @@
 // kernel would leave NaN). A larger problem in between grows the scratch, which must invalidate the captured graphs
 // (they hold its old address): the small problem again must still be right. The cache's bounds: buffers that move
 // every call are never captured, a cycle of more recurring keys than the cache holds stops the capturing, and a
-// variable outside the op's key still separates keys.
+// variable outside the op's key still separates keys; out_proj is captured only when asked for.
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
@@ -158,6 +158,36 @@ TEST(CudaGraphs, MovingBuffersAreNeverCapturedAndEveryVariableSeparatesKeys) {
   st = ctx.graph_stats();
   EXPECT_EQ(st.keys, 2u);
   EXPECT_EQ(st.graphs, 1u);
+  ctx.reset_graphs();
+}
+
+// out_proj is not captured under auto (one or two launches; its T = 256 call was slower replayed), only with 1.
+TEST(CudaGraphs, OutProjIsCapturedOnlyWhenAskedFor) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes axes{{"batch_size", 1}, {"seq_len", 256}};
+  const tools::TensorSet in = tools::generate_inputs("out_proj_backward", axes, fresh_seed(808),
+                                                     tools::default_scalars("out_proj_backward"));
+  CudaCase<OutProjArgs> want(in, axes);
+  {
+    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
+    want.run();
+  }
+  cuda::Context& ctx = cuda::Context::current();
+  ctx.reset_graphs();
+  CudaCase<OutProjArgs> got(in, axes);
+  for (int i = 0; i < 3; ++i) {
+    got.run();  // auto: directly
+    expect_same_bits(got.result(), want.result(), "auto, call " + std::to_string(i));
+  }
+  EXPECT_EQ(ctx.graph_stats().keys, 0u);
+  {
+    const ScopedEnv on("ATTNBWD_CUDA_GRAPHS", "1");
+    for (int i = 0; i < 3; ++i) {
+      got.run();  // direct, captured, replayed
+      expect_same_bits(got.result(), want.result(), "1, call " + std::to_string(i));
+    }
+  }
+  EXPECT_EQ(ctx.graph_stats().graphs, 1u);
   ctx.reset_graphs();
 }
 
