@@ -410,8 +410,9 @@ QkvPath qkv_path() {
 // three interleaved pairs 1.01-1.14x, median 1.09x; then the suites 1.10x), so auto's token limit is 4096.
 // small: two launches of gqa_rope_backward_attn.cu's mma.sync kernels, query-major dS and dQ then key-major dK₃₂
 // and dV₃₂ (a programmatic dependent), any S, head_dim 128, no padding copies: the chain of seven launches at small
-// S (≈ 26 µs at S = 131 on an H200, mostly launch latency; perf/NOTES.md, nineteenth session) in two. Built after
-// the nineteenth session's device time was spent: asked for by name only until measured.
+// S (≈ 26 µs at S = 131 on an H200, mostly launch latency; perf/NOTES.md, nineteenth session) in two. Measured on
+// an H200 (twentieth session): 0.83-0.99x of auto per call (its kernels latency-bound at ~5 warps per SM), so it is
+// asked for by name only.
 enum class AttnPath { Auto, Gemm, Kv, KvWs, Small };
 constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 4096;
 AttnPath attn_path() {

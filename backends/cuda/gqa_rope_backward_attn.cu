@@ -43,15 +43,6 @@ constexpr int kKeys = 64;      // keys per tile
 constexpr int kStride = 136;   // smem row stride of the V tile (elements): conflict-free fragment loads
 constexpr int kThreads = 128;
 
-// Four 8 × 8 b16 matrices from shared memory, transposed: lane l gives the row address of matrix l / 8, row l % 8;
-// register m holds, for lane 4·g + t, elements (2t, g) and (2t + 1, g) of matrix m.
-__device__ __forceinline__ void ldsm4_t(std::uint32_t (&r)[4], const bf* p) {
-  const auto addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
 __device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                          std::uint32_t b1) {
   asm volatile(
@@ -77,15 +68,6 @@ __device__ __forceinline__ void issue_rows(bf* s, const bf* __restrict__ x, int6
   }
 }
 
-// Four 8 × 8 b16 matrices from shared memory: lane l gives the row address of matrix l / 8, row l % 8; register m
-// holds, for lane 4·g + t, elements (g, 2t) and (g, 2t + 1) of matrix m.
-__device__ __forceinline__ void ldsm4(std::uint32_t (&r)[4], const bf* p) {
-  const auto addr = static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
 // acc[nt] = dO(16 rows of this warp)·V_tileᵀ for the 8 key groups nt of the tile; the B fragments of key groups nt,
 // nt + 1 by one ldmatrix.x4: matrix m = (keys 8·(nt + m / 2), dims 16·ks + 8·(m % 2)).
 __device__ __forceinline__ void dp_tile(float (&acc)[8][4], const std::uint32_t (&a)[8][4], const bf* vs, int lane) {
@@ -97,7 +79,7 @@ __device__ __forceinline__ void dp_tile(float (&acc)[8][4], const std::uint32_t 
 #pragma unroll
     for (int nt = 0; nt < 8; nt += 2) {
       std::uint32_t b[4];
-      ldsm4(b, base + nt * 8 * kStride + ks * 16);
+      mma16::ldsm4(b, mma16::smem_u32(base + nt * 8 * kStride + ks * 16));
       mma16816(acc[nt], a[ks], b[0], b[1]);
       mma16816(acc[nt + 1], a[ks], b[2], b[3]);
     }
@@ -261,7 +243,7 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
         const __nv_bfloat162 out = __floats2bfloat162_rn(x.x * scaling, x.y * scaling);
         bf* dst = ds + (half == 0 ? qa : qb) * ld + key;  // ld and key even: 4-byte aligned
         std::uint32_t w = valid ? bits2(out) : 0u;
-        if (full) {
+        if (full) {  // a tile-uniform test first: full tiles take no per-key one (the same store as below)
           if (valid) *reinterpret_cast<__nv_bfloat162*>(dst) = out;
         } else if (key + 1 < S) {
           if (valid) *reinterpret_cast<__nv_bfloat162*>(dst) = out;
@@ -282,7 +264,7 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
 #pragma unroll
         for (int j = 0; j < 16; j += 2) {
           std::uint32_t b[4];
-          ldsm4_t(b, st + k_off + 16 * kk * kStride + 8 * j);
+          mma16::ldsm4_trans(b, mma16::smem_u32(st + k_off + 16 * kk * kStride + 8 * j));
           mma16816(dq[j], af, b[0], b[1]);
           mma16816(dq[j + 1], af, b[2], b[3]);
         }
@@ -351,7 +333,7 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
 #pragma unroll
     for (int j = 0; j < 16; j += 2) {
       std::uint32_t f[4];
-      ldsm4_t(f, b + 8 * j);
+      mma16::ldsm4_trans(f, mma16::smem_u32(b + 8 * j));
       mma16816(acc[j], a, f[0], f[1]);
       mma16816(acc[j + 1], a, f[2], f[3]);
     }
@@ -413,7 +395,7 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
 #pragma unroll
       for (int kq = 0; kq < kBq / 16; ++kq) {
         std::uint32_t as[4];
-        ldsm4_t(as, st + s_off + 16 * kq * kPStride);
+        mma16::ldsm4_trans(as, mma16::smem_u32(st + s_off + 16 * kq * kPStride));
         mma_b_tile(dk, as, st + o_off + 16 * kq * kStride);
       }
     });
