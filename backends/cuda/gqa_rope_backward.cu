@@ -808,13 +808,7 @@ void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream
   Context& ctx = Context::current();
   ctx.claim(stream);
   const auto key = [&] {
-    return graph_key(2, a, {bits_of(a.scaling), env_word("ATTNBWD_CUDA_GQA_PROJ"), env_word("ATTNBWD_GQA_FUSED"),
-                                  env_word("ATTNBWD_CUDA_GQA_OVERLAP"),
-                                  env_word("ATTNBWD_CUDA_GQA_DO"),
-                                  env_word("ATTNBWD_CUDA_GQA_PAD"), env_word("ATTNBWD_CUDA_GQA_MERGE"),
-                                  env_word("ATTNBWD_CUDA_GQA_QKV"), env_word("ATTNBWD_CUDA_GQA_ATTN"),
-                                  env_word("ATTNBWD_SM90_LINEAR_PLAN"), env_word("ATTNBWD_CUDA_STREAMS"),
-                                  env_word("ATTNBWD_CUDA_GQA_PDL")});
+    return graph_key(2, a, {bits_of(a.scaling)});  // the ATTNBWD_* switches: enqueue adds them all
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, st); });
   ctx.release(stream);

@@ -1,13 +1,11 @@
 // The key of one op call for Context::enqueue's CUDA-graph cache: everything the enqueued work
-// depends on — the op, every tensor's address and extents, and the caller's scalars, options and
-// variant switches (as 64-bit words).
+// depends on — the op, every tensor's address and extents, and the caller's scalars and options (as
+// 64-bit words). The variant switches (every ATTNBWD_* variable) are added by enqueue itself.
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
-#include <string>
 
 #include "args_visit.hpp"
 #include "context.hpp"
@@ -18,15 +16,6 @@ inline std::uint64_t bits_of(double v) {
   std::uint64_t b = 0;
   std::memcpy(&b, &v, sizeof b);
   return b;
-}
-
-// FNV-1a of an environment variable's value (0 when unset).
-inline std::uint64_t env_word(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr) return 0;
-  std::uint64_t h = 1469598103934665603ull;
-  for (; *v; ++v) h = (h ^ static_cast<unsigned char>(*v)) * 1099511628211ull;
-  return h;
 }
 
 template <class Args>

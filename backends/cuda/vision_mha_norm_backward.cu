@@ -471,12 +471,8 @@ void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cuda
   Context& ctx = Context::current();
   ctx.claim(stream);
   const auto key = [&] {
-    return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision),
-                            env_word("ATTNBWD_CUDA_FP32_GEMM"), env_word("ATTNBWD_CUDA_MHA_ATTN"), env_word("ATTNBWD_CUDA_MHA_LN"),
-                            env_word("ATTNBWD_CUDA_MHA_WGMMA"), env_word("ATTNBWD_CUDA_MHA_COPY"),
-                            env_word("ATTNBWD_CUDA_MHA_SPLIT"), env_word("ATTNBWD_CUDA_MHA_CONVERT"),
-                            env_word("ATTNBWD_CUDA_MHA_PDL"), env_word("ATTNBWD_CUDA_MHA_FUSED"),
-                            env_word("ATTNBWD_CUDA_MHA_LAG"), env_word("ATTNBWD_CUDA_STREAMS")});
+    // The ATTNBWD_* switches: enqueue adds them all.
+    return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision)});
   };
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); });
   ctx.release(stream);
