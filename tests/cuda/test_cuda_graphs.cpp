@@ -28,19 +28,29 @@
 namespace attnbwd::test {
 namespace {
 
+// Fresh inputs of `op` at `axes` and the result of `runs` calls with graphs off (ATTNBWD_CUDA_GRAPHS=0): what every
+// call with graphs must give.
+template <class Args>
+struct GraphsOffResult {
+  GraphsOffResult(const char* op, const tools::Axes& given, std::uint64_t seed, int runs = 1)
+      : axes(given), in(tools::generate_inputs(op, axes, seed, tools::default_scalars(op))), want(in, axes) {
+    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
+    for (int i = 0; i < runs; ++i) want.run();
+  }
+  const tools::Axes axes;
+  const tools::TensorSet in;
+  CudaCase<Args> want;
+};
+
 // Runs `small` four times in the graph mode `mode` ("auto": the variable unset, or "1"), a larger problem between
 // (the scratch grows), then `small` three more times: every call's bits as with graphs off.
 template <class Args>
 void replays_match_in(const char* mode, const char* op, const tools::Axes& small, const tools::Axes& large,
                       std::uint64_t seed) {
   SCOPED_TRACE(std::string(op) + " " + tools::axes_to_string(small) + " ATTNBWD_CUDA_GRAPHS=" + mode);
-  const tools::TensorSet in = tools::generate_inputs(op, small, seed, tools::default_scalars(op));
-  CudaCase<Args> want(in, small);
-  {
-    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
-    want.run();
-    want.run();  // graphs off: the second call runs directly too
-  }
+  const GraphsOffResult<Args> ref(op, small, seed, 2);  // graphs off: the second call runs directly too
+  const tools::TensorSet& in = ref.in;
+  const CudaCase<Args>& want = ref.want;
   std::unique_ptr<ScopedEnv> on;
   if (std::string(mode) != "auto") on = std::make_unique<ScopedEnv>("ATTNBWD_CUDA_GRAPHS", mode);
   CudaCase<Args> got(in, small);
@@ -103,30 +113,27 @@ TEST(CudaGraphs, VisionMhaNormReplaysGiveTheSameBits) {
 }
 
 
-// A tiny gqa problem (one fast-path call is a few short kernels) for the cache-bound tests below: fresh inputs and
-// the result of a call with graphs off.
-struct TinyGqa {
-  explicit TinyGqa(std::uint64_t seed)
-      : in(tools::generate_inputs("gqa_rope_backward", axes, seed, tools::default_scalars("gqa_rope_backward"))),
-        want(in, axes) {
-    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
-    want.run();
-  }
-  const tools::Axes axes{{"batch_size", 1},         {"seq_len", 7},   {"num_attention_heads", 4},
-                         {"num_key_value_heads", 1}, {"head_dim", 128}, {"hidden_size", 64}};
-  const tools::TensorSet in;
-  CudaCase<GqaRopeArgs> want;
-};
+// A tiny gqa problem (one fast-path call is a few short kernels) for the cache-bound tests below.
+GraphsOffResult<GqaRopeArgs> tiny_gqa(std::uint64_t seed) {
+  return GraphsOffResult<GqaRopeArgs>("gqa_rope_backward",
+                                      {{"batch_size", 1},
+                                       {"seq_len", 7},
+                                       {"num_attention_heads", 4},
+                                       {"num_key_value_heads", 1},
+                                       {"head_dim", 128},
+                                       {"hidden_size", 64}},
+                                      seed);
+}
 
 // Fresh buffers on every call (a caching allocator may hand out new addresses each time) add keys seen once only:
 // nothing is captured, the keys stay within the cache's bound, and the results are right. A key that recurs is
 // captured; a variable outside the op's own key (any ATTNBWD_* one) gives a key of its own.
 TEST(CudaGraphs, MovingBuffersAreNeverCapturedAndEveryVariableSeparatesKeys) {
   ATTNBWD_SEED_TRACE();
-  const TinyGqa t(fresh_seed(806));
-  const tools::Axes& axes = t.axes;
-  const tools::TensorSet& in = t.in;
-  const CudaCase<GqaRopeArgs>& want = t.want;
+  const GraphsOffResult<GqaRopeArgs> ref = tiny_gqa(fresh_seed(806));
+  const tools::Axes& axes = ref.axes;
+  const tools::TensorSet& in = ref.in;
+  const CudaCase<GqaRopeArgs>& want = ref.want;
   cuda::Context& ctx = cuda::Context::current();
   ctx.reset_graphs();
   std::vector<std::unique_ptr<CudaCase<GqaRopeArgs>>> cases;  // all alive: every call's buffers are new
@@ -164,14 +171,10 @@ TEST(CudaGraphs, MovingBuffersAreNeverCapturedAndEveryVariableSeparatesKeys) {
 // out_proj is not captured under auto (one or two launches; its T = 256 call was slower replayed), only with 1.
 TEST(CudaGraphs, OutProjIsCapturedOnlyWhenAskedFor) {
   ATTNBWD_SEED_TRACE();
-  const tools::Axes axes{{"batch_size", 1}, {"seq_len", 256}};
-  const tools::TensorSet in = tools::generate_inputs("out_proj_backward", axes, fresh_seed(808),
-                                                     tools::default_scalars("out_proj_backward"));
-  CudaCase<OutProjArgs> want(in, axes);
-  {
-    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
-    want.run();
-  }
+  const GraphsOffResult<OutProjArgs> ref("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(808));
+  const tools::Axes& axes = ref.axes;
+  const tools::TensorSet& in = ref.in;
+  const CudaCase<OutProjArgs>& want = ref.want;
   cuda::Context& ctx = cuda::Context::current();
   ctx.reset_graphs();
   CudaCase<OutProjArgs> got(in, axes);
@@ -195,10 +198,10 @@ TEST(CudaGraphs, OutProjIsCapturedOnlyWhenAskedFor) {
 // and then has to drop them all unreplayed, so the context stops capturing; every call stays right.
 TEST(CudaGraphs, CyclesLongerThanTheCacheStopCapturing) {
   ATTNBWD_SEED_TRACE();
-  const TinyGqa t(fresh_seed(807));
-  const tools::Axes& axes = t.axes;
-  const tools::TensorSet& in = t.in;
-  const CudaCase<GqaRopeArgs>& want = t.want;
+  const GraphsOffResult<GqaRopeArgs> ref = tiny_gqa(fresh_seed(807));
+  const tools::Axes& axes = ref.axes;
+  const tools::TensorSet& in = ref.in;
+  const CudaCase<GqaRopeArgs>& want = ref.want;
   cuda::Context& ctx = cuda::Context::current();
   ctx.reset_graphs();
   std::vector<std::unique_ptr<CudaCase<GqaRopeArgs>>> cases;
