@@ -27,6 +27,10 @@
 // side clamps every sequence range to [0, S], so even an invalid array cannot make a kernel read or
 // write out of bounds.
 //
+// CUDA graphs: run() enqueues the stages through Context::enqueue, so with ATTNBWD_CUDA_GRAPHS=1, or auto (the
+// default) at S <= 1536, a call whose key was seen before replays a captured graph (the ~25 launches of a call at
+// small S cost host time comparable to their kernels'; see run() for the key and the measurement).
+//
 // Diagnostics: ATTNBWD_CUDA_STAGES=1 serialises the stages on the caller's stream and prints their
 // times (stages.hpp).
 #include <algorithm>
@@ -44,6 +48,7 @@
 #include "context.hpp"
 #include "convert.hpp"
 #include "cuda_backend.hpp"
+#include "graph_key.hpp"
 #include "lt_gemm.hpp"
 #include "mixed_gemm_sm90.hpp"
 #include "stages.hpp"
@@ -195,9 +200,12 @@ Support supports(const VisionVarlenShape& s, const Options&) {
   return {};
 }
 
-void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o, cudaStream_t stream) {
-  Context& ctx = Context::current();
-  ctx.claim(stream);
+namespace {
+
+// The op's whole GPU work on `stream` (and the side stream through fork/join): run() enqueues it directly or as a
+// captured CUDA graph (Context::enqueue).
+void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o,
+                cudaStream_t stream) {
   const int64_t S = s.total_seq_len, n = s.num_sequences, C = s.hidden_size, C3 = 3 * C, H = s.num_heads,
                 D = s.head_dim;
   const bool strict = o.precision == Precision::Strict;
@@ -448,6 +456,24 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   stages.join(ctx);
   stages.report("vision_varlen_rope_backward S=" + std::to_string(S) + " n=" + std::to_string(n) +
                 (strict ? " strict" : " default"));
+}
+
+}  // namespace
+
+void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o, cudaStream_t stream) {
+  Context& ctx = Context::current();
+  ctx.claim(stream);
+  // The key: every tensor's address and extents, the scaling and the precision (enqueue adds the ATTNBWD_*
+  // switches). Not the values in cu_seqlens: every kernel reads them from the device array (the block table is
+  // built there on every call, replays included), and the host never sizes a launch from them (grids depend on S
+  // and n only), so one graph serves any sequence boundaries at the same addresses.
+  const auto key = [&] { return graph_key(4, a, {bits_of(a.scaling), static_cast<std::uint64_t>(o.precision)}); };
+  // auto captures at S <= kGraphMaxTokens only. Measured on an H200 (twenty-first session, perf/NOTES.md; three runs
+  // per side, interleaved): replayed/direct 1.02-1.04x at S = 131-1176 (#8 1.033, #11 1.036, #7 1.025, #9 1.024),
+  // 0.94-1.00x at S >= 2048 (#6 0.963, #15 0.942 in noisy runs), where a call's ~25 launches are a few percent of
+  // its >= 1.1 ms and there is nothing to save.
+  constexpr int64_t kGraphMaxTokens = 1536;
+  ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); }, s.total_seq_len <= kGraphMaxTokens);
   ctx.release(stream);
 }
 

@@ -4,7 +4,8 @@
 // kernel would leave NaN). A larger problem in between grows the scratch, which must invalidate the captured graphs
 // (they hold its old address): the small problem again must still be right. The cache's bounds: buffers that move
 // every call are never captured, a cycle of more recurring keys than the cache holds stops the capturing, and a
-// variable outside the op's key still separates keys; out_proj is captured only when asked for.
+// variable outside the op's key still separates keys; out_proj, and varlen beyond 1536 tokens, are captured only when
+// asked for; varlen's replays read the sequence boundaries of each call.
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
@@ -112,6 +113,74 @@ TEST(CudaGraphs, VisionMhaNormReplaysGiveTheSameBits) {
   if (is_sm90()) replays_match<VisionMhaArgs>("vision_mha_norm_backward", axes(577), axes(300), fresh_seed(804));
 }
 
+TEST(CudaGraphs, VisionVarlenRopeReplaysGiveTheSameBits) {
+  ATTNBWD_SEED_TRACE();
+  const auto axes = [](std::int64_t S, std::int64_t n) {
+    tools::Axes a = small_varlen_axes();
+    a["total_seq_len"] = S;
+    a["num_sequences"] = n;
+    return a;
+  };
+  replays_match<VisionVarlenArgs>("vision_varlen_rope_backward", axes(200, 3), axes(700, 2), fresh_seed(809));
+  // Workload #8's shape (S = 131, one sequence, the definition's 16 heads) on sm_90: the mixed-input QKV kernel and
+  // the side-stream GEMMs, captured and replayed.
+  if (is_sm90())
+    replays_match<VisionVarlenArgs>("vision_varlen_rope_backward", {{"total_seq_len", 131}, {"num_sequences", 1}},
+                                    {{"total_seq_len", 392}, {"num_sequences", 2}}, fresh_seed(810));
+}
+
+// varlen's key holds cu_seqlens' address, not its values (the kernels read the boundaries from the device array on
+// every call). New boundaries written into the same array must therefore be honoured by a replayed graph: the call
+// after the write gives the bits of a graphs-off call on the new boundaries, not the old ones.
+TEST(CudaGraphs, VisionVarlenReplayReadsTheBoundariesOfEachCall) {
+  ATTNBWD_SEED_TRACE();
+  const std::uint64_t seed = fresh_seed(811);
+  const GraphsOffResult<VisionVarlenArgs> old_ref("vision_varlen_rope_backward", small_varlen_axes(), seed);
+  // The same inputs with other boundaries (the same S and n: the same key): [0, 17, 150, 200] instead of the even
+  // split [0, 67, 134, 200].
+  tools::TensorSet moved = old_ref.in;
+  std::int32_t* cu = moved.find("cu_seqlens")->data<std::int32_t>();
+  ASSERT_EQ(moved.find("cu_seqlens")->numel(), 4);
+  ASSERT_EQ(cu[3], 200);
+  ASSERT_NE(cu[1], 17);
+  cu[1] = 17, cu[2] = 150;
+  CudaCase<VisionVarlenArgs> new_want(moved, small_varlen_axes());
+  {
+    const ScopedEnv off("ATTNBWD_CUDA_GRAPHS", "0");
+    new_want.run();
+  }
+  ASSERT_FALSE(new_want.result().outputs == old_ref.want.result().outputs);  // the boundaries matter
+
+  cuda::Context& ctx = cuda::Context::current();
+  ctx.reset_graphs();
+  HostCase<VisionVarlenArgs> host(old_ref.in, small_varlen_axes());
+  DeviceArgs<Kokkos::Cuda, VisionVarlenArgs> dev(host.args);
+  const auto call = [&] {
+    detail::for_each_tensor(dev.args, [&](const char*, auto& t, bool output) {
+      if (output) ASSERT_EQ(cudaMemset(raw(t), 0xff, bytes_of(t)), cudaSuccess);
+    });
+    ASSERT_EQ(detail::run(Kokkos::Cuda(), dev.args, Options{}), Backend::Cuda);
+    Kokkos::fence();
+    dev.outputs_to(host.args);
+  };
+  for (const char* what : {"direct", "captured", "replayed"}) {
+    call();
+    expect_same_bits(host, old_ref.want.result(), std::string("old boundaries, ") + what);
+  }
+  ASSERT_EQ(ctx.graph_stats().graphs, 1u);
+  ASSERT_EQ(cudaMemcpy(const_cast<std::int32_t*>(dev.args.cu_seqlens.data), cu, 4 * sizeof(std::int32_t),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  dev.args.cu_seqlens_host = cu;
+  for (const char* what : {"first replay", "second replay"}) {
+    call();
+    expect_same_bits(host, new_want.result(), std::string("new boundaries, ") + what);
+  }
+  const cuda::Context::GraphStats st = ctx.graph_stats();
+  EXPECT_EQ(st.keys, 1u);  // the same key throughout: the new boundaries were replayed, not captured anew
+  EXPECT_EQ(st.graphs, 1u);
+  ctx.reset_graphs();
+}
 
 // A tiny gqa problem (one fast-path call is a few short kernels) for the cache-bound tests below.
 GraphsOffResult<GqaRopeArgs> tiny_gqa(std::uint64_t seed) {
@@ -168,30 +237,39 @@ TEST(CudaGraphs, MovingBuffersAreNeverCapturedAndEveryVariableSeparatesKeys) {
   ctx.reset_graphs();
 }
 
-// out_proj is not captured under auto (one or two launches; its T = 256 call was slower replayed), only with 1.
-TEST(CudaGraphs, OutProjIsCapturedOnlyWhenAskedFor) {
-  ATTNBWD_SEED_TRACE();
-  const GraphsOffResult<OutProjArgs> ref("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(808));
-  const tools::Axes& axes = ref.axes;
-  const tools::TensorSet& in = ref.in;
-  const CudaCase<OutProjArgs>& want = ref.want;
+// A call that auto runs directly (no key remembered) and 1 captures and replays, with the graphs-off bits throughout.
+template <class Args>
+void captured_only_when_asked(const char* op, const tools::Axes& axes, std::uint64_t seed) {
+  SCOPED_TRACE(std::string(op) + " " + tools::axes_to_string(axes));
+  const GraphsOffResult<Args> ref(op, axes, seed);
   cuda::Context& ctx = cuda::Context::current();
   ctx.reset_graphs();
-  CudaCase<OutProjArgs> got(in, axes);
+  CudaCase<Args> got(ref.in, ref.axes);
   for (int i = 0; i < 3; ++i) {
     got.run();  // auto: directly
-    expect_same_bits(got.result(), want.result(), "auto, call " + std::to_string(i));
+    expect_same_bits(got.result(), ref.want.result(), "auto, call " + std::to_string(i));
   }
   EXPECT_EQ(ctx.graph_stats().keys, 0u);
   {
     const ScopedEnv on("ATTNBWD_CUDA_GRAPHS", "1");
     for (int i = 0; i < 3; ++i) {
       got.run();  // direct, captured, replayed
-      expect_same_bits(got.result(), want.result(), "1, call " + std::to_string(i));
+      expect_same_bits(got.result(), ref.want.result(), "1, call " + std::to_string(i));
     }
   }
   EXPECT_EQ(ctx.graph_stats().graphs, 1u);
   ctx.reset_graphs();
+}
+
+// out_proj is not captured under auto (one or two launches; its T = 256 call was slower replayed), only with 1;
+// varlen only up to 1536 tokens (beyond, replays measured no faster).
+TEST(CudaGraphs, OutProjAndLongVarlenAreCapturedOnlyWhenAskedFor) {
+  ATTNBWD_SEED_TRACE();
+  captured_only_when_asked<OutProjArgs>("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(808));
+  tools::Axes long_varlen = small_varlen_axes();
+  long_varlen["total_seq_len"] = 1537;
+  long_varlen["num_sequences"] = 2;
+  captured_only_when_asked<VisionVarlenArgs>("vision_varlen_rope_backward", long_varlen, fresh_seed(812));
 }
 
 // 70 keys recurring in a cycle (more than the 64 graphs the cache holds): pass 1 sees each once, pass 2 captures 64
