@@ -61,11 +61,15 @@ namespace {
 using std::int64_t;
 constexpr int kSumRows = 64;  // rows per partial column sum
 
+__device__ __forceinline__ float ldf(const float* p) { return *p; }
+__device__ __forceinline__ float ldf(const __half* p) { return __half2float(*p); }
+
 // out = QKV + bias, q and k rotated: lo' = lo·cos[d] − hi·sin[d], hi' = hi·cos[d+64] + lo·sin[d+64];
-// Out = float: in place (out == qkv); Out = __half: the fp16 copy the fp16 attention kernels read.
+// In = Out = float: in place (out == qkv); In = float, Out = __half: the fp16 copy the fp16 attention kernels read;
+// In = Out = __half: in place on the fp16 QKV of ATTNBWD_CUDA_VARLEN_QKV=lt16.
 // One thread per (token, head slot of 3H, d < D/2).
-template <class Out>
-__global__ void bias_rope(const float* qkv, Out* out, const float* __restrict__ bias, const float* __restrict__ cos,
+template <class In, class Out>
+__global__ void bias_rope(const In* qkv, Out* out, const float* __restrict__ bias, const float* __restrict__ cos,
                           const float* __restrict__ sin, int64_t S, int H, int D) {
   const int half = D / 2;
   const int64_t per_tok = static_cast<int64_t>(3) * H * half;
@@ -75,9 +79,9 @@ __global__ void bias_rope(const float* qkv, Out* out, const float* __restrict__ 
   const int rem = static_cast<int>(idx % per_tok);
   const int slot = rem / half, d = rem % half;
   const int64_t col = static_cast<int64_t>(slot) * D + d;
-  const float* row = qkv + tok * 3 * H * D;
+  const In* row = qkv + tok * 3 * H * D;
   Out* orow = out + tok * 3 * H * D;
-  float lo = row[col] + bias[col], hi = row[col + half] + bias[col + half];
+  float lo = ldf(row + col) + bias[col], hi = ldf(row + col + half) + bias[col + half];
   if (slot < 2 * H) {
     const float* c = cos + tok * D;
     const float* s = sin + tok * D;
@@ -101,6 +105,12 @@ __global__ void bias_rope(const float* qkv, Out* out, const float* __restrict__ 
 // call; bias_rope had measured 0.27 ms on #10, ~2.4x its DRAM time); ATTNBWD_CUDA_VARLEN_BIASROPE=scalar
 // keeps bias_rope.
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 ld4(const __half* p) {  // 8-byte aligned
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
 __device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 __device__ __forceinline__ void st4(__half* p, float4 v) {
   const __half2 a = __floats2half2_rn(v.x, v.y), b = __floats2half2_rn(v.z, v.w);
@@ -109,13 +119,13 @@ __device__ __forceinline__ void st4(__half* p, float4 v) {
   u.y = *reinterpret_cast<const unsigned*>(&b);
   *reinterpret_cast<uint2*>(p) = u;
 }
-template <class Out>
-__global__ void __launch_bounds__(256) bias_rope_vec(const float* qkv, Out* out, const float* __restrict__ bias,
+template <class In, class Out>
+__global__ void __launch_bounds__(256) bias_rope_vec(const In* qkv, Out* out, const float* __restrict__ bias,
                                                      const float* __restrict__ cos, const float* __restrict__ sin,
                                                      int H, int D) {
   const int64_t tok = blockIdx.x;
   const int half = D / 2, quads = half / 4, tasks = 3 * H * quads;
-  const float* row = qkv + tok * 3 * H * D;
+  const In* row = qkv + tok * 3 * H * D;
   Out* orow = out + tok * 3 * H * D;
   const float* c = cos + tok * D;
   const float* s = sin + tok * D;
@@ -292,22 +302,30 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
   // Operand x of an fp32 tensor: its fp16 copy h when the GEMMs run fp16, else x itself.
   const auto opnd = [&](const float* x, const __half* h) { return operand(use_fp16, x, h); };
 
-  // ATTNBWD_CUDA_VARLEN_QKV=auto|lt|mixed: Default's QKV projection as cuBLASLt's fp16 GEMM on converted copies of X
+  // ATTNBWD_CUDA_VARLEN_QKV=auto|lt|mixed|lt16: Default's QKV projection as cuBLASLt's fp16 GEMM on converted copies of X
   // and Wqkv (lt), or (mixed; sm_90, S ≤ 512) as the mixed-input kernel of mixed_gemm_sm90.cu, which reads the fp32
   // Wqkv once, rounds it to fp16 in shared memory and writes the fp16 copy that dX's GEMM reads on the way: 231 MB of
   // DRAM traffic for the weight instead of 308 (#8). mixed where the kernel cannot take the call is an Error (raised
   // here, before the op's first kernel is enqueued); the modes without fp16 GEMMs (Strict,
   // ATTNBWD_CUDA_FP32_GEMM=tf32) ignore the switch. auto = mixed where the kernel takes the call and S <= 256, else
-  // lt. Measured on an H200 (seventeenth session, perf/NOTES.md): at #8 the kernel takes 70 us against 63 + 27 us of
+  // lt16 (below). Measured on an H200 (seventeenth session, perf/NOTES.md): at #8 the kernel takes 70 us against 63 + 27 us of
   // conversion and GEMM, per call 1.040x, 1.072x, 1.073x at #8, #11, #1 (S <= 256); at S = 373 and 392 (#12, #0: four
   // 64-row blocks per warpgroup, the products no longer hidden under the weight's DRAM time) 112 us against 66 + 49,
-  // per call 1.000-1.008x, so auto leaves those to lt.
-  const int qkv_switch = env_switch("ATTNBWD_CUDA_VARLEN_QKV", {"auto", "lt", "mixed"});
+  // per call 1.000-1.008x, so auto leaves those to cuBLASLt.
+  // lt16 (with the fp16 attention kernels; otherwise as lt): the same cuBLASLt GEMM with an fp16 result written
+  // straight into the fp16 QKV the attention kernels read, and bias + RoPE in place on it (no fp32 QKV: at S = 8192
+  // the fp32 result's 352 MB write and read become a 176 MB write, read and rewrite; bias and RoPE then apply to
+  // the fp16-rounded product, one more rounding; float64 PyTorch: relative L2 1.3-1.5e-3 at #0, #2, #10, every
+  // element within the workloads' tolerance). Measured on an H200 (twenty-first session, three runs per side): lt16/lt
+  // 1.009x geomean over the 13 workloads with S > 256 (1.01-1.02x on the steady ones: #2, #9, #10, #12, #13; the
+  // bimodal #4, #14, #15 0.96-1.05x), the stages at #10 QKV 0.978 -> 0.966 ms and bias + RoPE 0.154 -> 0.128 ms.
+  // So auto = lt16 wherever it does not take the mixed kernel.
+  const int qkv_switch = env_switch("ATTNBWD_CUDA_VARLEN_QKV", {"auto", "lt", "mixed", "lt16"});
   sm90::MixedGemm mg;
   mg.M = S, mg.N = C3, mg.K = C, mg.lda = C, mg.ldw = C, mg.ldc = C3;
   mg.a = Xh, mg.w = Wqkv, mg.c = qkv, mg.w16 = Wqkvh;
   bool mixed_qkv = false;
-  if (use_fp16 && qkv_switch != 1) {
+  if (use_fp16 && (qkv_switch == 0 || qkv_switch == 2)) {
     const std::string why = ctx.cc() != 90
                                 ? "not an sm_90 device (compute capability " + std::to_string(ctx.cc()) + ")"
                                 : sm90::mixed_gemm_unsupported(mg);
@@ -315,6 +333,7 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
       throw Error("ATTNBWD_CUDA_VARLEN_QKV", "the mixed-input QKV kernel cannot take this call: " + why);
     mixed_qkv = why.empty() && (qkv_switch == 2 || S <= 256);
   }
+  const bool qkv16 = half_attn && !mixed_qkv && (qkv_switch == 0 || qkv_switch == 3);
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   const int side_slot = stages.single_stream() ? 0 : 1;
@@ -352,7 +371,13 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
       convert_to_half({{X, Xh, S * C}, {Wqkv, Wqkvh, C3 * C}}, stream);
       stages.mark("to_half_X_Wqkv");
     }
-    gemm(ctx, 0, stream, compute, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);
+    if (qkv16) {
+      g.a_type = g.b_type = g.c_type = CUDA_R_16F;
+      g.compute = CUBLAS_COMPUTE_32F;
+      gemm(ctx, 0, stream, g, Xh, Wqkvh, qkvh);
+    } else {
+      gemm(ctx, 0, stream, compute, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);
+    }
     stages.mark("QKV");
   }
   varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
@@ -364,21 +389,27 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
                                               a.qkv_bias.data, a.cos.data, a.sin.data, H, D);
   if (vec_bias_rope) {
     const unsigned blocks = static_cast<unsigned>(S);
-    if (half_attn)
-      bias_rope_vec<__half><<<blocks, 256, 0, stream>>>(qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
-                                                         static_cast<int>(H), static_cast<int>(D));
+    if (qkv16)
+      bias_rope_vec<__half, __half><<<blocks, 256, 0, stream>>>(qkvh, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
+                                                                 static_cast<int>(H), static_cast<int>(D));
+    else if (half_attn)
+      bias_rope_vec<float, __half><<<blocks, 256, 0, stream>>>(qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
+                                                                static_cast<int>(H), static_cast<int>(D));
     else
-      bias_rope_vec<float><<<blocks, 256, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data,
-                                                        static_cast<int>(H), static_cast<int>(D));
+      bias_rope_vec<float, float><<<blocks, 256, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data,
+                                                               static_cast<int>(H), static_cast<int>(D));
   } else {
     const int threads = 256;
     const unsigned blocks = blocks_for(S * 3 * H * (D / 2), threads);
-    if (half_attn)
-      bias_rope<__half><<<blocks, threads, 0, stream>>>(qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data, S,
-                                                         static_cast<int>(H), static_cast<int>(D));
+    if (qkv16)
+      bias_rope<__half, __half><<<blocks, threads, 0, stream>>>(qkvh, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
+                                                                 S, static_cast<int>(H), static_cast<int>(D));
+    else if (half_attn)
+      bias_rope<float, __half><<<blocks, threads, 0, stream>>>(qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
+                                                                S, static_cast<int>(H), static_cast<int>(D));
     else
-      bias_rope<float><<<blocks, threads, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data, S,
-                                                        static_cast<int>(H), static_cast<int>(D));
+      bias_rope<float, float><<<blocks, threads, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data, S,
+                                                               static_cast<int>(H), static_cast<int>(D));
   }
   ATTNBWD_CUDA_CHECK_LAUNCH();
   stages.mark("bias_rope");

@@ -453,6 +453,28 @@ TEST(CudaVisionVarlenRope, MixedQkvMatchesTheOracle) {
   }
 }
 
+// ATTNBWD_CUDA_VARLEN_QKV=lt16: the QKV GEMM's fp16 result written into the attention kernels' fp16 QKV, bias + RoPE
+// in place on it (the one-block-per-token kernel and, with 4-byte-misaligned tensors or BIASROPE=scalar, the
+// element-pair kernel), on odd mixes, then at two workloads' full size (#8: one sequence of 131, where auto takes the
+// mixed kernel; #12: 373 tokens in three sequences).
+TEST(CudaVisionVarlenRope, Lt16QkvMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv env("ATTNBWD_CUDA_VARLEN_QKV", "lt16");
+  std::uint64_t tag = 97;
+  for (const char* variant : {"vec", "scalar"}) {
+    const ScopedEnv br("ATTNBWD_CUDA_VARLEN_BIASROPE", variant);
+    check_variant_on_odd_mixes(std::string("lt16 QKV, ") + variant + " bias+RoPE",
+                               {{131}, {1, 1, 1, 1, 1}, {1, 130, 0, 33, 2, 64, 65, 17}}, tag);
+  }
+  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
+  for (const char* index : {"8", "12"}) {
+    const tools::Workload& w = tools::find_workload(all, index);
+    const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(120 + w.index), w.scalars);
+    const Oracle<Args> want(in, w.axes);
+    check_against(want, "workload " + std::string(index) + " " + w.uuid + " lt16 QKV", in, w.axes, w.atol);
+  }
+}
+
 TEST(CudaVisionVarlenRope, RealWorkloadsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
