@@ -33,6 +33,8 @@ class CudaCase {
     dev_.outputs_to(host_.args);
   }
   const HostCase<Args>& result() const { return host_; }
+  // The device-side arguments run() passes (tests that change an input in place between calls).
+  Args& device_args() { return dev_.args; }
 
  private:
   HostCase<Args> host_;

@@ -153,28 +153,20 @@ TEST(CudaGraphs, VisionVarlenReplayReadsTheBoundariesOfEachCall) {
 
   cuda::Context& ctx = cuda::Context::current();
   ctx.reset_graphs();
-  HostCase<VisionVarlenArgs> host(old_ref.in, small_varlen_axes());
-  DeviceArgs<Kokkos::Cuda, VisionVarlenArgs> dev(host.args);
-  const auto call = [&] {
-    detail::for_each_tensor(dev.args, [&](const char*, auto& t, bool output) {
-      if (output) ASSERT_EQ(cudaMemset(raw(t), 0xff, bytes_of(t)), cudaSuccess);
-    });
-    ASSERT_EQ(detail::run(Kokkos::Cuda(), dev.args, Options{}), Backend::Cuda);
-    Kokkos::fence();
-    dev.outputs_to(host.args);
-  };
+  CudaCase<VisionVarlenArgs> got(old_ref.in, small_varlen_axes());
   for (const char* what : {"direct", "captured", "replayed"}) {
-    call();
-    expect_same_bits(host, old_ref.want.result(), std::string("old boundaries, ") + what);
+    got.run();
+    expect_same_bits(got.result(), old_ref.want.result(), std::string("old boundaries, ") + what);
   }
   ASSERT_EQ(ctx.graph_stats().graphs, 1u);
-  ASSERT_EQ(cudaMemcpy(const_cast<std::int32_t*>(dev.args.cu_seqlens.data), cu, 4 * sizeof(std::int32_t),
+  VisionVarlenArgs& dev = got.device_args();
+  ASSERT_EQ(cudaMemcpy(const_cast<std::int32_t*>(dev.cu_seqlens.data), cu, 4 * sizeof(std::int32_t),
                        cudaMemcpyHostToDevice),
             cudaSuccess);
-  dev.args.cu_seqlens_host = cu;
+  dev.cu_seqlens_host = cu;
   for (const char* what : {"first replay", "second replay"}) {
-    call();
-    expect_same_bits(host, new_want.result(), std::string("new boundaries, ") + what);
+    got.run();
+    expect_same_bits(got.result(), new_want.result(), std::string("new boundaries, ") + what);
   }
   const cuda::Context::GraphStats st = ctx.graph_stats();
   EXPECT_EQ(st.keys, 1u);  // the same key throughout: the new boundaries were replayed, not captured anew
