@@ -32,6 +32,7 @@ Context::Context(int device) : device_(device) {
   ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+  ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&mark_, cudaEventDisableTiming));
   ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&handoff_, cudaEventDisableTiming));
   // Zeroed once: cuBLASLt 13's split-K reduction kernel (splitKreduce_kernel) reads workspace bytes
   // that its partial-product kernel did not write (compute-sanitizer initcheck, H200, varlen workload 8,
@@ -57,6 +58,7 @@ Context::~Context() {
   if (handoff_) cudaEventDestroy(handoff_);
   if (fork_) cudaEventDestroy(fork_);
   if (join_) cudaEventDestroy(join_);
+  if (mark_) cudaEventDestroy(mark_);
   if (side_) cudaStreamDestroy(side_);
   if (capture_) cudaStreamDestroy(capture_);
   if (lt_) cublasLtDestroy(lt_);
@@ -71,6 +73,10 @@ void Context::join(cudaStream_t main) {
   ATTNBWD_CUDA_CHECK(cudaEventRecord(join_, side_));
   ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, join_, 0));
 }
+
+void Context::mark_side() { ATTNBWD_CUDA_CHECK(cudaEventRecord(mark_, side_)); }
+
+void Context::wait_side_mark(cudaStream_t main) { ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, mark_, 0)); }
 
 void Context::claim(cudaStream_t stream) {
   // handoff_ was recorded at the end of the previous op (its stream may be gone by now; the event

@@ -42,6 +42,10 @@ class Context {
   cudaStream_t side_stream() const { return side_; }
   void fork(cudaStream_t main);  // the side stream waits for everything queued on `main` so far
   void join(cudaStream_t main);  // `main` waits for everything queued on the side stream
+  // A partial join: mark_side() records what is queued on the side stream now; wait_side_mark(main) makes `main`
+  // wait for that much only (work queued on the side stream after the mark keeps running beside `main`).
+  void mark_side();
+  void wait_side_mark(cudaStream_t main);
 
   // claim() at the start of every op on `stream`, release() at its end: when the previous op of this
   // context ran on another stream, `stream` first waits for it, so two ops of one thread on two
@@ -108,7 +112,7 @@ class Context {
   int device_ = 0, cc_ = 0, sms_ = 0;
   cublasLtHandle_t lt_ = nullptr;
   cudaStream_t side_ = nullptr;
-  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+  cudaEvent_t fork_ = nullptr, join_ = nullptr, mark_ = nullptr;
   void* lt_ws_[kSlots] = {nullptr, nullptr};
   void* scratch_[kSlots] = {nullptr, nullptr};
   std::size_t scratch_bytes_[kSlots] = {0, 0};

@@ -451,6 +451,13 @@ bool merge_scalar() { return env_switch("ATTNBWD_CUDA_GQA_MERGE", {"auto", "scal
 // call at #5, #13, #2.
 bool thin_pdl() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off"}) == 0; }
 
+// ATTNBWD_CUDA_GQA_DWO=auto|early|late: where grad_o_weight = dYᵀ·A runs on the side stream. early: from the op's
+// start, beside dA = dY·Wo (the two share the GPU while dA is on the critical path). late: after dA (and after dV₃₂
+// where dV₃₂ is on the side stream), so it runs under the attention chain, which at small S is latency-bound and
+// leaves DRAM idle; the main stream then waits for dV₃₂ only (a partial join), and dK₃₂ runs on the main stream.
+// The same GEMMs and kernels either way (the same bits). auto = early (not yet measured).
+bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"}) == 2; }
+
 struct Sm90Proj {
   sm90::LinearBackward p;
   sm90::LinearBackwardPlan plan;
@@ -623,16 +630,21 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // directly, or cuBLASLt dWo on the side stream and dA by cuBLASLt + a head-split (or pad) kernel (none for
   // the view).
   bool forked = false;  // work on the side stream, joined at the end
+  const bool late = !all_sm90 && dwo_late();
+  const auto dwo_gemm = [&] {  // grad_o_weight = dYᵀ·A on the side stream
+    Gemm g;
+    g.trans_a = true;
+    g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
+    gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
+    stages.mark("dWo");
+  };
   if (all_sm90) {
     sm90_launch(ctx, oj, stream);
   } else {
-    stages.fork(ctx);
-    forked = true;
-    {
-      Gemm g;
-      g.trans_a = true;
-      g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
-      gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
+    if (!late) {
+      stages.fork(ctx);
+      forked = true;
+      dwo_gemm();
     }
     Gemm g;
     g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
@@ -652,6 +664,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const float scaling = static_cast<float>(a.scaling);
   const int count = static_cast<int>(BH);
 
+  if (late && (use_small || use_kv)) {  // dWo beside the main stream's attention kernels
+    stages.fork(ctx);
+    forked = true;
+    dwo_gemm();
+  }
   if (use_small) {
     // 3-5 as two launches (dS and dQ; then dK32 and dV32), on the main stream.
     gqa_small_attn_launch(sm, stream);
@@ -683,8 +700,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     // where each batched GEMM is a few CTAs per head and launch-bound (perf/NOTES.md). With padding every
     // GEMM has Sp = S8 rows (and keys) per head, and dV32 reads P's padded copy, which the softmax kernel
     // writes: dV32 then goes to the side stream with dK32, after dS.
+    // Late dWo: dV32 (without padding) then dWo on the side stream after dA, dK32 on the main stream, and the
+    // main stream waits for dV32 only (before the merge); with padding dV32 reads P's padded copy, so it is on
+    // the main stream too and the side stream holds dWo alone.
     const bool overlap = gqa_overlap();
-    const cudaStream_t attn_side = overlap ? side : stream;
+    const cudaStream_t attn_side = overlap && !(late && pad) ? side : stream;
     const int attn_slot = attn_side == stream ? 0 : 1;
     const auto dv_gemm = [&] {  // 5a. dV32 = Pᵀ·dO
       Gemm g;
@@ -694,11 +714,15 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       gemm(ctx, attn_slot, attn_side, g, pad ? Pp : P, dOp, dV32);
       stages.mark("dV");
     };
-    if (overlap) {
-      stages.fork(ctx);  // side: after dO exists (and after grad_o_weight, queued there before)
+    if (overlap || late) {
+      stages.fork(ctx);  // side: after dO exists (and after grad_o_weight, queued there before unless late)
       forked = true;
     }
     if (!pad) dv_gemm();
+    if (late) {
+      stages.mark_side(ctx);  // the main stream waits for dV32 (if on the side) before the merge, not for dWo
+      dwo_gemm();
+    }
     // 3-4. dS.
     // The fused kernel reads dO as [B,H,S,D] (not the strided view); asked for, there is no padding.
     if (!fused_asked || dOp != dO || !fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {
@@ -719,20 +743,26 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       }
     }
     stages.mark("dS");
-    if (overlap) stages.fork(ctx);  // side: after dS (and P's padded copy) exist
+    if (overlap && !late) stages.fork(ctx);  // side: after dS (and P's padded copy) exist
     if (pad) dv_gemm();
-    // 5b. dK32 = dSᵀ·Q (side), dQ = dS·K (main).
+    // 5b. dK32 = dSᵀ·Q (side; main when late), dQ = dS·K (main).
     {
       Gemm g;
       g.M = Sp, g.N = D, g.K = Sp, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = Sp * ld,
       g.stride_b = Sp * D, g.stride_c = Sp * D;
       g.trans_a = true;
-      gemm(ctx, attn_slot, attn_side, g, dS, Q, dK32);
+      if (late)
+        gemm(ctx, 0, stream, g, dS, Q, dK32);
+      else
+        gemm(ctx, attn_slot, attn_side, g, dS, Q, dK32);
       g.trans_a = false;
       gemm(ctx, 0, stream, g, dS, K, dQ32);
     }
     stages.mark("dQ_dK");
-    if (overlap) stages.join(ctx);  // main: after dV32 and dK32 exist
+    if (late)
+      stages.wait_side_mark(ctx);  // main: after dV32 (dWo keeps running on the side stream)
+    else if (overlap)
+      stages.join(ctx);  // main: after dV32 and dK32 exist
   }
   // 6-8. GQA sums, RoPE, merge.
   {

@@ -37,6 +37,13 @@ class StageTimer {
   void join(Context& ctx) const {
     if (!single_) ctx.join(stream_);
   }
+  // ctx.mark_side / ctx.wait_side_mark (the caller's stream waits for the side stream's work up to the mark).
+  void mark_side(Context& ctx) const {
+    if (!single_) ctx.mark_side();
+  }
+  void wait_side_mark(Context& ctx) const {
+    if (!single_) ctx.wait_side_mark(stream_);
+  }
   // Ends the stage `name` (a string literal) at this point of the caller's stream.
   void mark(const char* name);
   // One stderr line: "`what` stages (ms): name ms ... | total ms". Synchronises.

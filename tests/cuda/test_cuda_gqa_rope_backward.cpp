@@ -335,6 +335,38 @@ TEST(CudaGqaRope, OverlapGivesTheSerialBits) {
   for (std::size_t i = 0; i < two.outputs.size(); ++i) EXPECT_TRUE(two.outputs[i] == one.outputs[i]) << "output " << i;
 }
 
+// grad_o_weight late on the side stream (ATTNBWD_CUDA_GQA_DWO=late: after dA and dV₃₂, dK₃₂ on the main stream, a
+// partial join before the merge) and early (beside dA) run the same GEMMs and kernels: the same bits, on the padded
+// (S = 131) and unpadded (S = 128, B = 2) GEMM paths, with the attention on one stream too, and on the key-major
+// kernel's path (S = 1024).
+TEST(CudaGqaRope, LateGradOWeightGivesTheEarlyBits) {
+  ATTNBWD_SEED_TRACE();
+  struct Shape {
+    int64_t B, S;
+    const char* attn;
+    const char* overlap;
+  };
+  const Shape shapes[] = {{2, 131, "", ""}, {2, 128, "", ""}, {2, 131, "", "off"}, {1, 1024, "kv", ""}};
+  int k = 0;
+  for (const Shape& sh : shapes) {
+    if (*sh.attn && !is_sm90()) continue;
+    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
+    SCOPED_TRACE(tools::axes_to_string(axes) + " attn=" + sh.attn + " overlap=" + sh.overlap);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(340 + k++), tools::default_scalars(kOp));
+    HostCase<Args> early(in, axes), late(in, axes);
+    for (int i = 0; i < 2; ++i) {
+      if (*sh.attn) setenv("ATTNBWD_CUDA_GQA_ATTN", sh.attn, 1);
+      if (*sh.overlap) setenv("ATTNBWD_CUDA_GQA_OVERLAP", sh.overlap, 1);
+      setenv("ATTNBWD_CUDA_GQA_DWO", i == 0 ? "early" : "late", 1);
+      run_cuda(i == 0 ? early : late);
+      for (const char* v : {"ATTNBWD_CUDA_GQA_ATTN", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DWO"}) unsetenv(v);
+    }
+    ASSERT_EQ(early.outputs.size(), late.outputs.size());
+    for (std::size_t i = 0; i < early.outputs.size(); ++i)
+      EXPECT_TRUE(early.outputs[i] == late.outputs[i]) << "output " << i;
+  }
+}
+
 // The merge pass with 16-byte moves (default) and with one element pair per thread (scalar) do the same
 // math in the same order: the same bits.
 TEST(CudaGqaRope, MergeVariantsGiveTheSameBits) {
