@@ -209,6 +209,7 @@ __device__ __forceinline__ void store_w(bf* p, const bf (&x)[W]) {
 
 // Steps 6-8, one thread per (token, head slot, W consecutive pairs): dQp (RoPE of every query head), dKp (RoPE of
 // the group sum), dVp (group sum) from dq, dk, dv [B, Hq, Sp, D] (Sp ≥ S rows per head: padded or not) into out
+// (k_summed / v_summed: dk / dv hold the group sums already, one bf16 per KV head, [B, Hkv, Sp, D])
 // [T, ldo] at columns [0, Hq·D), [Hq·D, +Hkv·D), [Hq·D + Hkv·D, +Hkv·D). A thread takes the pairs d0..d0+W-1 and the
 // same + D/2 of its slot: W = 8 moves them, their cos and sin as uint4 (needs D % 16 == 0, every pointer 16-byte
 // aligned and ldo % 8 == 0); W = 1 one element at a time. The same math in the same order per element either way
@@ -217,7 +218,8 @@ __device__ __forceinline__ void store_w(bf* p, const bf (&x)[W]) {
 template <int W, int G>
 __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
                                const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out, int64_t T,
-                               int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo) {
+                               int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo, bool k_summed,
+                               bool v_summed) {
   // The thin q/k/v launch that follows is a programmatic dependent: it may start its prologue (its loads of X and W,
   // which this kernel does not write) once every CTA here is resident, and waits for this grid before reading out.
   griddep_launch_dependents();
@@ -244,7 +246,11 @@ __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__
     const bf* src = is_k ? dk : dv;
 #pragma unroll
     for (int i = 0; i < W; ++i) g0[i] = g1[i] = 0.0f;
-    if constexpr (G > 0) {  // every head's loads first, then the sums in group order
+    if (is_k ? k_summed : v_summed) {  // the group sum, rounded once, by the grouped GEMM
+      const bf* g = src + ((b * Hkv + j) * Sp + s) * D + d0;
+      load_w(g, g0);
+      load_w(g + half, g1);
+    } else if constexpr (G > 0) {  // every head's loads first, then the sums in group order
       float x0[G][W], x1[G][W];
 #pragma unroll
       for (int gi = 0; gi < G; ++gi) {
@@ -268,7 +274,7 @@ __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__
       }
     }
     dst = o + static_cast<int64_t>(Hq) * D + (is_k ? 0 : static_cast<int64_t>(Hkv) * D) + j * D + d0;
-    if (is_k) {
+    if (is_k) {  // (r16 leaves a summed input's bf16 values as they are)
 #pragma unroll
       for (int i = 0; i < W; ++i) g0[i] = r16(g0[i]), g1[i] = r16(g1[i]);
     } else {
@@ -456,6 +462,14 @@ bool thin_pdl() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off"}) == 
 // where dV₃₂ is on the side stream), so it runs under the attention chain, which at small S is latency-bound and
 // leaves DRAM idle; the main stream then waits for dV₃₂ only (a partial join), and dK₃₂ runs on the main stream.
 // The same GEMMs and kernels either way (the same bits). auto = early (not yet measured).
+// ATTNBWD_CUDA_GQA_GROUP=auto|on|off, the GEMM attention path (steps 3-5 as cuBLASLt GEMMs): on: dK₃₂ and dV₃₂ as one
+// GEMM per KV head over its group's query heads (dK_j = Σ_g dS_gᵀ·Q_g: the group's dS and Q rows are consecutive, so
+// a [G·Sp, ·] operand with K = G·Sp; dV_j = Σ_g P_gᵀ·dO_g likewise where dO is a head-split copy, not the B = 1
+// view of dA), the group sum rounded once to bf16 (the reference rounds each head's product, then the sum: within
+// the tolerance, and closer to the exact sum), written [B, Hkv, Sp, D], 1/G of the per-head writes and of the
+// merge's reads of them. off: one GEMM per query head, summed in the merge. auto = off (not yet measured).
+bool group_gemms() { return env_switch("ATTNBWD_CUDA_GQA_GROUP", {"auto", "on", "off"}) == 1; }
+
 bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"}) == 2; }
 
 struct Sm90Proj {
@@ -592,6 +606,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bf* dOp = do_view ? dA : dO;
   const int64_t ld_do = do_view ? QP : D, head_do = do_view ? D : Sp * D;
   // The attention path (steps 3-5): the small-S kernels, the key-major sm_90a kernel or GEMMs.
+  const int64_t G = Hq / Hkv;
   GqaKvAttn kv;
   GqaSmallAttn sm;
   bool use_kv = false, use_ws = false, use_small = false;
@@ -624,6 +639,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       use_kv = true;
     }
   }
+  // Group GEMMs for dK32 / dV32 (ATTNBWD_CUDA_GQA_GROUP): the GEMM attention path only, dV32 only where dO is a
+  // head-split (or padded) copy [B, Hq, Sp, D], whose group rows are consecutive.
+  const bool gemm_attn = !use_small && !use_kv;
+  const bool k_summed = gemm_attn && G > 1 && group_gemms();
+  const bool v_summed = k_summed && !do_view;
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
   // 1-2. dA = dY·Wo split into heads (dO), grad_o_weight = dYᵀ·A: one sm_90a launch writing dO
@@ -706,11 +726,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     const bool overlap = gqa_overlap();
     const cudaStream_t attn_side = overlap && !(late && pad) ? side : stream;
     const int attn_slot = attn_side == stream ? 0 : 1;
-    const auto dv_gemm = [&] {  // 5a. dV32 = Pᵀ·dO
+    const auto dv_gemm = [&] {  // 5a. dV32 = Pᵀ·dO (per query head, or per KV head over its group)
       Gemm g;
       g.trans_a = true;
       g.M = Sp, g.N = D, g.K = Sp, g.lda = Sp, g.ldb = ld_do, g.ldc = D, g.count = count, g.stride_a = Sp * Sp,
       g.stride_b = head_do, g.stride_c = Sp * D;
+      if (v_summed) g.K = G * Sp, g.count = static_cast<int>(B * Hkv), g.stride_a = G * Sp * Sp, g.stride_b = G * head_do;
       gemm(ctx, attn_slot, attn_side, g, pad ? Pp : P, dOp, dV32);
       stages.mark("dV");
     };
@@ -751,10 +772,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = Sp, g.N = D, g.K = Sp, g.lda = ld, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = Sp * ld,
       g.stride_b = Sp * D, g.stride_c = Sp * D;
       g.trans_a = true;
+      Gemm gk = g;  // dK32 per query head, or per KV head over its group
+      if (k_summed) gk.K = G * Sp, gk.count = static_cast<int>(B * Hkv), gk.stride_a = G * Sp * ld, gk.stride_b = G * Sp * D;
       if (late)
-        gemm(ctx, 0, stream, g, dS, Q, dK32);
+        gemm(ctx, 0, stream, gk, dS, Q, dK32);
       else
-        gemm(ctx, attn_slot, attn_side, g, dS, Q, dK32);
+        gemm(ctx, attn_slot, attn_side, gk, dS, Q, dK32);
       g.trans_a = false;
       gemm(ctx, 0, stream, g, dS, K, dQ32);
     }
@@ -774,7 +797,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     const int threads = 256;
     merge<<<blocks_for(items, threads), threads, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp, T,
                                                              S, Sp, static_cast<int>(Hq), static_cast<int>(Hkv),
-                                                             static_cast<int>(D), QKV);
+                                                             static_cast<int>(D), QKV, k_summed, v_summed);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
   stages.mark("gqa_rope_merge");

@@ -52,7 +52,8 @@ constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
 // ATTNBWD_CUDA_GQA_PAD (attention GEMMs on copies padded to a multiple of 8 rows where S is not one),
 // ATTNBWD_CUDA_GQA_MERGE (the merge pass with 16-byte moves or one pair per thread), ATTNBWD_CUDA_GQA_QKV
 // (the q, k, v projection pairs as one grouped sm_90a launch) and ATTNBWD_CUDA_GQA_ATTN (the key-major
-// attention kernel, kv or kvws, or the small-S kernels, small), "" = the default choice.
+// attention kernel, kv or kvws, or the small-S kernels, small), ATTNBWD_CUDA_GQA_GROUP (dK/dV as one GEMM per KV
+// head) and ATTNBWD_CUDA_GQA_DWO (grad_o_weight early or late on the side stream), "" = the default choice.
 struct Mode {
   const char* fused;
   const char* proj;
@@ -62,6 +63,8 @@ struct Mode {
   const char* merge = "";
   const char* qkv = "";
   const char* attn = "";
+  const char* group = "";
+  const char* dwo = "";
   bool needs_sm90() const {
     return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
            std::string(attn).rfind("kv", 0) == 0;
@@ -85,6 +88,8 @@ struct Mode {
     if (*merge) n += std::string(" merge=") + merge;
     if (*qkv) n += std::string(" qkv=") + qkv;
     if (*attn) n += std::string(" attn=") + attn;
+    if (*group) n += std::string(" group=") + group;
+    if (*dwo) n += std::string(" dwo=") + dwo;
     return n;
   }
 };
@@ -96,7 +101,9 @@ constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublas
     kKv{"", "", "", "", "", "", "", "kv"}, kKvSplit{"", "", "", "split", "", "", "", "kv"},
     kKvWs{"", "", "", "", "", "", "", "kvws"}, kKvWsSplit{"", "", "", "split", "", "", "", "kvws"},
     kSmall{"", "", "", "", "", "", "", "small"}, kSmallSplit{"", "", "", "split", "", "", "", "small"},
-    kSmallSm90{"", "sm90", "", "", "", "", "", "small"};
+    kSmallSm90{"", "sm90", "", "", "", "", "", "small"}, kGroup{"", "", "", "", "", "", "", "", "on"},
+    kGroupSplit{"", "", "", "split", "", "", "", "", "on"}, kGroupLate{"", "", "", "", "", "", "", "", "on", "late"},
+    kLate{"", "", "", "", "", "", "", "", "", "late"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -109,11 +116,13 @@ struct UseMode {
     if (*m.merge) setenv("ATTNBWD_CUDA_GQA_MERGE", m.merge, 1);
     if (*m.qkv) setenv("ATTNBWD_CUDA_GQA_QKV", m.qkv, 1);
     if (*m.attn) setenv("ATTNBWD_CUDA_GQA_ATTN", m.attn, 1);
+    if (*m.group) setenv("ATTNBWD_CUDA_GQA_GROUP", m.group, 1);
+    if (*m.dwo) setenv("ATTNBWD_CUDA_GQA_DWO", m.dwo, 1);
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
                           "ATTNBWD_CUDA_GQA_PAD", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_QKV",
-                          "ATTNBWD_CUDA_GQA_ATTN"})
+                          "ATTNBWD_CUDA_GQA_ATTN", "ATTNBWD_CUDA_GQA_GROUP", "ATTNBWD_CUDA_GQA_DWO"})
       unsetenv(v);
   }
 };
@@ -175,7 +184,8 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
           smallest_atol(kOp),
           {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv,
-           kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallSm90});
+           kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallSm90, kGroup, kGroupSplit, kGroupLate,
+           kLate});
   }
 }
 
@@ -186,7 +196,8 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
           {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
-           kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit});
+           kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kGroup, kGroupSplit,
+           kGroupLate, kLate});
   }
 }
 
@@ -352,7 +363,7 @@ TEST(CudaGqaRope, LateGradOWeightGivesTheEarlyBits) {
     if (*sh.attn && !is_sm90()) continue;
     const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
     SCOPED_TRACE(tools::axes_to_string(axes) + " attn=" + sh.attn + " overlap=" + sh.overlap);
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(340 + k++), tools::default_scalars(kOp));
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(370 + k++), tools::default_scalars(kOp));
     HostCase<Args> early(in, axes), late(in, axes);
     for (int i = 0; i < 2; ++i) {
       if (*sh.attn) setenv("ATTNBWD_CUDA_GQA_ATTN", sh.attn, 1);
