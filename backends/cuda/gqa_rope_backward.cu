@@ -457,20 +457,34 @@ bool merge_scalar() { return env_switch("ATTNBWD_CUDA_GQA_MERGE", {"auto", "scal
 // call at #5, #13, #2.
 bool thin_pdl() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off"}) == 0; }
 
+// From this many tokens auto takes DWO=late and GROUP=on (below). Measured on an H200 (twenty-second session,
+// perf/NOTES.md; two and three runs per side, interleaved): late + group against early + per-head 1.03x at #0, #1, #3,
+// #8, 1.04x at #15, 1.00-1.01x at the other T ≥ 691; at T ≤ 512 late 0.96-0.99x (#2, #11, #12, #13: there dWo then
+// overlaps the DRAM-bound thin q/k/v launch, and dK moves onto the critical path) and group 0.99-1.00x.
+constexpr int64_t kLateMinTokens = 513;
+
 // ATTNBWD_CUDA_GQA_DWO=auto|early|late: where grad_o_weight = dYᵀ·A runs on the side stream. early: from the op's
 // start, beside dA = dY·Wo (the two share the GPU while dA is on the critical path). late: after dA (and after dV₃₂
-// where dV₃₂ is on the side stream), so it runs under the attention chain, which at small S is latency-bound and
-// leaves DRAM idle; the main stream then waits for dV₃₂ only (a partial join), and dK₃₂ runs on the main stream.
-// The same GEMMs and kernels either way (the same bits). auto = early (not yet measured).
+// where dV₃₂ is on the side stream), so it runs under the attention chain (memory- or latency-bound kernels); the
+// main stream then waits for dV₃₂ only (a partial join), and dK₃₂ runs on the main stream. The same GEMMs and
+// kernels either way (the same bits). auto = late from kLateMinTokens tokens, else early.
+bool dwo_late(int64_t T) {
+  const int v = env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"});
+  return v == 2 || (v == 0 && T >= kLateMinTokens);
+}
+
 // ATTNBWD_CUDA_GQA_GROUP=auto|on|off, the GEMM attention path (steps 3-5 as cuBLASLt GEMMs): on: dK₃₂ and dV₃₂ as one
 // GEMM per KV head over its group's query heads (dK_j = Σ_g dS_gᵀ·Q_g: the group's dS and Q rows are consecutive, so
 // a [G·Sp, ·] operand with K = G·Sp; dV_j = Σ_g P_gᵀ·dO_g likewise where dO is a head-split copy, not the B = 1
 // view of dA), the group sum rounded once to bf16 (the reference rounds each head's product, then the sum: within
-// the tolerance, and closer to the exact sum), written [B, Hkv, Sp, D], 1/G of the per-head writes and of the
-// merge's reads of them. off: one GEMM per query head, summed in the merge. auto = off (not yet measured).
-bool group_gemms() { return env_switch("ATTNBWD_CUDA_GQA_GROUP", {"auto", "on", "off"}) == 1; }
-
-bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"}) == 2; }
+// the tolerance, and closer to the exact sum: float64 PyTorch), written [B, Hkv, Sp, D], 1/G of the per-head writes
+// and of the merge's reads of them. off: one GEMM per query head, summed in the merge. auto = on from
+// kLateMinTokens tokens. Measured (H200, #3: B = 16, S = 256, stages serialised): dV 39 → 35 µs, dQ + dK 78 → 68,
+// merge 47 → 38.
+bool group_gemms(int64_t T) {
+  const int v = env_switch("ATTNBWD_CUDA_GQA_GROUP", {"auto", "on", "off"});
+  return v == 1 || (v == 0 && T >= kLateMinTokens);
+}
 
 struct Sm90Proj {
   sm90::LinearBackward p;
@@ -642,7 +656,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // Group GEMMs for dK32 / dV32 (ATTNBWD_CUDA_GQA_GROUP): the GEMM attention path only, dV32 only where dO is a
   // head-split (or padded) copy [B, Hq, Sp, D], whose group rows are consecutive.
   const bool gemm_attn = !use_small && !use_kv;
-  const bool k_summed = gemm_attn && G > 1 && group_gemms();
+  const bool k_summed = gemm_attn && G > 1 && group_gemms(T);
   const bool v_summed = k_summed && !do_view;
   StageTimer stages(stream);
   const cudaStream_t side = stages.side_or_main(ctx.side_stream());
@@ -650,7 +664,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // directly, or cuBLASLt dWo on the side stream and dA by cuBLASLt + a head-split (or pad) kernel (none for
   // the view).
   bool forked = false;  // work on the side stream, joined at the end
-  const bool late = !all_sm90 && dwo_late();
+  const bool late = !all_sm90 && dwo_late(T);
   const auto dwo_gemm = [&] {  // grad_o_weight = dYᵀ·A on the side stream
     Gemm g;
     g.trans_a = true;

@@ -45,6 +45,11 @@ using std::int64_t;
 using Args = GqaRopeArgs;
 const std::string kOp = "gqa_rope_backward";
 constexpr double kMaxRelL2[5] = {1e-2, 1e-2, 1e-2, 3e-3, 1e-3};
+// With dK and dV summed over a KV head's group by one GEMM (ATTNBWD_CUDA_GQA_GROUP=on, auto from 513 tokens) the group
+// sums are rounded once where the oracle rounds each head's product and then the sum: grad_v_weight then differs
+// from the oracle by that rounding (relative L2 3.3-3.7e-3 measured on the small shapes, H200), while float64 PyTorch
+// finds it closer to the exact result than the reference's rounding (tests/torch, workloads #0, #3, #5).
+constexpr double kMaxRelL2Grouped[5] = {1e-2, 1e-2, 1e-2, 6e-3, 1e-3};
 
 // A path of the fast path: ATTNBWD_GQA_FUSED (fused dP/softmax kernel), ATTNBWD_CUDA_GQA_PROJ
 // (projection pairs through the sm_90a kernel or cuBLASLt), ATTNBWD_CUDA_GQA_OVERLAP (attention
@@ -151,9 +156,13 @@ void check(const tools::TensorSet& in, const tools::Axes& given, double atol, st
     }
     const auto g = outputs_of(got.args), w = outputs_of(want.host.args);
     ASSERT_EQ(g.size(), 5u);
+    const std::string group(mode.group), attn(mode.attn);
+    const bool grouped = attn != "small" && attn.rfind("kv", 0) != 0 &&
+                         (group == "on" || (group.empty() && got.axes.at("batch_size") * got.axes.at("seq_len") > 512));
     for (std::size_t i = 0; i < g.size(); ++i) {
       ASSERT_EQ(g[i].size, w[i].size);
-      const auto r = close(g[i].name, g[i].data, w[i].data, g[i].size, Tolerance{atol, 0.05, 0.99, kMaxRelL2[i]});
+      const double bound = grouped ? kMaxRelL2Grouped[i] : kMaxRelL2[i];
+      const auto r = close(g[i].name, g[i].data, w[i].data, g[i].size, Tolerance{atol, 0.05, 0.99, bound});
       std::printf("[ measured ] cuda %s: %s\n", context.c_str(), r.message());
       EXPECT_TRUE(r) << context;
     }
@@ -172,12 +181,13 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   };
   // S = 300 (padded to 304: two 256-column chunks per row) and S = 520 (unpadded, three) reach the softmax
   // kernel's register forms above one chunk. S = 97 with three heads: a P tensor whose size is not a multiple of
-  // 8 elements (the small dK/dV kernel copies the last row's last chunk an element at a time).
+  // 8 elements (the small dK/dV kernel copies the last row's last chunk an element at a time). T > 512 (S = 520;
+  // B = 2, S = 300): the default's late grad_o_weight and grouped dK/dV GEMMs (padded and unpadded, view and copy of dO).
   const Case cases[] = {{1, 1, 4, 1, 128, 64},  {2, 7, 8, 2, 128, 96},  {1, 131, 8, 2, 128, 64},
                         {3, 65, 4, 4, 128, 32}, {2, 33, 4, 1, 64, 128}, {1, 131, 8, 2, 64, 64},
                         {1, 300, 4, 1, 128, 64}, {1, 520, 4, 2, 128, 64}, {1, 128, 4, 1, 128, 64},
                         {2, 192, 8, 2, 128, 64}, {1, 256, 4, 2, 128, 32}, {3, 64, 4, 4, 128, 64},
-                        {1, 97, 3, 1, 128, 48}};
+                        {1, 97, 3, 1, 128, 48},  {2, 300, 8, 2, 128, 64}};
   std::uint64_t tag = 0;
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
