@@ -98,6 +98,14 @@ TEST(CudaGraphs, GqaRopeReplaysGiveTheSameBits) {
                        {"num_key_value_heads", 8}, {"head_dim", 128}, {"hidden_size", 5120}};
   };
   replays_match<GqaRopeArgs>("gqa_rope_backward", wide(131), wide(200), fresh_seed(805));
+  // T > 512: grad_o_weight late on the side stream with the main stream's partial join (an event recorded on the side
+  // stream mid-way and waited on later) and the grouped dK/dV GEMMs, captured and replayed; B = 2 (dO copied, dV
+  // grouped) then B = 1 at S = 1024 (the key-major kernel's path with late dWo).
+  const auto two = [](std::int64_t B, std::int64_t S) {
+    return tools::Axes{{"batch_size", B},         {"seq_len", S},   {"num_attention_heads", 8},
+                       {"num_key_value_heads", 2}, {"head_dim", 128}, {"hidden_size", 64}};
+  };
+  replays_match<GqaRopeArgs>("gqa_rope_backward", two(2, 300), two(1, 1024), fresh_seed(813));
 }
 
 TEST(CudaGraphs, VisionMhaNormReplaysGiveTheSameBits) {
