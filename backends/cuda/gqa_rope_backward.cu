@@ -1,7 +1,8 @@
 // gqa_rope_backward on the CUDA fast path (spec §3), v1.
 //
 // Stages, all on the caller's stream unless noted (every one deterministic: no atomics anywhere):
-//  1. dA = bf16(dY·Wo) (cuBLASLt); grad_o_weight = bf16(dYᵀ·A) on the side stream, concurrently.
+//  1. dA = bf16(dY·Wo) (cuBLASLt); grad_o_weight = bf16(dYᵀ·A) on the side stream, concurrently (from T > 512
+//     after dA instead, under steps 3-5: ATTNBWD_CUDA_GQA_DWO).
 //  2. head split dA [T, Hq·D] -> dO [B, Hq, S, D]; for B = 1 (S % 8 == 0) the attention GEMMs read dA as a
 //     strided view instead (ATTNBWD_CUDA_GQA_DO). Where S % 8 != 0 the attention buffers have S8 = S rounded
 //     up to 8 rows per head (ATTNBWD_CUDA_GQA_PAD): dO, Q, K, V copied with zero pad rows in one launch.
@@ -13,7 +14,8 @@
 //     both, opt-in with ATTNBWD_GQA_FUSED=1 while it is slower (perf/NOTES.md).
 //  4. softmax backward, fp32 on upcast P and dP: r = Σ P·dP; dS = bf16(bf16(P⊙(dP − r))·scaling); one warp
 //     per row held in registers (S8 ≤ 2048); with padding it also writes P's padded copy for dV₃₂.
-//  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt; dV₃₂ (under
+//  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt (from T > 512 dK and dV
+//     per KV head, summed over its group by the GEMM: ATTNBWD_CUDA_GQA_GROUP); dV₃₂ (under
 //     steps 3-4, or after them with padding) and dK₃₂ (under dQ) on the side stream unless
 //     ATTNBWD_CUDA_GQA_OVERLAP=off.
 //  3-5 instead, key-major on sm_90 (ATTNBWD_CUDA_GQA_ATTN; auto where S ≥ 1024 and T ≤ 4096): O = bf16(P·V)
@@ -208,8 +210,8 @@ __device__ __forceinline__ void store_w(bf* p, const bf (&x)[W]) {
 }
 
 // Steps 6-8, one thread per (token, head slot, W consecutive pairs): dQp (RoPE of every query head), dKp (RoPE of
-// the group sum), dVp (group sum) from dq, dk, dv [B, Hq, Sp, D] (Sp ≥ S rows per head: padded or not) into out
-// (k_summed / v_summed: dk / dv hold the group sums already, one bf16 per KV head, [B, Hkv, Sp, D])
+// the group sum), dVp (group sum) from dq, dk, dv [B, Hq, Sp, D] (Sp ≥ S rows per head: padded or not; with k_summed /
+// v_summed dk / dv hold the group sums already, one bf16 per KV head, [B, Hkv, Sp, D]) into out
 // [T, ldo] at columns [0, Hq·D), [Hq·D, +Hkv·D), [Hq·D + Hkv·D, +Hkv·D). A thread takes the pairs d0..d0+W-1 and the
 // same + D/2 of its slot: W = 8 moves them, their cos and sin as uint4 (needs D % 16 == 0, every pointer 16-byte
 // aligned and ldo % 8 == 0); W = 1 one element at a time. The same math in the same order per element either way
