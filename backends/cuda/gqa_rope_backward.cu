@@ -739,6 +739,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     // Late dWo: dV32 (without padding) then dWo on the side stream after dA, dK32 on the main stream, and the
     // main stream waits for dV32 only (before the merge); with padding dV32 reads P's padded copy, so it is on
     // the main stream too and the side stream holds dWo alone.
+    // A per-query-head batched GEMM as one GEMM per KV head over its group (ATTNBWD_CUDA_GQA_GROUP): a group's G
+    // heads are consecutive in both operands, so K, the operands' head strides and the count change, not the layout.
+    const auto over_groups = [&](Gemm& g) {
+      g.K *= G, g.stride_a *= G, g.stride_b *= G, g.count = static_cast<int>(B * Hkv);
+    };
     const bool overlap = gqa_overlap();
     const cudaStream_t attn_side = overlap && !(late && pad) ? side : stream;
     const int attn_slot = attn_side == stream ? 0 : 1;
@@ -747,7 +752,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.trans_a = true;
       g.M = Sp, g.N = D, g.K = Sp, g.lda = Sp, g.ldb = ld_do, g.ldc = D, g.count = count, g.stride_a = Sp * Sp,
       g.stride_b = head_do, g.stride_c = Sp * D;
-      if (v_summed) g.K = G * Sp, g.count = static_cast<int>(B * Hkv), g.stride_a = G * Sp * Sp, g.stride_b = G * head_do;
+      if (v_summed) over_groups(g);
       gemm(ctx, attn_slot, attn_side, g, pad ? Pp : P, dOp, dV32);
       stages.mark("dV");
     };
@@ -789,11 +794,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.stride_b = Sp * D, g.stride_c = Sp * D;
       g.trans_a = true;
       Gemm gk = g;  // dK32 per query head, or per KV head over its group
-      if (k_summed) gk.K = G * Sp, gk.count = static_cast<int>(B * Hkv), gk.stride_a = G * Sp * ld, gk.stride_b = G * Sp * D;
-      if (late)
-        gemm(ctx, 0, stream, gk, dS, Q, dK32);
-      else
-        gemm(ctx, attn_slot, attn_side, gk, dS, Q, dK32);
+      if (k_summed) over_groups(gk);
+      gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gk, dS, Q, dK32);
       g.trans_a = false;
       gemm(ctx, 0, stream, g, dS, K, dQ32);
     }

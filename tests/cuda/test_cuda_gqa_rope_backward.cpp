@@ -376,11 +376,8 @@ TEST(CudaGqaRope, LateGradOWeightGivesTheEarlyBits) {
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(370 + k++), tools::default_scalars(kOp));
     HostCase<Args> early(in, axes), late(in, axes);
     for (int i = 0; i < 2; ++i) {
-      if (*sh.attn) setenv("ATTNBWD_CUDA_GQA_ATTN", sh.attn, 1);
-      if (*sh.overlap) setenv("ATTNBWD_CUDA_GQA_OVERLAP", sh.overlap, 1);
-      setenv("ATTNBWD_CUDA_GQA_DWO", i == 0 ? "early" : "late", 1);
+      UseMode mode(Mode{"", "", sh.overlap, "", "", "", "", sh.attn, "", i == 0 ? "early" : "late"});
       run_cuda(i == 0 ? early : late);
-      for (const char* v : {"ATTNBWD_CUDA_GQA_ATTN", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DWO"}) unsetenv(v);
     }
     ASSERT_EQ(early.outputs.size(), late.outputs.size());
     for (std::size_t i = 0; i < early.outputs.size(); ++i)
