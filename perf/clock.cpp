@@ -4,13 +4,24 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
+// CMake defines ATTNBWD_PERF_HAVE_CUPTI where it found the toolkit's CUPTI; the record layouts read
+// below are CUPTI 13's (CUDA 13), so an older CUPTI builds the events clock only.
+#ifdef ATTNBWD_PERF_HAVE_CUPTI
+#include <cupti.h>
+#if CUPTI_API_VERSION >= 130000
+#define ATTNBWD_PERF_CUPTI 1
+#endif
+#endif
 #endif
 
 namespace attnbwd::perf {
@@ -91,6 +102,151 @@ class CudaClock final : public IterationClock {
   std::size_t bytes_ = 0;
   cudaEvent_t start_{}, stop_{};
 };
+
+#ifdef ATTNBWD_PERF_CUPTI
+// One GPU activity of the process: a kernel, memset or memcpy, with its GPU start and end (ns).
+struct Activity {
+  std::uint64_t start = 0, end = 0, bytes = 0;
+  bool memset = false;
+};
+
+void check_cupti(CUptiResult r, const char* what) {
+  if (r == CUPTI_SUCCESS) return;
+  const char* text = nullptr;
+  cuptiGetResultString(r, &text);
+  throw std::runtime_error(std::string(what) + ": " + (text ? text : "CUPTI error"));
+}
+
+// The process's CUPTI activity stream (CUPTI allows one subscriber of activity buffers): started on
+// first use and left running; records are collected under a lock, since CUPTI may hand buffers back
+// from its own thread.
+class Activities {
+ public:
+  static Activities& instance() {
+    // Never destroyed: CUPTI may still hand back buffers while the process exits.
+    static Activities* a = new Activities;
+    return *a;
+  }
+  // Every record completed so far, the buffers flushed first (all queued GPU work must be finished).
+  std::vector<Activity> take() {
+    check_cupti(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (dropped_ > 0) {
+      dropped_ = 0;
+      records_.clear();
+      throw std::runtime_error("CUPTI dropped activity records (buffers too small)");
+    }
+    std::vector<Activity> out;
+    out.swap(records_);
+    return out;
+  }
+
+ private:
+  static constexpr std::size_t kBufferBytes = std::size_t(8) << 20;
+
+  Activities() {
+    check_cupti(cuptiActivityRegisterCallbacks(&requested, &completed), "cuptiActivityRegisterCallbacks");
+    for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMSET,
+                                    CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY2})
+      check_cupti(cuptiActivityEnable(kind), "cuptiActivityEnable");
+  }
+
+  static void CUPTIAPI requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
+    // malloc's alignment (16) covers CUPTI's ACTIVITY_RECORD_ALIGNMENT (8).
+    *buffer = static_cast<std::uint8_t*>(std::malloc(kBufferBytes));
+    *size = *buffer ? kBufferBytes : 0;
+    *max_records = 0;
+  }
+
+  static void CUPTIAPI completed(CUcontext context, std::uint32_t stream_id, std::uint8_t* buffer,
+                                 std::size_t /*size*/, std::size_t valid) {
+    Activities& self = instance();
+    std::vector<Activity> got;
+    CUpti_Activity* record = nullptr;
+    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+      Activity a;
+      switch (record->kind) {
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        case CUPTI_ACTIVITY_KIND_KERNEL: {
+          const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+          a.start = k->start, a.end = k->end;
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+          a.start = m->start, a.end = m->end, a.bytes = m->bytes, a.memset = true;
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+          a.start = m->start, a.end = m->end, a.bytes = m->bytes;
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
+          a.start = m->start, a.end = m->end, a.bytes = m->bytes;
+          break;
+        }
+        default:
+          continue;
+      }
+      got.push_back(a);
+    }
+    std::size_t dropped = 0;
+    cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped);
+    std::free(buffer);
+    std::lock_guard<std::mutex> lock(self.mutex_);
+    self.records_.insert(self.records_.end(), got.begin(), got.end());
+    self.dropped_ += dropped;
+  }
+
+  std::mutex mutex_;
+  std::vector<Activity> records_;
+  std::size_t dropped_ = 0;
+};
+
+// The spec's measure (§7): the span from the earliest GPU start to the latest GPU end among the
+// kernels, memsets and memcpys of the call. The call's activities are those after the flush: the
+// flush is the last memset on the call's stream before it, and every activity of the call (on that
+// stream or on streams that fork from it) starts after the flush has ended. The CUDA events are
+// recorded around the call as well, so each call's events time is reported beside its span.
+class CuptiClock final : public IterationClock {
+ public:
+  explicit CuptiClock(void* stream) : events_(stream), activities_(Activities::instance()) {}
+  void flush() override {
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    activities_.take();  // the warm-ups' and earlier calls' records
+    events_.flush();
+  }
+  void start() override { events_.start(); }
+  double stop() override {
+    events_seconds_ = events_.stop();
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    const std::vector<Activity> acts = activities_.take();
+    const Activity* flush = nullptr;
+    for (const Activity& a : acts)
+      if (a.memset && a.bytes == events_.flush_bytes() && (!flush || a.start > flush->start)) flush = &a;
+    if (!flush) throw std::runtime_error("CUPTI clock: no record of the cache flush before the call");
+    std::uint64_t first = UINT64_MAX, last = 0;
+    for (const Activity& a : acts) {
+      if (&a == flush || a.start < flush->end) continue;
+      if (a.end < a.start) throw std::runtime_error("CUPTI clock: an activity record without its end time");
+      first = std::min(first, a.start);
+      last = std::max(last, a.end);
+    }
+    if (last == 0) throw std::runtime_error("CUPTI clock: no GPU activity recorded for the call");
+    return static_cast<double>(last - first) * 1e-9;
+  }
+  std::size_t flush_bytes() const override { return events_.flush_bytes(); }
+  const char* method() const override { return "cupti-span"; }
+  double last_events_seconds() const override { return events_seconds_; }
+
+ private:
+  CudaClock events_;
+  Activities& activities_;
+  double events_seconds_ = -1;
+};
+#endif  // ATTNBWD_PERF_CUPTI
 #endif
 
 }  // namespace
@@ -99,11 +255,26 @@ std::unique_ptr<IterationClock> make_host_clock(std::function<void()> fence) {
   return std::make_unique<HostClock>(std::move(fence));
 }
 
-std::unique_ptr<IterationClock> make_cuda_clock([[maybe_unused]] void* stream) {
+std::unique_ptr<IterationClock> make_cuda_clock([[maybe_unused]] void* stream,
+                                                [[maybe_unused]] const std::string& method) {
 #ifdef KOKKOS_ENABLE_CUDA
-  return std::make_unique<CudaClock>(stream);
+  if (method == "events") return std::make_unique<CudaClock>(stream);
+  if (method != "cupti") throw std::runtime_error("unknown CUDA clock \"" + method + "\" (cupti, events)");
+#ifdef ATTNBWD_PERF_CUPTI
+  return std::make_unique<CuptiClock>(stream);
+#else
+  throw std::runtime_error("the CUPTI clock is not built in (CUPTI 13 or newer not found at configure time)");
+#endif
 #else
   throw std::runtime_error("CUDA timing requested in a build without CUDA");
+#endif
+}
+
+bool cupti_clock_built() {
+#ifdef ATTNBWD_PERF_CUPTI
+  return true;
+#else
+  return false;
 #endif
 }
 

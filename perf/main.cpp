@@ -93,12 +93,24 @@ OpCall& bound_call(const Exec& exec, const Entry& e) {
   return g_cache.call;
 }
 
+// The CUDA clock of this run: --clock, else cupti where built.
+std::string cuda_clock_choice(const SuiteOptions& o) {
+  if (!o.clock.empty()) return o.clock;
+  return cupti_clock_built() ? "cupti" : "events";
+}
+
 template <class Exec>
-std::unique_ptr<IterationClock> clock_for(const Exec& exec) {
+std::unique_ptr<IterationClock> clock_for([[maybe_unused]] const Exec& exec, [[maybe_unused]] const SuiteOptions& o) {
 #ifdef KOKKOS_ENABLE_CUDA
-  if constexpr (is_cuda<Exec>()) return make_cuda_clock(exec.cuda_stream());
+  if constexpr (is_cuda<Exec>()) return make_cuda_clock(exec.cuda_stream(), cuda_clock_choice(o));
 #endif
   return make_host_clock([exec] { exec.fence(); });
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 std::string describe(const Entry& e) {
@@ -132,12 +144,12 @@ void run_benchmark(benchmark::State& state, const Entry& e) {
   out.backend = e.backend;
   out.workload = e.workload.index;
   std::fprintf(stderr, "%s: preparing inputs\n", describe(e).c_str());
-  std::vector<double> times;
+  std::vector<double> times, event_times;
   try {
     const auto t_prep = std::chrono::steady_clock::now();
     OpCall& call = bound_call(exec, e);
     const double prep = seconds_since(t_prep);
-    const auto clock = clock_for(exec);
+    const auto clock = clock_for(exec, o);
     Options opts;
     opts.backend = e.value;
     opts.precision = o.precision == "strict" ? Precision::Strict : Precision::Default;
@@ -157,6 +169,7 @@ void run_benchmark(benchmark::State& state, const Entry& e) {
       clock->start();
       call(opts);
       times.push_back(clock->stop());
+      if (clock->last_events_seconds() >= 0) event_times.push_back(clock->last_events_seconds());
     }
   } catch (const std::exception& ex) {
     out.message = ex.what();
@@ -169,7 +182,7 @@ void run_benchmark(benchmark::State& state, const Entry& e) {
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   const std::size_t n = sorted.size();
-  const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  const double median = median_of(times);
   double mean = 0;
   for (double t : times) mean += t / static_cast<double>(n);
   for (auto _ : state) state.SetIterationTime(median);
@@ -181,6 +194,7 @@ void run_benchmark(benchmark::State& state, const Entry& e) {
   state.counters["min_s"] = sorted.front();
   state.counters["mean_s"] = mean;
   state.counters["iters"] = static_cast<double>(n);
+  if (event_times.size() == n) state.counters["T_events_s"] = median_of(event_times);
   out.ran = true;
   out.seconds = median;
   out.efficiency = sol / median;
@@ -340,8 +354,11 @@ int suite_main(const SuiteOptions& opts, bool machine_stdout) {
       "real_time = median of the timed calls (counter iters, requested " + std::to_string(o.iters) +
           ") after " + std::to_string(o.warmup) +
           " warm-ups; each call preceded by an untimed cache flush (2x L2 on a GPU, 2x the largest "
-          "CPU cache on a host); CUDA events on the call's stream for Kokkos::Cuda, else wall clock "
-          "between fences; T_s = the same median in seconds");
+          "CPU cache on a host); for Kokkos::Cuda the clock named by attnbwd_cuda_clock (cupti: the "
+          "span from the earliest GPU start to the latest GPU end of the call's kernels, memsets and "
+          "memcpys, spec 7, with the CUDA events' median beside it as T_events_s; events: CUDA "
+          "events on the call's stream), else wall clock between fences; T_s = the same median in seconds");
+  if (is_cuda<Kokkos::DefaultExecutionSpace>()) benchmark::AddCustomContext("attnbwd_cuda_clock", cuda_clock_choice(o));
   benchmark::AddCustomContext("attnbwd_seed", std::to_string(o.seed));
   benchmark::AddCustomContext("attnbwd_precision", o.precision);
   benchmark::AddCustomContext("attnbwd_deterministic", o.deterministic ? "true" : "false");

@@ -10,8 +10,8 @@ namespace attnbwd::perf {
 const char* const kSuiteUsage = R"(usage: attnbwd_perf [options] [--benchmark_...] [--kokkos-...]
 
 Times the library's ops on the benchmark workloads (shared/solexec) as spec §7 does: inputs drawn
-once per workload, the cache flushed before every call, CUDA events (device) or the wall clock
-(host), median of the timed calls after untimed warm-ups. Counters: E = T_SOL/T (spec §8 model),
+once per workload, the cache flushed before every call, the CUPTI span of the call's GPU work or
+CUDA events (device) or the wall clock (host), median of the timed calls after untimed warm-ups. Counters: E = T_SOL/T (spec §8 model),
 GEMM FLOP/s, bytes/s. A summary of geomean E per op and backend ends the run.
 
   --backend=LIST     serial,portable,cuda (default: portable, and cuda in a CUDA build). serial is
@@ -27,6 +27,10 @@ GEMM FLOP/s, bytes/s. A summary of geomean E per op and backend ends the run.
   --peaks=h200|b200  the GPU of the SOL model (default: the detected GPU; H200 on a host)
   --precision=P      default | strict: Options::precision of every call (default: default)
   --deterministic    Options::deterministic = true for every call
+  --clock=C          cupti | events: how a CUDA call is timed (default: cupti where the build has
+                     it). cupti = the spec's measure: earliest GPU start to latest GPU end of the
+                     call's kernels, memsets and memcpys (the events time is reported beside it as
+                     T_events_s); events = CUDA events on the call's stream around the call
   --sol-table        print the SOL model of the selected workloads and exit
 JSON: real_time is the median of the timed calls (time_unit us); see perf/README.md.
 )";
@@ -76,6 +80,7 @@ SuiteOptions parse_suite_options(int& argc, char** argv) {
     else if (key == "--sol-table") o.sol_table = true;
     else if (key == "--precision") o.precision = need();
     else if (key == "--deterministic") o.deterministic = true;
+    else if (key == "--clock") o.clock = need();
     else if (key == "--max-seconds") {
       char* end = nullptr;
       const std::string v = need();
@@ -90,6 +95,8 @@ SuiteOptions parse_suite_options(int& argc, char** argv) {
   argv[argc] = nullptr;
   if (o.precision != "default" && o.precision != "strict")
     throw std::invalid_argument("--precision expects default or strict, got \"" + o.precision + "\"");
+  if (o.clock != "" && o.clock != "cupti" && o.clock != "events")
+    throw std::invalid_argument("--clock expects cupti or events, got \"" + o.clock + "\"");
   if (o.peaks != "" && o.peaks != "h200" && o.peaks != "b200")
     throw std::invalid_argument("--peaks expects h200 or b200, got \"" + o.peaks + "\"");
   return o;

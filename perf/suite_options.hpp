@@ -19,6 +19,7 @@ struct SuiteOptions {
   std::string peaks;                  // "h200" / "b200": force the SOL model's GPU
   std::string precision = "default";  // Options::precision of every call: "default" or "strict"
   bool deterministic = false;         // Options::deterministic of every call
+  std::string clock;                  // "cupti" / "events": the CUDA clock; empty: cupti where built
   bool sol_table = false;             // print the SOL model of the selected workloads and exit
   bool help = false;
 };
