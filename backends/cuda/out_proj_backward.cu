@@ -16,9 +16,10 @@
 // cannot run is an Error naming the variable.
 // ATTNBWD_CUDA_OUT_PROJ_SPLITK=cluster|last: how the kernel sums a split-K over dX (small T): by the
 // CTAs of a cluster together (default) or by the last CTA of each tile to arrive. Auto takes the kernel
-// for plans without split-K and for cluster plans of 2 splits; other split plans go to the cuBLASLt pair
-// unless sm90 is forced (measured on an H200, 2026-12-01: T = 512, 2 splits, kernel 20.4 µs vs pair
-// 23.2 µs; T = 256, 4 splits, 20.2 vs 18.5; the last-arrival reduction loses to the pair at both).
+// for plans without split-K and for cluster plans (2 or 4 splits); last-arrival split plans go to the
+// cuBLASLt pair unless sm90 is forced (measured on an H200, 2026-12-01: the last-arrival reduction loses
+// to the pair at T = 512 and 256). The hybrid is never chosen by auto since the twenty-third session
+// (2026-12-03): by the CUPTI span of the call's kernels (spec §7) the kernel alone wins at T = 256.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -105,14 +106,13 @@ bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
   if (!kernel_takes(ctx, p, forced)) return false;
   const sm90::LinearBackwardPlan plan = sm90::linear_backward_plan(p, ctx.sm_count(), reduce);
   // Measured (perf/NOTES.md, H200): without split-K the kernel is at par with the cuBLASLt pair or
-  // ahead; with it, only the cluster reduction over 2 splits wins (T=512: 20.4 vs 23.2 µs); where the
-  // plan splits 4 ways (T=256: 20.2 vs 18.5 for the pair) the hybrid wins (17.7 µs); the last-arrival
-  // reduction lost to the pair (22.7 vs 18.5 at T=256).
+  // ahead; with split-K summed by clusters it is the fastest path at T = 512 and T = 256 by the spec's
+  // measure (the CUPTI span of the call's GPU work, twenty-third session: T = 256 17.9 µs, against the
+  // hybrid's 20.0-26.0 and the pair's 21.5-29.8, whose second stream and extra launches open gaps between
+  // kernels; CUDA events around the call had ranked the hybrid first, 17.6 against 20.2, as they count
+  // the launch gap before the first kernel instead); the last-arrival reduction lost to the pair (22.7 vs
+  // 18.5 µs at T = 256, events), so such plans go to the pair.
   if (!forced && plan.splits_dx > 1 && plan.cluster == 1) return false;
-  if (!forced && plan.splits_dx > 2) {
-    run_hybrid(ctx, s, a, p, stream);
-    return true;
-  }
   void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
   sm90::linear_backward_launch(p, plan, ws, ctx.counters(plan.counters, stream), stream);
   return true;
