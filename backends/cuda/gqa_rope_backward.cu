@@ -1,7 +1,7 @@
 // gqa_rope_backward on the CUDA fast path (spec §3), v1.
 //
 // Stages, all on the caller's stream unless noted (every one deterministic: no atomics anywhere):
-//  1. dA = bf16(dY·Wo) (cuBLASLt); grad_o_weight = bf16(dYᵀ·A) on the side stream, concurrently (from T > 512
+//  1. dA = bf16(dY·Wo) (cuBLASLt; at T ≤ 256 on sm_90 the thin kernel's dX-only form, ATTNBWD_CUDA_GQA_DA); grad_o_weight = bf16(dYᵀ·A) on the side stream, concurrently (from T > 512
 //     after dA instead, under steps 3-5: ATTNBWD_CUDA_GQA_DWO).
 //  2. head split dA [T, Hq·D] -> dO [B, Hq, S, D]; for B = 1 (S % 8 == 0) the attention GEMMs read dA as a
 //     strided view instead (ATTNBWD_CUDA_GQA_DO). Where S % 8 != 0 the attention buffers have S8 = S rounded
@@ -453,6 +453,14 @@ bool pad_switch_off() { return env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off"
 // math and order: the same bits.
 bool merge_scalar() { return env_switch("ATTNBWD_CUDA_GQA_MERGE", {"auto", "scalar"}) == 1; }
 
+// ATTNBWD_CUDA_GQA_DA=auto|cublaslt|thin: dA = dY·Wo by cuBLASLt, or by linear_thin_sm90.cu's dX-only form (T ≤ 256,
+// sm_90: every CTA a 128-column slice of dA and a range of Wo's rows, Wo streamed once through a deep ring, the fp32
+// partials of a slice summed in range order by a second, programmatic-dependent launch: the same fp32 sum of exact
+// products, one rounding). cuBLASLt reads Wo (42 MB at Mistral's sizes) at 1.2-1.6 TB/s at T = 131-293 (27 µs at
+// gqa #5 on an H200, twenty-second session) on the critical path. auto = thin where it applies.
+enum class DaPath { Auto, CublasLt, Thin };
+DaPath da_path() { return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", {"auto", "cublaslt", "thin"})); }
+
 // ATTNBWD_CUDA_GQA_PDL=auto|off: the thin q/k/v launch as a programmatic dependent of the merge kernel before it
 // (auto: its CTAs start, load X and fill the W ring while the merge finishes, and wait for it before loading dXp),
 // or a plain launch (off). The same bits. Measured on an H200 (nineteenth session, perf/NOTES.md): 1.019-1.023x per
@@ -606,6 +614,21 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       pj[i] = sm90_proj(ctx, q);
     }
   }
+  // dA by the thin kernel's dX-only form (ATTNBWD_CUDA_GQA_DA), on the cuBLASLt o path: dA plain [T, QP].
+  sm90::LinearBackward da;
+  sm90::ThinPlan da_plan;
+  bool da_thin = false;
+  if (!all_sm90) {
+    const DaPath dap = da_path();
+    da.grad_output = a.grad_output.data, da.weight = a.o_weight.data, da.grad_input = dA;
+    da.out_features = HS, da.in_features = QP;
+    da.batch = 1, da.seq_len = T, da.heads = 1, da.head_dim = QP;  // dX plain [T, QP]; no X, no dW
+    const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_thin_unsupported(da);
+    if (dap == DaPath::Thin && !why.empty())
+      throw Error("ATTNBWD_CUDA_GQA_DA", "thin sm90 launch cannot take this call: " + why);
+    da_thin = dap == DaPath::Thin || (dap == DaPath::Auto && why.empty());
+    if (da_thin) da_plan = sm90::linear_thin_plan(da, ctx.sm_count(), /*dx_only=*/true);
+  }
   Sm90Proj oj;  // the o pair in one launch, writing dO [B,H,S,D] directly
   if (all_sm90) {
     sm90::LinearBackward o;
@@ -682,9 +705,18 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       forked = true;
       dwo_gemm();
     }
-    Gemm g;
-    g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
-    gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
+    if (da_thin) {
+      // Scratch slot 1 holds the partials of every sm_90a launch of the call, one after another on this stream: sized
+      // here for the largest, so that it does not grow between them.
+      std::size_t slot1 = std::max(da_plan.workspace_bytes, thin ? thin_plan.workspace_bytes : 0);
+      if (grouped) slot1 = std::max(slot1, gj.plan.workspace_bytes);
+      void* ws = slot1 ? ctx.scratch(1, slot1, stream) : nullptr;
+      sm90::linear_thin_launch(da, da_plan, ws, stream);
+    } else {
+      Gemm g;
+      g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
+      gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
+    }
     if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
       const PadHeads copies[4] = {{dA, dO, Hq, S * QP, QP, D},
                                   {Q, Qp, Hq, Hq * S * D, D, S * D},

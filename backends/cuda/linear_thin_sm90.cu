@@ -46,22 +46,26 @@ constexpr int kBN = 128, kBK = 64, kThreads = 384, kTileBytes = 64 * 128;  // on
 constexpr int kMaxSegments = LinearBackward::kMaxSegments;
 constexpr int kMaxRanges = 8;  // the CTAs of a slice are one cluster: at most 8 (the portable cluster size)
 
-template <int MB>
+// DW: the launch computes dW as well (else dX alone: no X slice, no staging, a deeper W ring).
+template <int MB, bool DW>
 struct Cfg {
   static_assert(MB >= 1 && MB <= 4, "T <= 256");
   static constexpr int kABytes = MB * kTileBytes;             // dY tile [64·MB][64]
   static constexpr int kWBytes = 2 * kTileBytes;              // W tile [64][128] as two boxes
-  static constexpr int kXBytes = 2 * MB * kTileBytes;         // X slice: two [64·MB][64] chunks
+  static constexpr int kXBytes = DW ? 2 * MB * kTileBytes : 0;  // X slice: two [64·MB][64] chunks
   // Two rings: A (dY tiles, from L2; read by both consumer warpgroups, warpgroup 0 holds two slots while its
-  // products of k-block i + 1 run) and W (from DRAM; read by warpgroup 1 only, so it runs further ahead).
+  // products of k-block i + 1 run) and W (from DRAM; read by warpgroup 1 only, so it runs further ahead). dX alone
+  // gives the X slice's and the staging's shared memory to W's ring.
   static constexpr int kAStages = MB == 1 ? 4 : MB == 2 ? 4 : MB == 3 ? 4 : 3;
-  static constexpr int kWStages = MB == 1 ? 8 : MB == 2 ? 7 : MB == 3 ? 4 : 3;
-  static constexpr int kBufs = 1;                             // staging buffers of the dW block (2 boxes each)
+  static constexpr int kWStages = DW ? (MB == 1 ? 8 : MB == 2 ? 7 : MB == 3 ? 4 : 3)
+                                     : (MB == 1 ? 12 : MB == 2 ? 10 : MB == 3 ? 8 : 8);
+  static constexpr int kBufs = DW ? 1 : 0;                    // staging buffers of the dW block (2 boxes each)
   static constexpr int kBars = 1 + 2 * (kAStages + kWStages);
+  static constexpr int kBarBytes = kBars * 8 <= 256 ? 256 : 512;
   static constexpr int kSmem = kXBytes + kAStages * kABytes + kWStages * kWBytes + 2 * kBufs * kTileBytes +
-                               1024 /*align*/ + 256 /*barriers*/;
+                               1024 /*align*/ + kBarBytes;
   static_assert(kSmem <= 227 * 1024, "shared memory of one H100/H200 CTA");
-  static_assert(kBars * 8 <= 256, "barriers");
+  static_assert(kBars * 8 <= kBarBytes, "barriers");
 };
 
 struct Params {
@@ -167,7 +171,7 @@ constexpr int kDxBlocks1 = MB < 3 ? MB : 3;
 template <int MB>
 __device__ __forceinline__ void store_dw_block(const Maps& maps, const Params& p, const float (&d)[64],
                                                std::uint8_t* sStg, int i, int kb, int n0, int t) {
-  using C = Cfg<MB>;
+  using C = Cfg<MB, true>;
   const int fr = t / 32 * 16 + t % 32 / 4, fq = t % 4;
   std::uint8_t* b = sStg + (i % C::kBufs) * 2 * kTileBytes;
   if (t == 0) bulk_wait_read<C::kBufs - 1>();  // the stores that last read `b` are done with it
@@ -199,7 +203,7 @@ template <int MB>
 __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, std::uint8_t* sX, const Rings& rg,
                                            std::uint8_t* sStg, std::uint64_t* x_full, int slice, int range, int n0,
                                            int kb0, int nkb) {
-  using C = Cfg<MB>;
+  using C = Cfg<MB, true>;
   constexpr bool kDx = MB > kDxBlocks1<MB>;  // this warpgroup holds dX's row block 3
   const int t = static_cast<int>(threadIdx.x) - 128;
   float aw0[64], aw1[64], ax[kDx ? 64 : 1];
@@ -266,12 +270,12 @@ __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, st
   }
 }
 
-// Consumer warpgroup 1 (threads 256..383): dX's row blocks 0 .. kDxBlocks1 − 1.
-template <int MB>
+// A consumer warpgroup's dX row blocks J0 .. J0 + kBlocks − 1 (threads TBase .. TBase + 127): warpgroup 1 holds blocks
+// 0 .. kDxBlocks1 − 1; without dW, warpgroup 0 holds block 3 at MB = 4 (with dW, consume_dw does).
+template <int MB, bool DW, int J0, int kBlocks, int TBase>
 __device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, int slice, int range, int n0, int nkb) {
-  using C = Cfg<MB>;
-  constexpr int kBlocks = kDxBlocks1<MB>;
-  const int t = static_cast<int>(threadIdx.x) - 256;
+  using C = Cfg<MB, DW>;
+  const int t = static_cast<int>(threadIdx.x) - TBase;
   float ax[kBlocks][64];
   for (int i = 0; i < nkb; ++i) {
     const int s = i % C::kAStages, sv = i % C::kWStages;
@@ -284,7 +288,7 @@ __device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, int
       const std::uint64_t db = smem_desc(sw + 2048 * kk, kTileBytes, 1024);
 #pragma unroll
       for (int j = 0; j < kBlocks; ++j)
-        mma_n128<0>(ax[j], smem_desc(sa + j * kTileBytes + 32 * kk, 16, 1024), db, i > 0 || kk > 0);
+        mma_n128<0>(ax[j], smem_desc(sa + (J0 + j) * kTileBytes + 32 * kk, 16, 1024), db, i > 0 || kk > 0);
     }
     wgmma_commit();
     wgmma_wait<1>();  // every product of k-block i − 1 is done: release its slot
@@ -297,7 +301,7 @@ __device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, int
 #pragma unroll
   for (int j = 0; j < kBlocks; ++j) {
     fence_regs(ax[j]);
-    finish_dx_block<MB>(p, ax[j], j, slice, range, n0, t);
+    finish_dx_block<MB>(p, ax[j], J0 + j, slice, range, n0, t);
   }
 }
 
@@ -337,10 +341,11 @@ __device__ __forceinline__ void reduce_units(const Params& p, int slice, int fir
   }
 }
 
-template <int MB>
+template <int MB, bool DW>
 __global__ void __launch_bounds__(kThreads, 1)
     linear_thin_kernel(const __grid_constant__ Maps maps, const __grid_constant__ Params p) {
-  using C = Cfg<MB>;
+  using C = Cfg<MB, DW>;
+  constexpr bool kWg0 = DW || MB > kDxBlocks1<MB>;  // warpgroup 0 consumes the rings
   extern __shared__ std::uint8_t smem_raw[];
   std::uint8_t* sX = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   Rings rg;
@@ -362,7 +367,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(x_full, 1);
     for (int s = 0; s < C::kAStages; ++s) {
       mbar_init(&rg.full_a[s], 1);
-      mbar_init(&rg.empty_a[s], 2);  // one arrival per consumer warpgroup
+      mbar_init(&rg.empty_a[s], kWg0 ? 2 : 1);  // one arrival per consumer warpgroup
     }
     for (int s = 0; s < C::kWStages; ++s) {
       mbar_init(&rg.full_w[s], 1);
@@ -379,9 +384,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_dec<40>();
     // Two producer threads, one per ring, so that W's loads run ahead of A's slots.
     if (threadIdx.x == 0) {
-      mbar_arrive_expect_tx(x_full, C::kXBytes);
+      if constexpr (DW) {
+        mbar_arrive_expect_tx(x_full, C::kXBytes);
 #pragma unroll
-      for (int c = 0; c < 2; ++c) tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, n0 + 64 * c, 0);
+        for (int c = 0; c < 2; ++c) tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, n0 + 64 * c, 0);
+      }
       // dY may be the previous kernel's output (a programmatic dependent launch: linear_thin_launch's
       // after_own_kernel); X and W are not. Without the launch attribute this returns at once.
       griddep_wait();
@@ -405,10 +412,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (p.ranges > 1 && p.cluster) cluster_sync();  // every thread of the cluster takes part
   } else {
     setmaxnreg_inc<232>();
-    if (threadIdx.x < 256)
-      consume_dw<MB>(maps, p, sX, rg, sStg, x_full, slice, range, n0, kb0, nkb);
-    else
-      consume_dx<MB>(p, rg, slice, range, n0, nkb);
+    if (threadIdx.x < 256) {
+      if constexpr (DW)
+        consume_dw<MB>(maps, p, sX, rg, sStg, x_full, slice, range, n0, kb0, nkb);
+      else if constexpr (kWg0)
+        consume_dx<MB, DW, 3, MB - 3, 128>(p, rg, slice, range, n0, nkb);
+    } else {
+      consume_dx<MB, DW, 0, kDxBlocks1<MB>, 256>(p, rg, slice, range, n0, nkb);
+    }
     // (The two branches meet nowhere after setmaxnreg: code both reached would be register-allocated for the
     // producer's 40.)
     if (p.ranges > 1 && p.cluster) {
@@ -451,7 +462,7 @@ __global__ void __launch_bounds__(256) linear_thin_reduce_kernel(const __grid_co
 
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
 
-template <int MB>
+template <int MB, bool DW>
 __global__ void linear_thin_kernel(const __grid_constant__ Maps, const __grid_constant__ Params) {
   __trap();
 }
@@ -463,32 +474,32 @@ __global__ void linear_thin_reduce_kernel(const __grid_constant__ Params) {
 #endif
 
 // The kernel's shared-memory opt-in (once per device).
-template <int MB>
+template <int MB, bool DW>
 void allow_kernel_smem() {
-  allow_smem(reinterpret_cast<const void*>(linear_thin_kernel<MB>), Cfg<MB>::kSmem);
+  allow_smem(reinterpret_cast<const void*>(linear_thin_kernel<MB, DW>), Cfg<MB, DW>::kSmem);
 }
 
 // A launch configuration in clusters of `size` CTAs along x; `attr` holds the attribute it points to.
-template <int MB>
+template <int MB, bool DW>
 cudaLaunchConfig_t cluster_config(int size, int grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
-  return cluster_launch_config(size, grid, kThreads, Cfg<MB>::kSmem, stream, attr);
+  return cluster_launch_config(size, grid, kThreads, Cfg<MB, DW>::kSmem, stream, attr);
 }
 
 // How many clusters of `size` CTAs of the kernel can be resident at once on the current device (a cluster lies in
 // one GPC: at one CTA per SM, GPCs of 16-18 SMs hold 2 clusters of 8 or 5-6 of 3); cached per device and size.
-template <int MB>
+template <int MB, bool DW>
 int resident_clusters(int size) {
   static std::mutex mu;
   static std::map<std::pair<int, int>, int> known;
   int dev = 0;
   ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
-  allow_kernel_smem<MB>();
+  allow_kernel_smem<MB, DW>();
   const std::lock_guard<std::mutex> lock(mu);
   if (const auto hit = known.find({dev, size}); hit != known.end()) return hit->second;
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = cluster_config<MB>(size, size, nullptr, attr);
+  const cudaLaunchConfig_t cfg = cluster_config<MB, DW>(size, size, nullptr, attr);
   int clusters = 0;
-  ATTNBWD_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, linear_thin_kernel<MB>, &cfg));
+  ATTNBWD_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, linear_thin_kernel<MB, DW>, &cfg));
   known.emplace(std::make_pair(dev, size), clusters);
   return clusters;
 }
@@ -505,13 +516,13 @@ decltype(auto) with_mb(int mb, F&& f) {
   }
 }
 
-template <int MB>
+template <int MB, bool DW>
 void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream, bool pdl) {
-  allow_kernel_smem<MB>();
+  allow_kernel_smem<MB, DW>();
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   Maps maps{};
   maps.a = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, 64 * MB);  // dY as [t][out]: boxes {64 out, 64·MB t}
-  maps.x = tensor_map(p.input, T, in, p.ld_x(), 64, 64 * MB);          // X as [t][in]: boxes {64 n, 64·MB t}
+  if (DW) maps.x = tensor_map(p.input, T, in, p.ld_x(), 64, 64 * MB);  // X as [t][in]: boxes {64 n, 64·MB t}
   Params prm{};
   for (int s = 0; s < kMaxSegments; ++s) prm.seg[s] = INT_MAX;
   prm.seg[0] = 0;
@@ -520,12 +531,12 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
     for (int s = 0; s < p.segments; ++s) {
       prm.seg[s] = static_cast<int>(row);
       maps.w[s] = tensor_map(p.seg_weight[s], p.seg_rows[s], in, in, 64, 64);
-      maps.dw[s] = tensor_map(p.seg_grad_weight[s], p.seg_rows[s], in, in, 64, 64);
+      if (DW) maps.dw[s] = tensor_map(p.seg_grad_weight[s], p.seg_rows[s], in, in, 64, 64);
       row += p.seg_rows[s];
     }
   } else {
     maps.w[0] = tensor_map(p.weight, out, in, in, 64, 64);
-    maps.dw[0] = tensor_map(p.grad_weight, out, in, in, 64, 64);
+    if (DW) maps.dw[0] = tensor_map(p.grad_weight, out, in, in, 64, 64);
   }
   prm.T = static_cast<int>(T), prm.in = static_cast<int>(in);
   prm.kb_total = static_cast<int>((out + kBK - 1) / kBK), prm.kb_per_range = plan.kb_per_range;
@@ -538,13 +549,13 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
   // With plan.cluster the ranges of a slice (consecutive CTAs) are one cluster: co-scheduled, they meet at a cluster
   // barrier.
   cudaLaunchAttribute attr[2];
-  cudaLaunchConfig_t cfg = cluster_config<MB>(plan.cluster ? plan.ranges : 1, plan.grid, stream, attr[0]);
+  cudaLaunchConfig_t cfg = cluster_config<MB, DW>(plan.cluster ? plan.ranges : 1, plan.grid, stream, attr[0]);
   if (pdl) {  // a programmatic dependent of the caller's previous kernel (linear_thin_launch's contract)
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr, cfg.numAttrs = 2;
   }
-  ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB>, maps, prm));
+  ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB, DW>, maps, prm));
   ATTNBWD_CUDA_CHECK_LAUNCH();
   if (plan.ranges > 1 && !plan.cluster) {  // the partials' sum, a programmatic dependent of the main kernel
     cudaLaunchAttribute pdl;
@@ -570,8 +581,9 @@ std::string linear_thin_unsupported(const LinearBackward& p) {
   return {};
 }
 
-ThinPlan linear_thin_plan(const LinearBackward& p, int sms) {
+ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
   ThinPlan plan;
+  plan.dx_only = dx_only;
   const std::int64_t T = p.tokens();
   plan.mb = static_cast<int>((T + 63) / 64);
   plan.slices = static_cast<int>((p.in_features + kBN - 1) / kBN);
@@ -583,7 +595,9 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms) {
   plan.kb_per_range = (kb_total + want - 1) / want;
   plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
   plan.cluster = plan.ranges > 1 &&
-                 with_mb(plan.mb, [&](auto mb) { return resident_clusters<mb>(plan.ranges); }) >= plan.slices;
+                 with_mb(plan.mb, [&](auto mb) {
+                   return dx_only ? resident_clusters<mb, false>(plan.ranges) : resident_clusters<mb, true>(plan.ranges);
+                 }) >= plan.slices;
   plan.grid = plan.slices * plan.ranges;
   plan.workspace_bytes =
       plan.ranges > 1 ? static_cast<std::size_t>(plan.grid) * plan.mb * 2048 * sizeof(float) * 4 : 0;
@@ -600,7 +614,12 @@ void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* wor
       plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
       (plan.ranges > 1 && workspace == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
-  with_mb(plan.mb, [&](auto mb) { launch<mb>(p, plan, workspace, stream, after_own_kernel); });
+  with_mb(plan.mb, [&](auto mb) {
+    if (plan.dx_only)
+      launch<mb, false>(p, plan, workspace, stream, after_own_kernel);
+    else
+      launch<mb, true>(p, plan, workspace, stream, after_own_kernel);
+  });
 }
 
 }  // namespace attnbwd::cuda::sm90

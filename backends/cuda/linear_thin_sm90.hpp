@@ -26,6 +26,7 @@ struct ThinPlan {
   int slices = 0;    // 128-column slices of in
   int ranges = 0;    // k-ranges of out per slice (1..8)
   bool cluster = false;  // the ranges of a slice are one cluster (else a second launch sums the partials)
+  bool dx_only = false;  // dX alone: X and dW are not touched (may be null); W's ring takes their shared memory
   int kb_per_range = 0;
   int grid = 0;      // slices × ranges CTAs
   std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1
@@ -35,7 +36,8 @@ struct ThinPlan {
 std::string linear_thin_unsupported(const LinearBackward& p);
 
 // The work split on a GPU with `sms` multiprocessors: as many k-ranges per slice (at most 8) as fill the SMs once.
-ThinPlan linear_thin_plan(const LinearBackward& p, int sms);
+// dx_only: the launch computes dX = dY·W alone (a streaming GEMM that reads W once: gqa's dA at T ≤ 256).
+ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only = false);
 
 // Enqueues the kernel on `stream` (and, where the ranges are not a cluster, the partials' sum after it, a programmatic
 // dependent launch). `workspace` holds plan.workspace_bytes. `after_own_kernel`: the kernel is launched as a

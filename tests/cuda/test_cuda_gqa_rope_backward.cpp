@@ -58,7 +58,8 @@ constexpr double kMaxRelL2Grouped[5] = {1e-2, 1e-2, 1e-2, 6e-3, 1e-3};
 // ATTNBWD_CUDA_GQA_MERGE (the merge pass with 16-byte moves or one pair per thread), ATTNBWD_CUDA_GQA_QKV
 // (the q, k, v projection pairs as one grouped sm_90a launch) and ATTNBWD_CUDA_GQA_ATTN (the key-major
 // attention kernel, kv or kvws, or the small-S kernels, small), ATTNBWD_CUDA_GQA_GROUP (dK/dV as one GEMM per KV
-// head) and ATTNBWD_CUDA_GQA_DWO (grad_o_weight early or late on the side stream), "" = the default choice.
+// head), ATTNBWD_CUDA_GQA_DWO (grad_o_weight early or late on the side stream) and ATTNBWD_CUDA_GQA_DA (dA by
+// cuBLASLt or the thin kernel's dX-only form), "" = the default choice.
 struct Mode {
   const char* fused;
   const char* proj;
@@ -70,15 +71,17 @@ struct Mode {
   const char* attn = "";
   const char* group = "";
   const char* dwo = "";
+  const char* da = "";
   bool needs_sm90() const {
     return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
-           std::string(attn).rfind("kv", 0) == 0;
+           std::string(attn).rfind("kv", 0) == 0 || std::string(da) == "thin";
   }
   // The key-major kernel takes head_dim 128 and S % 64 == 0 only, its warp-specialised form S % 128 == 0
   // (forced elsewhere it is an Error).
   // The thin q/k/v launch takes T ≤ 256 tokens only; the small-S kernels head_dim 128 only.
   bool applies(const tools::Axes& axes) const {
-    if (std::string(qkv) == "thin" && axes.at("batch_size") * axes.at("seq_len") > 256) return false;
+    if ((std::string(qkv) == "thin" || std::string(da) == "thin") && axes.at("batch_size") * axes.at("seq_len") > 256)
+      return false;
     const std::string a(attn);
     if (a == "small") return axes.at("head_dim") == 128;
     if (a != "kv" && a != "kvws") return true;
@@ -95,6 +98,7 @@ struct Mode {
     if (*attn) n += std::string(" attn=") + attn;
     if (*group) n += std::string(" group=") + group;
     if (*dwo) n += std::string(" dwo=") + dwo;
+    if (*da) n += std::string(" da=") + da;
     return n;
   }
 };
@@ -108,7 +112,8 @@ constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublas
     kSmall{"", "", "", "", "", "", "", "small"}, kSmallSplit{"", "", "", "split", "", "", "", "small"},
     kSmallSm90{"", "sm90", "", "", "", "", "", "small"}, kGroup{"", "", "", "", "", "", "", "", "on"},
     kGroupSplit{"", "", "", "split", "", "", "", "", "on"}, kGroupLate{"", "", "", "", "", "", "", "", "on", "late"},
-    kLate{"", "", "", "", "", "", "", "", "", "late"};
+    kLate{"", "", "", "", "", "", "", "", "", "late"}, kDaThin{"", "", "", "", "", "", "", "", "", "", "thin"},
+    kDaLt{"", "", "", "", "", "", "", "", "", "", "cublaslt"}, kDaThinView{"", "", "", "view", "off", "", "", "", "", "", "thin"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -123,11 +128,13 @@ struct UseMode {
     if (*m.attn) setenv("ATTNBWD_CUDA_GQA_ATTN", m.attn, 1);
     if (*m.group) setenv("ATTNBWD_CUDA_GQA_GROUP", m.group, 1);
     if (*m.dwo) setenv("ATTNBWD_CUDA_GQA_DWO", m.dwo, 1);
+    if (*m.da) setenv("ATTNBWD_CUDA_GQA_DA", m.da, 1);
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
                           "ATTNBWD_CUDA_GQA_PAD", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_QKV",
-                          "ATTNBWD_CUDA_GQA_ATTN", "ATTNBWD_CUDA_GQA_GROUP", "ATTNBWD_CUDA_GQA_DWO"})
+                          "ATTNBWD_CUDA_GQA_ATTN", "ATTNBWD_CUDA_GQA_GROUP", "ATTNBWD_CUDA_GQA_DWO",
+                          "ATTNBWD_CUDA_GQA_DA"})
       unsetenv(v);
   }
 };
@@ -187,7 +194,8 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
                         {3, 65, 4, 4, 128, 32}, {2, 33, 4, 1, 64, 128}, {1, 131, 8, 2, 64, 64},
                         {1, 300, 4, 1, 128, 64}, {1, 520, 4, 2, 128, 64}, {1, 128, 4, 1, 128, 64},
                         {2, 192, 8, 2, 128, 64}, {1, 256, 4, 2, 128, 32}, {3, 64, 4, 4, 128, 64},
-                        {1, 97, 3, 1, 128, 48},  {2, 300, 8, 2, 128, 64}};
+                        {1, 97, 3, 1, 128, 48},  {2, 300, 8, 2, 128, 64}, {1, 200, 8, 2, 128, 256},
+                        {2, 100, 4, 1, 128, 320}};
   std::uint64_t tag = 0;
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
@@ -195,7 +203,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
           smallest_atol(kOp),
           {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv,
            kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallSm90, kGroup, kGroupSplit, kGroupLate,
-           kLate});
+           kLate, kDaThin, kDaLt, kDaThinView});
   }
 }
 
@@ -207,7 +215,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
           {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
            kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kGroup, kGroupSplit,
-           kGroupLate, kLate});
+           kGroupLate, kLate, kDaThin, kDaLt});
   }
 }
 
@@ -269,6 +277,22 @@ TEST(CudaGqaRope, ThinQkvIsDeterministicAndRefusesLongInputs) {
   expect_deterministic_and_refused(kThinQkv, axes_of(1, 200, 8, 2, 128, 256), fresh_seed(340),
                                    axes_of(1, 257, 4, 1, 128, 64), fresh_seed(341), "ATTNBWD_CUDA_GQA_QKV",
                                    "the thin launch at T = 257");
+}
+
+// dA by the thin kernel's dX-only form: the same bits on two runs at shapes whose partial sums are added by the
+// slice's cluster (hidden 256: 8 slices of 4 ranges) and by the second launch (Mistral's hidden 5120 and 32 heads: 32
+// slices of 4 ranges, more clusters than fit at once); forced at T > 256 it raises an Error naming the switch.
+TEST(CudaGqaRope, ThinDaIsDeterministicAndRefusesLongInputs) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the thin launch runs on sm_90 only";
+  expect_deterministic_and_refused(kDaThin, axes_of(1, 200, 8, 2, 128, 256), fresh_seed(345),
+                                   axes_of(1, 257, 4, 1, 128, 64), fresh_seed(346), "ATTNBWD_CUDA_GQA_DA",
+                                   "the thin dA at T = 257");
+  UseMode mode(kDaThin);
+  const tools::Axes axes = axes_of(1, 40, 32, 8, 128, 5120);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(347), tools::default_scalars(kOp));
+  HostCase<Args> first(in, axes);
+  expect_rerun_bits(first, in, axes, "thin dA at hidden 5120");
 }
 
 // The small-S kernels (no atomics: each output element is one CTA's sum in a fixed order) give the same bits on two
