@@ -1,7 +1,7 @@
 // gqa_rope_backward on the CUDA fast path (spec §3), v1.
 //
 // Stages, all on the caller's stream unless noted (every one deterministic: no atomics anywhere):
-//  1. dA = bf16(dY·Wo) (cuBLASLt; at T ≤ 256 on sm_90 the thin kernel's dX-only form, ATTNBWD_CUDA_GQA_DA); grad_o_weight = bf16(dYᵀ·A) on the side stream, concurrently (from T > 512
+//  1. dA = bf16(dY·Wo) (cuBLASLt; the thin kernel's dX-only form by name, ATTNBWD_CUDA_GQA_DA); grad_o_weight = bf16(dYᵀ·A) on the side stream, concurrently (from T > 512
 //     after dA instead, under steps 3-5: ATTNBWD_CUDA_GQA_DWO).
 //  2. head split dA [T, Hq·D] -> dO [B, Hq, S, D]; for B = 1 (S % 8 == 0) the attention GEMMs read dA as a
 //     strided view instead (ATTNBWD_CUDA_GQA_DO). Where S % 8 != 0 the attention buffers have S8 = S rounded
@@ -457,7 +457,10 @@ bool merge_scalar() { return env_switch("ATTNBWD_CUDA_GQA_MERGE", {"auto", "scal
 // sm_90: every CTA a 128-column slice of dA and a range of Wo's rows, Wo streamed once through a deep ring, the fp32
 // partials of a slice summed in range order by a second, programmatic-dependent launch: the same fp32 sum of exact
 // products, one rounding). cuBLASLt reads Wo (42 MB at Mistral's sizes) at 1.2-1.6 TB/s at T = 131-293 (27 µs at
-// gqa #5 on an H200, twenty-second session) on the critical path. auto = thin where it applies.
+// gqa #5 on an H200, twenty-second session) on the critical path; the thin form was written to stream it faster but
+// measured slower (H200, twenty-third session, CUPTI span, two runs each: #5 137 against 120-129 µs per call, #11 126
+// against 112-113, #2 150-158 against 141, #13 151-162 against 144-151; serialised o_proj stage at #5 34.0 against
+// 27.6 µs), so auto = cuBLASLt and thin is asked for by name.
 enum class DaPath { Auto, CublasLt, Thin };
 DaPath da_path() { return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", {"auto", "cublaslt", "thin"})); }
 
@@ -626,7 +629,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_thin_unsupported(da);
     if (dap == DaPath::Thin && !why.empty())
       throw Error("ATTNBWD_CUDA_GQA_DA", "thin sm90 launch cannot take this call: " + why);
-    da_thin = dap == DaPath::Thin || (dap == DaPath::Auto && why.empty());
+    da_thin = dap == DaPath::Thin;
     if (da_thin) da_plan = sm90::linear_thin_plan(da, ctx.sm_count(), /*dx_only=*/true);
   }
   Sm90Proj oj;  // the o pair in one launch, writing dO [B,H,S,D] directly
