@@ -235,7 +235,14 @@ class CuptiClock final : public IterationClock {
       last = std::max(last, a.end);
     }
     if (last == 0) throw std::runtime_error("CUPTI clock: no GPU activity recorded for the call");
-    return static_cast<double>(last - first) * 1e-9;
+    const double span = static_cast<double>(last - first) * 1e-9;
+    // The events bracket every activity of the call on the GPU's timeline (the side streams join before the stop
+    // event), so a longer span means records of other work were taken for the call's.
+    if (span > events_seconds_ + 1e-6)
+      throw std::runtime_error("CUPTI clock: the span (" + std::to_string(span * 1e6) +
+                               " us) is longer than the CUDA events around the call (" +
+                               std::to_string(events_seconds_ * 1e6) + " us)");
+    return span;
   }
   std::size_t flush_bytes() const override { return events_.flush_bytes(); }
   const char* method() const override { return "cupti-span"; }
