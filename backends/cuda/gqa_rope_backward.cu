@@ -470,21 +470,20 @@ DaPath da_path() { return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", 
 // call at #5, #13, #2.
 bool thin_pdl() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off"}) == 0; }
 
-// From this many tokens auto takes DWO=late and GROUP=on (below). Measured on an H200 (twenty-second session,
-// perf/NOTES.md; two and three runs per side, interleaved): late + group against early + per-head 1.03x at #0, #1, #3,
-// #8, 1.04x at #15, 1.00-1.01x at the other T ≥ 691; at T ≤ 512 late 0.96-0.99x (#2, #11, #12, #13: there dWo then
-// overlaps the DRAM-bound thin q/k/v launch, and dK moves onto the critical path) and group 0.99-1.00x.
+// From this many tokens auto takes GROUP=on (below). Measured on an H200 (twenty-second session, perf/NOTES.md; two and
+// three runs per side, interleaved): late + group against early + per-head 1.03x at #0, #1, #3, #8, 1.04x at #15,
+// 1.00-1.01x at the other T ≥ 691; at T ≤ 512 group 0.99-1.00x. DWO=late is auto at every T since the twenty-third
+// session: by CUDA events around the call late had measured 0.96-0.99x at T ≤ 512, but by the spec's clock (the CUPTI
+// span of the call's kernels) late is 1.04-1.19x there (#5 130-136 → 113 µs, #11 116-120 → 104, #2 144-148 → 135,
+// #13 145-148 → 137, #7 195-196 → 187, #12 239-242 → 233; two runs each, interleaved).
 constexpr int64_t kLateMinTokens = 513;
 
 // ATTNBWD_CUDA_GQA_DWO=auto|early|late: where grad_o_weight = dYᵀ·A runs on the side stream. early: from the op's
 // start, beside dA = dY·Wo (the two share the GPU while dA is on the critical path). late: after dA (and after dV₃₂
 // where dV₃₂ is on the side stream), so it runs under the attention chain (memory- or latency-bound kernels); the
 // main stream then waits for dV₃₂ only (a partial join), and dK₃₂ runs on the main stream. The same GEMMs and
-// kernels either way (the same bits). auto = late from kLateMinTokens tokens, else early.
-bool dwo_late(int64_t T) {
-  const int v = env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"});
-  return v == 2 || (v == 0 && T >= kLateMinTokens);
-}
+// kernels either way (the same bits). auto = late.
+bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"}) != 1; }
 
 // ATTNBWD_CUDA_GQA_GROUP=auto|on|off, the GEMM attention path (steps 3-5 as cuBLASLt GEMMs): on: dK₃₂ and dV₃₂ as one
 // GEMM per KV head over its group's query heads (dK_j = Σ_g dS_gᵀ·Q_g: the group's dS and Q rows are consecutive, so
@@ -692,7 +691,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // directly, or cuBLASLt dWo on the side stream and dA by cuBLASLt + a head-split (or pad) kernel (none for
   // the view).
   bool forked = false;  // work on the side stream, joined at the end
-  const bool late = !all_sm90 && dwo_late(T);
+  const bool late = !all_sm90 && dwo_late();
   const auto dwo_gemm = [&] {  // grad_o_weight = dYᵀ·A on the side stream
     Gemm g;
     g.trans_a = true;
