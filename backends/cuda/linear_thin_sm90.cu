@@ -21,6 +21,8 @@
 // else a second launch (linear_thin_reduce_kernel: one float4 of one unit per thread, every load of the sum in flight
 // at once) sums them; the first version's sum by the slice's last CTA to arrive, latency-bound in one CTA per slice,
 // cost ~20 µs at gqa #5 (perf/NOTES.md, nineteenth session).
+// dX only (template DW = false, ThinPlan::dx_only): no X slice, no dW products or stores; warpgroup 1 holds dX's row
+// blocks 0-2 and warpgroup 0 block 3 at MB = 4 (else it only takes part in the partials' sum), W's ring deeper.
 // Rounding: one fp32 sum per output, one rounding to bf16 (the products of bf16 values are exact in fp32).
 #include "linear_thin_sm90.hpp"
 

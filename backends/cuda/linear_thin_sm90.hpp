@@ -10,6 +10,8 @@
 // as dX's A (accumulated over the range) and as dW's Aᵀ (one finished 64 × 128 block of dW, stored while the
 // next products run). dX's partial sums over the ranges of a slice are added in range order (deterministic): by the
 // slice's cluster, each CTA a share, or by a second launch of many small CTAs.
+// A dX-only form (ThinPlan::dx_only) skips X and dW and gives their shared memory to a deeper W ring (gqa's dA by
+// name, ATTNBWD_CUDA_GQA_DA=thin; measured slower than cuBLASLt there, perf/NOTES.md, twenty-third session).
 #pragma once
 
 #include <cuda_runtime_api.h>
