@@ -48,6 +48,12 @@ def main():
     print(f"GPU: {context.get('attnbwd_gpu', '?')}; {context.get('attnbwd_sol_model', '')}")
     if context.get("attnbwd_sol_note"):
         print(f"note: {context['attnbwd_sol_note']}")
+    clock = context.get("attnbwd_cuda_clock")
+    if clock:
+        print(f"CUDA clock: {clock}" + (" (the CUPTI span of each call's GPU work, spec 7)" if clock == "cupti" else ""))
+    if times and clock == "cupti":
+        print("note: the PyTorch baselines are timed with CUDA events, this run with the CUPTI span; "
+              "run the suite with --clock=events to compare like with like")
     print("E = T_SOL / T, T = median time; 'x eager/best' = T_torch / T (> 1: attnbwd is faster)\n")
 
     # 1. geomean E per op and backend (+ torch).
