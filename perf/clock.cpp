@@ -1,5 +1,7 @@
 #include "clock.hpp"
 
+#include "call_span.hpp"
+
 #include <Kokkos_Macros.hpp>  // KOKKOS_ENABLE_CUDA
 
 #include <algorithm>
@@ -104,12 +106,6 @@ class CudaClock final : public IterationClock {
 };
 
 #ifdef ATTNBWD_PERF_CUPTI
-// One GPU activity of the process: a kernel, memset or memcpy, with its GPU start and end (ns).
-struct Activity {
-  std::uint64_t start = 0, end = 0, bytes = 0;
-  bool memset = false;
-};
-
 void check_cupti(CUptiResult r, const char* what) {
   if (r == CUPTI_SUCCESS) return;
   const char* text = nullptr;
@@ -206,10 +202,9 @@ class Activities {
 };
 
 // The spec's measure (§7): the span from the earliest GPU start to the latest GPU end among the
-// kernels, memsets and memcpys of the call. The call's activities are those after the flush: the
-// flush is the last memset on the call's stream before it, and every activity of the call (on that
-// stream or on streams that fork from it) starts after the flush has ended. The CUDA events are
-// recorded around the call as well, so each call's events time is reported beside its span.
+// kernels, memsets and memcpys of the call (call_span_seconds: the call's activities are those that
+// start after the flush's memset ends). The CUDA events are recorded around the call as well, so each
+// call's events time is reported beside its span.
 class CuptiClock final : public IterationClock {
  public:
   explicit CuptiClock(void* stream) : events_(stream), activities_(Activities::instance()) {}
@@ -222,20 +217,7 @@ class CuptiClock final : public IterationClock {
   double stop() override {
     events_seconds_ = events_.stop();
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    const std::vector<Activity> acts = activities_.take();
-    const Activity* flush = nullptr;
-    for (const Activity& a : acts)
-      if (a.memset && a.bytes == events_.flush_bytes() && (!flush || a.start > flush->start)) flush = &a;
-    if (!flush) throw std::runtime_error("CUPTI clock: no record of the cache flush before the call");
-    std::uint64_t first = UINT64_MAX, last = 0;
-    for (const Activity& a : acts) {
-      if (&a == flush || a.start < flush->end) continue;
-      if (a.end < a.start) throw std::runtime_error("CUPTI clock: an activity record without its end time");
-      first = std::min(first, a.start);
-      last = std::max(last, a.end);
-    }
-    if (last == 0) throw std::runtime_error("CUPTI clock: no GPU activity recorded for the call");
-    const double span = static_cast<double>(last - first) * 1e-9;
+    const double span = call_span_seconds(activities_.take(), events_.flush_bytes());
     // The events bracket every activity of the call on the GPU's timeline (the side streams join before the stop
     // event), so a longer span means records of other work were taken for the call's.
     if (span > events_seconds_ + 1e-6)
