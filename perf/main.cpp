@@ -366,7 +366,9 @@ int suite_main(const SuiteOptions& opts, bool machine_stdout) {
   benchmark::RunSpecifiedBenchmarks();
   // With JSON or CSV on stdout the summary goes to stderr, keeping stdout parseable.
   std::FILE* out = machine_stdout ? stderr : stdout;
-  run.summary.print(out, model, choice.note, o.iters);
+  const std::string clock_text =
+      is_cuda<Kokkos::DefaultExecutionSpace>() ? model + "; CUDA clock: " + cuda_clock_choice(o) : model;
+  run.summary.print(out, clock_text, choice.note, o.iters);
   std::fflush(out);
   benchmark::Shutdown();
   return 0;
