@@ -1,8 +1,8 @@
 // gqa_rope_backward on the CUDA fast path (spec §3), v1.
 //
 // Stages, all on the caller's stream unless noted (every one deterministic: no atomics anywhere):
-//  1. dA = bf16(dY·Wo) (cuBLASLt; the thin kernel's dX-only form by name, ATTNBWD_CUDA_GQA_DA); grad_o_weight = bf16(dYᵀ·A) on the side stream, concurrently (from T > 512
-//     after dA instead, under steps 3-5: ATTNBWD_CUDA_GQA_DWO).
+//  1. dA = bf16(dY·Wo) (cuBLASLt; the thin kernel's dX-only form by name, ATTNBWD_CUDA_GQA_DA); grad_o_weight =
+//     bf16(dYᵀ·A) on the side stream after dA, under steps 3-5 (ATTNBWD_CUDA_GQA_DWO; early: from the op's start).
 //  2. head split dA [T, Hq·D] -> dO [B, Hq, S, D]; for B = 1 (S % 8 == 0) the attention GEMMs read dA as a
 //     strided view instead (ATTNBWD_CUDA_GQA_DO). Where S % 8 != 0 the attention buffers have S8 = S rounded
 //     up to 8 rows per head (ATTNBWD_CUDA_GQA_PAD): dO, Q, K, V copied with zero pad rows in one launch.
@@ -14,7 +14,7 @@
 //     both, opt-in with ATTNBWD_GQA_FUSED=1 while it is slower (perf/NOTES.md).
 //  4. softmax backward, fp32 on upcast P and dP: r = Σ P·dP; dS = bf16(bf16(P⊙(dP − r))·scaling); one warp
 //     per row held in registers (S8 ≤ 2048); with padding it also writes P's padded copy for dV₃₂.
-//  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt (from T > 512 dK and dV
+//  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt (from 513 tokens dK and dV
 //     per KV head, summed over its group by the GEMM: ATTNBWD_CUDA_GQA_GROUP); dV₃₂ (under
 //     steps 3-4, or after them with padding) and dK₃₂ (under dQ) on the side stream unless
 //     ATTNBWD_CUDA_GQA_OVERLAP=off.
@@ -476,7 +476,7 @@ bool thin_pdl() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off"}) == 
 // session: by CUDA events around the call late had measured 0.96-0.99x at T ≤ 512, but by the spec's clock (the CUPTI
 // span of the call's kernels) late is 1.04-1.19x there (#5 130-136 → 113 µs, #11 116-120 → 104, #2 144-148 → 135,
 // #13 145-148 → 137, #7 195-196 → 187, #12 239-242 → 233; two runs each, interleaved).
-constexpr int64_t kLateMinTokens = 513;
+constexpr int64_t kGroupMinTokens = 513;
 
 // ATTNBWD_CUDA_GQA_DWO=auto|early|late: where grad_o_weight = dYᵀ·A runs on the side stream. early: from the op's
 // start, beside dA = dY·Wo (the two share the GPU while dA is on the critical path). late: after dA (and after dV₃₂
@@ -491,11 +491,11 @@ bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "l
 // view of dA), the group sum rounded once to bf16 (the reference rounds each head's product, then the sum: within
 // the tolerance, and closer to the exact sum: float64 PyTorch), written [B, Hkv, Sp, D], 1/G of the per-head writes
 // and of the merge's reads of them. off: one GEMM per query head, summed in the merge. auto = on from
-// kLateMinTokens tokens. Measured (H200, #3: B = 16, S = 256, stages serialised): dV 39 → 35 µs, dQ + dK 78 → 68,
+// kGroupMinTokens tokens. Measured (H200, #3: B = 16, S = 256, stages serialised): dV 39 → 35 µs, dQ + dK 78 → 68,
 // merge 47 → 38.
 bool group_gemms(int64_t T) {
   const int v = env_switch("ATTNBWD_CUDA_GQA_GROUP", {"auto", "on", "off"});
-  return v == 1 || (v == 0 && T >= kLateMinTokens);
+  return v == 1 || (v == 0 && T >= kGroupMinTokens);
 }
 
 struct Sm90Proj {

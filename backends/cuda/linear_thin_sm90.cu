@@ -518,6 +518,15 @@ decltype(auto) with_mb(int mb, F&& f) {
   }
 }
 
+// f(mb, dw) for the kernel form of mb = 1..4 row blocks with dW (dw: std::true_type) or dX alone (std::false_type).
+template <class F>
+decltype(auto) with_form(int mb, bool dx_only, F&& f) {
+  return with_mb(mb, [&](auto m) -> decltype(auto) {
+    if (dx_only) return f(m, std::false_type{});
+    return f(m, std::true_type{});
+  });
+}
+
 template <int MB, bool DW>
 void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream, bool pdl) {
   allow_kernel_smem<MB, DW>();
@@ -597,9 +606,8 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
   plan.kb_per_range = (kb_total + want - 1) / want;
   plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
   plan.cluster = plan.ranges > 1 &&
-                 with_mb(plan.mb, [&](auto mb) {
-                   return dx_only ? resident_clusters<mb, false>(plan.ranges) : resident_clusters<mb, true>(plan.ranges);
-                 }) >= plan.slices;
+                 with_form(plan.mb, dx_only, [&](auto mb, auto dw) { return resident_clusters<mb, dw>(plan.ranges); }) >=
+                     plan.slices;
   plan.grid = plan.slices * plan.ranges;
   plan.workspace_bytes =
       plan.ranges > 1 ? static_cast<std::size_t>(plan.grid) * plan.mb * 2048 * sizeof(float) * 4 : 0;
@@ -616,12 +624,7 @@ void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* wor
       plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
       (plan.ranges > 1 && workspace == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
-  with_mb(plan.mb, [&](auto mb) {
-    if (plan.dx_only)
-      launch<mb, false>(p, plan, workspace, stream, after_own_kernel);
-    else
-      launch<mb, true>(p, plan, workspace, stream, after_own_kernel);
-  });
+  with_form(plan.mb, plan.dx_only, [&](auto mb, auto dw) { launch<mb, dw>(p, plan, workspace, stream, after_own_kernel); });
 }
 
 }  // namespace attnbwd::cuda::sm90
