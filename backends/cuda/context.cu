@@ -78,7 +78,8 @@ void Context::mark_side() { ATTNBWD_CUDA_CHECK(cudaEventRecord(mark_, side_)); }
 
 void Context::wait_side_mark(cudaStream_t main) { ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, mark_, 0)); }
 
-void Context::claim(cudaStream_t stream) {
+void Context::claim(cudaStream_t stream, bool lt_tune) {
+  lt_tune_ = lt_tune;
   // handoff_ was recorded at the end of the previous op (its stream may be gone by now; the event
   // keeps what it captured).
   if (claimed_ && stream != last_stream_) ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(stream, handoff_, 0));
@@ -178,6 +179,7 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
   }
   GraphKey key = make_key();
   key.push_back(attnbwd_env_hash());
+  key.push_back(lt_tune_ ? 1 : 0);  // a graph holds the GEMM algorithms chosen under this setting
   auto it = graphs_.find(key);
   if (it == graphs_.end() || it->second.generation != generation_) {
     // First sight of the key (or its addresses went stale after a scratch growth): run directly, remember it.

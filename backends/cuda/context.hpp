@@ -51,8 +51,16 @@ class Context {
   // context ran on another stream, `stream` first waits for it, so two ops of one thread on two
   // streams never use the scratch, counters or side stream at once (they serialise; distinct
   // threads have distinct contexts and run in parallel).
-  void claim(cudaStream_t stream);
+  // `lt_tune`: whether this op's cuBLASLt GEMMs may take timed choices (lt_gemm.cu, ATTNBWD_CUDA_LT_TUNE=auto):
+  // false for calls with Options::deterministic, whose GEMMs take cuBLASLt's first heuristic answer (the same
+  // algorithm in every process on the same GPU and cuBLASLt), true otherwise.
+  void claim(cudaStream_t stream, bool lt_tune = true);
   void release(cudaStream_t stream);
+  bool lt_tune() const { return lt_tune_; }
+  // GEMM descriptions tuned so far by this context; at kMaxTunedGemms it stops timing (a caller whose shapes
+  // change every call pays a bounded number of tunings, then the first heuristic answer for new shapes).
+  static constexpr int kMaxTunedGemms = 128;
+  int& tuned_gemms() { return tuned_gemms_; }
 
   // `n` zeroed unsigned counters for kernels that leave them zero when they finish (split-K arrival
   // counts). Grown, and zeroed, on `stream` when needed.
@@ -99,7 +107,7 @@ class Context {
   static constexpr std::size_t kLtWorkspaceBytes = 32u << 20;
 
   // Algorithm cache for cuBLASLt, keyed by a GEMM's full description (lt_gemm.cu).
-  using AlgoKey = std::array<std::int64_t, 16>;
+  using AlgoKey = std::array<std::int64_t, 17>;
   struct Algo {
     cublasLtMatmulAlgo_t algo;
     cublasComputeType_t compute;  // the one asked for, or fp32 where TF32 had no algorithm
@@ -117,6 +125,8 @@ class Context {
   void* scratch_[kSlots] = {nullptr, nullptr};
   std::size_t scratch_bytes_[kSlots] = {0, 0};
   std::map<AlgoKey, Algo> algos_;
+  bool lt_tune_ = true;
+  int tuned_gemms_ = 0;
   cudaStream_t last_stream_ = nullptr;
   bool claimed_ = false;
   cudaEvent_t handoff_ = nullptr;

@@ -909,9 +909,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
 
 }  // namespace
 
-void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options&, cudaStream_t stream) {
+void run(const GqaRopeShape& s, const GqaRopeArgs& a, const Options& o, cudaStream_t stream) {
   Context& ctx = Context::current();
-  ctx.claim(stream);
+  ctx.claim(stream, !o.deterministic);
   const auto key = [&] {
     return graph_key(2, a, {bits_of(a.scaling)});  // the ATTNBWD_* switches: enqueue adds them all
   };

@@ -1,6 +1,8 @@
 #include "lt_gemm.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -103,6 +105,96 @@ __global__ void plain_gemm(Gemm g, const void* A, const void* B, void* C, float 
   }
 }
 
+// ---- ATTNBWD_CUDA_LT_TUNE: the first call of a GEMM description times cuBLASLt's candidates ----------------------
+constexpr int kTuneCandidates = 16;
+constexpr int kTuneRounds = 3;
+
+// Whether work enqueued on `stream` is being captured into a graph (ours or the caller's): then nothing may be
+// timed or synchronised, and the first heuristic answer is taken.
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
+    cudaGetLastError();  // e.g. the legacy stream while another stream captures: treat as capturing
+    return true;
+  }
+  return st != cudaStreamCaptureStatusNone;
+}
+
+struct LtCall {
+  Context* ctx;
+  int slot;
+  cudaStream_t stream;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t first, second, out;
+  const void *A, *B;
+  void* C;
+  float alpha;
+  cublasStatus_t run(const cublasLtMatmulAlgo_t& algo) const {
+    const float beta = 0.0f;
+    return cublasLtMatmul(ctx->lt(), desc, &alpha, B, first, A, second, &beta, C, out, C, out, &algo,
+                          ctx->lt_workspace(slot), Context::kLtWorkspaceBytes, stream);
+  }
+};
+
+// Times each usable candidate kTuneRounds times on `call.stream` (round-robin, each run after a write of twice
+// the L2 so that every run starts with cold caches, as a call does; the write is skipped where its buffer
+// cannot be had) and returns the index of the fastest by its best round; a candidate must beat the first
+// answer by 2 % to be taken (timing noise must not flip choices between processes for nothing). The runs
+// write C (beta = 0 only: the chosen algorithm's run afterwards writes it again). Synchronises the stream.
+int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, int found, bool verbose, const Gemm& g) {
+  std::vector<int> cand;
+  for (int i = 0; i < found; ++i)
+    if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= Context::kLtWorkspaceBytes) cand.push_back(i);
+  if (cand.size() < 2) return 0;
+  int dev = 0;
+  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
+  int l2 = 0;
+  ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  const std::size_t flush_bytes = 2 * static_cast<std::size_t>(l2);
+  void* flush = nullptr;
+  if (cudaMallocAsync(&flush, flush_bytes, call.stream) != cudaSuccess) {
+    cudaGetLastError();
+    flush = nullptr;
+  }
+  const std::size_t n = cand.size();
+  std::vector<cudaEvent_t> ev(2 * n * kTuneRounds, nullptr);
+  for (auto& e : ev) ATTNBWD_CUDA_CHECK(cudaEventCreate(&e));
+  std::vector<bool> ok(n, true);
+  for (int r = 0; r < kTuneRounds; ++r)
+    for (std::size_t c = 0; c < n; ++c) {
+      if (!ok[c]) continue;
+      if (flush) ATTNBWD_CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes, call.stream));
+      cudaEvent_t* e = &ev[2 * (r * n + c)];
+      ATTNBWD_CUDA_CHECK(cudaEventRecord(e[0], call.stream));
+      if (call.run(res[cand[c]].algo) != CUBLAS_STATUS_SUCCESS) ok[c] = false;  // not timed again
+      ATTNBWD_CUDA_CHECK(cudaEventRecord(e[1], call.stream));
+    }
+  if (flush) ATTNBWD_CUDA_CHECK(cudaFreeAsync(flush, call.stream));
+  ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(call.stream));
+  std::vector<float> best(n, 1e30f);
+  for (int r = 0; r < kTuneRounds; ++r)
+    for (std::size_t c = 0; c < n; ++c) {
+      if (!ok[c]) continue;
+      float ms = 0.0f;
+      ATTNBWD_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * (r * n + c)], ev[2 * (r * n + c) + 1]));
+      best[c] = std::min(best[c], ms);
+    }
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::size_t pick = 0;
+  for (std::size_t c = 1; c < n; ++c)
+    if (ok[c] && best[c] < best[pick]) pick = c;
+  if (ok[0] && best[pick] >= 0.98f * best[0]) pick = 0;
+  if (!ok[pick]) return 0;  // nothing ran: the first answer, whose failure the real call reports
+  if (verbose)
+    std::fprintf(stderr,
+                 "attnbwd lt_tune: %lldx%lldx%lld batch %d trans %d%d types %d,%d,%d: candidate %d of %zu, %.2f us "
+                 "(first answer %.2f us)\n",
+                 static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K), g.count,
+                 g.trans_a ? 1 : 0, g.trans_b ? 1 : 0, static_cast<int>(g.a_type), static_cast<int>(g.b_type),
+                 static_cast<int>(g.c_type), cand[pick], n, 1e3 * best[pick], 1e3 * best[0]);
+  return cand[pick];
+}
+
 }  // namespace
 
 void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void* A, const void* B, void* C,
@@ -122,6 +214,12 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
 
   const int al_a = alignment(B, g.b_type, g.ldb, g.stride_b), al_b = alignment(A, g.a_type, g.lda, g.stride_a),
             al_c = alignment(C, g.c_type, g.ldc, g.stride_c);
+  // ATTNBWD_CUDA_LT_TUNE=auto|off|on|verbose: whether a GEMM description seen for the first time takes cuBLASLt's
+  // first heuristic answer (off) or the fastest of its first kTuneCandidates answers, timed there and then (on;
+  // verbose also prints each choice to stderr); auto (the default) tunes unless the op was called with
+  // Options::deterministic (Context::claim). Part of the key: tuned and untuned choices are cached apart.
+  const int tune_switch = env_switch("ATTNBWD_CUDA_LT_TUNE", {"auto", "off", "on", "verbose"});
+  const int tune = tune_switch == 1 || (tune_switch == 0 && !ctx.lt_tune()) ? 0 : tune_switch == 3 ? 2 : 1;
   const Context::AlgoKey key{g.trans_a,
                              g.trans_b,
                              g.M,
@@ -137,7 +235,8 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
                              g.count,
                              g.stride_a,
                              g.stride_b,
-                             g.stride_c};
+                             g.stride_c,
+                             tune != 0};
   auto& cache = ctx.algos();
   auto it = cache.find(key);
   if (it == cache.end()) {
@@ -165,12 +264,18 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
     if (g.compute == CUBLAS_COMPUTE_32F_FAST_TF32) tries.push_back(CUBLAS_COMPUTE_32F);
     for (const cublasComputeType_t c : tries) {
       Desc desc(c, g);
-      cublasLtMatmulHeuristicResult_t result{};
+      cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
       int found = 0;
       const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), desc.h, first.h, second.h, out.h, out.h,
-                                                               pref, 1, &result, &found);
-      if (st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-        it = cache.emplace(key, Context::Algo{result.algo, c}).first;
+                                                               pref, tune ? kTuneCandidates : 1, results, &found);
+      if (st == CUBLAS_STATUS_SUCCESS && found > 0 && results[0].state == CUBLAS_STATUS_SUCCESS) {
+        int pick = 0;
+        if (tune && found > 1 && beta == 0.0f && ctx.tuned_gemms() < Context::kMaxTunedGemms && !capturing(stream)) {
+          ++ctx.tuned_gemms();
+          const LtCall call{&ctx, slot, stream, desc.h, first.h, second.h, out.h, A, B, C, alpha};
+          pick = tune_pick(call, results, found, tune == 2, g);
+        }
+        it = cache.emplace(key, Context::Algo{results[pick].algo, c}).first;
         break;
       }
     }

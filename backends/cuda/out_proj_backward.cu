@@ -147,11 +147,11 @@ void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cud
 
 }  // namespace
 
-void run(const OutProjShape& s, const OutProjArgs& a, const Options&, cudaStream_t stream) {
+void run(const OutProjShape& s, const OutProjArgs& a, const Options& o, cudaStream_t stream) {
   Context& ctx = Context::current();
   const Path path = forced_path();
   const sm90::SplitReduce reduce = split_reduce();
-  ctx.claim(stream);
+  ctx.claim(stream, !o.deterministic);
   const auto key = [&] {
     // path and reduce come from ATTNBWD_* switches, which enqueue adds to the key.
     return graph_key(1, a, {});

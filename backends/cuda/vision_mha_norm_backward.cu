@@ -469,7 +469,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
 
 void run(const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cudaStream_t stream) {
   Context& ctx = Context::current();
-  ctx.claim(stream);
+  ctx.claim(stream, !o.deterministic);
   const auto key = [&] {
     // The ATTNBWD_* switches: enqueue adds them all.
     return graph_key(3, a, {bits_of(a.scale), bits_of(a.norm_eps), static_cast<std::uint64_t>(o.precision)});

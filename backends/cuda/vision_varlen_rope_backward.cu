@@ -493,7 +493,7 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
 
 void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o, cudaStream_t stream) {
   Context& ctx = Context::current();
-  ctx.claim(stream);
+  ctx.claim(stream, !o.deterministic);
   // The key: every tensor's address and extents, the scaling and the precision (enqueue adds the ATTNBWD_*
   // switches). Not the values in cu_seqlens: every kernel reads them from the device array (the block table is
   // built there on every call, replays included), and the host never sizes a launch from them (grids depend on S

@@ -137,6 +137,9 @@ const Variant kVariants[] = {
      "LayerNorm one warp per token without the loads ahead of the default (E = 256)"},
     {"ATTNBWD_CUDA_MHA_LN", "rcp", {3, 577, 16, 64},
      "LayerNorm without the loads ahead at the model's width, blocks of several tokens per warp (E = 1024)"},
+    {"ATTNBWD_CUDA_LT_TUNE", "verbose", {1, 577, 16, 64},
+     "every cuBLASLt GEMM the fastest of up to 16 timed candidates instead of the first heuristic answer"},
+    {"ATTNBWD_CUDA_LT_TUNE", "on", {2, 131, 3, 64}, "tuned cuBLASLt GEMMs on a shape with tails"},
 };
 
 // The atol of a shape: at the model's width (16 heads of 64, S = 577) that of the workload with the same batch, whose

@@ -475,6 +475,21 @@ TEST(CudaVisionVarlenRope, Lt16QkvMatchesTheOracle) {
   }
 }
 
+// ATTNBWD_CUDA_LT_TUNE: every cuBLASLt GEMM the fastest of up to 16 candidates timed at its first call, on odd
+// mixes and on workload #12 (S = 373: the cuBLASLt QKV, dX and weight-gradient GEMMs at the model's width).
+TEST(CudaVisionVarlenRope, TunedGemmsMatchTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv env("ATTNBWD_CUDA_LT_TUNE", "verbose");
+  std::uint64_t tag = 150;
+  check_variant_on_odd_mixes("tuned GEMMs", {{131}, {1, 130, 0, 33, 2, 64, 65, 17}}, tag);
+  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
+  const tools::Workload& w = tools::find_workload(all, "12");
+  const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(150 + w.index), w.scalars);
+  const Oracle<Args> want(in, w.axes);
+  check_against(want, "workload 12 " + w.uuid + " tuned GEMMs", in, w.axes, w.atol);
+  check_against(want, "workload 12 " + w.uuid + " tuned GEMMs, again", in, w.axes, w.atol);
+}
+
 TEST(CudaVisionVarlenRope, RealWorkloadsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
