@@ -218,8 +218,13 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
   // first heuristic answer (off) or the fastest of its first kTuneCandidates answers, timed there and then (on;
   // verbose also prints each choice to stderr); auto (the default) tunes unless the op was called with
   // Options::deterministic (Context::claim). Part of the key: tuned and untuned choices are cached apart.
-  const int tune_switch = env_switch("ATTNBWD_CUDA_LT_TUNE", {"auto", "off", "on", "verbose"});
-  const int tune = tune_switch == 1 || (tune_switch == 0 && !ctx.lt_tune()) ? 0 : tune_switch == 3 ? 2 : 1;
+  // main (diagnostic, for A/B timing): as auto for the GEMMs of slot 0 (the caller's stream) only.
+  const int tune_switch = env_switch("ATTNBWD_CUDA_LT_TUNE", {"auto", "off", "on", "verbose", "main"});
+  const int tune = tune_switch == 1 || ((tune_switch == 0 || tune_switch == 4) && !ctx.lt_tune()) ||
+                           (tune_switch == 4 && slot != 0)
+                       ? 0
+                   : tune_switch == 3 ? 2
+                                      : 1;
   const Context::AlgoKey key{g.trans_a,
                              g.trans_b,
                              g.M,
