@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,18 @@ bool capturing(cudaStream_t stream) {
   return st != cudaStreamCaptureStatusNone;
 }
 
+// The gain over the first answer a candidate needs to be taken: 2 %, or ATTNBWD_CUDA_LT_TUNE_GAIN percent (diagnostic,
+// for A/B timing: 0-50).
+float min_gain() {
+  const char* v = std::getenv("ATTNBWD_CUDA_LT_TUNE_GAIN");
+  if (v == nullptr || *v == '\0') return 0.02f;
+  char* end = nullptr;
+  const double pct = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(pct >= 0.0 && pct <= 50.0))
+    throw Error("ATTNBWD_CUDA_LT_TUNE_GAIN", std::string("expected a percentage in 0..50, got \"") + v + "\"");
+  return static_cast<float>(pct / 100.0);
+}
+
 struct LtCall {
   Context* ctx;
   int slot;
@@ -183,7 +196,7 @@ int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, in
   std::size_t pick = 0;
   for (std::size_t c = 1; c < n; ++c)
     if (ok[c] && best[c] < best[pick]) pick = c;
-  if (ok[0] && best[pick] >= 0.98f * best[0]) pick = 0;
+  if (ok[0] && best[pick] >= (1.0f - min_gain()) * best[0]) pick = 0;
   if (!ok[pick]) return 0;  // nothing ran: the first answer, whose failure the real call reports
   if (verbose)
     std::fprintf(stderr,
