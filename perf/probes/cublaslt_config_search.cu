@@ -1,0 +1,137 @@
+// Probe (not part of the library, not built by CMake): does cuBLASLt have faster configurations than the 8 its
+// heuristic offers for gqa's small-T dX GEMMs (dA = dY·Wo and dXq = dQ·Wq), which run at 1.2-1.4 TB/s of their
+// weight traffic at T = 293 (twenty-fourth session) and keep the heuristic's first answer when tuned? For each
+// distinct (algorithm id, stages, cluster shape) among the heuristic's candidates, every tile the algorithm
+// supports × split-K in {1, 2, 3, 4, 6, 8, 12, 16} (partials reduced in fp32), validated by cublasLtMatmulAlgoCheck,
+// each timed cold (a 256 MB memset before every call, not timed; median of 5 event-timed calls). Prints the
+// heuristic's first answer and the ten fastest configurations per GEMM. Row-major semantics as lt_gemm.cu.
+//   nvcc -std=c++20 -O2 -arch=sm_90a -o probe perf/probes/cublaslt_config_search.cu -lcublasLt
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "lt_probe.cuh"
+
+static cublasLtHandle_t lt;
+static void* ws;
+static const size_t kWs = 32u << 20;
+static void* flush_buf;
+static const size_t kFlush = 256u << 20;
+
+template <class F>
+float time_cold(cudaStream_t s, F&& f, int reps = 5) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  f();
+  std::vector<float> ts;
+  for (int i = 0; i < reps; ++i) {
+    cudaMemsetAsync(flush_buf, i, kFlush, s);
+    cudaEventRecord(e0, s);
+    f();
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    ts.push_back(ms * 1000);
+  }
+  std::sort(ts.begin(), ts.end());
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return ts[ts.size() / 2];
+}
+
+struct G {
+  int64_t M, N, K, lda, ldb, ldc;
+  const char* name;
+};
+
+void search(const G& g, const void* A, const void* B, void* C) {
+  cudaStream_t s = 0;
+  cublasLtMatrixLayout_t first, second, out;  // C[M,N] = A[M,K]·B[K,N], row-major: column-major Cᵀ = Bᵀ·Aᵀ
+  CK(cublasLtMatrixLayoutCreate(&first, CUDA_R_16BF, g.N, g.K, g.ldb));
+  CK(cublasLtMatrixLayoutCreate(&second, CUDA_R_16BF, g.K, g.M, g.lda));
+  CK(cublasLtMatrixLayoutCreate(&out, CUDA_R_16BF, g.N, g.M, g.ldc));
+  cublasLtMatmulDesc_t d = lt_desc(false, false);
+  cublasLtMatmulPreference_t pref = lt_pref(kWs);
+  cublasLtMatmulHeuristicResult_t res[16];
+  int found = 0;
+  CK(cublasLtMatmulAlgoGetHeuristic(lt, d, first, second, out, out, pref, 16, res, &found));
+  const float alpha = 1, beta = 0;
+  auto run = [&](const cublasLtMatmulAlgo_t& a) {
+    return cublasLtMatmul(lt, d, &alpha, B, first, A, second, &beta, C, out, C, out, &a, ws, kWs, s);
+  };
+  const double mb = 2.0 * (g.M * g.K + g.K * g.N + g.M * g.N) / 1e6;
+  const float first_us = time_cold(s, [&] { CK(run(res[0].algo)); });
+  const LtAlgoConfig c0 = lt_config(res[0].algo);
+  printf("%s M=%ld N=%ld K=%ld (%.1f MB): heuristic first answer tile=%d splitk=%d %.2f us (%.0f GB/s), %d offered\n",
+         g.name, (long)g.M, (long)g.N, (long)g.K, mb, c0.tile, c0.splitk, first_us, mb / first_us * 1e3, found);
+  std::set<std::tuple<int, int, int>> seen;
+  struct R { float us; int id, tile, splitk, cluster; };
+  std::vector<R> all;
+  int tried = 0, valid = 0;
+  for (int i = 0; i < found; ++i) {
+    const LtAlgoConfig c = lt_config(res[i].algo);
+    int cluster = 0;
+    size_t sz = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &sz);
+    if (!seen.insert({c.id, c.stages, cluster}).second) continue;
+    int tiles[256];
+    size_t written = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&res[i].algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles, sizeof tiles, &written) != 0)
+      continue;
+    const int ntiles = static_cast<int>(written / sizeof(int));
+    for (int t = 0; t < ntiles; ++t)
+      for (int sk : {1, 2, 3, 4, 6, 8, 12, 16}) {
+        cublasLtMatmulAlgo_t a = res[i].algo;
+        const std::uint32_t scheme = sk == 1 ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tiles[t], sizeof(int)) != 0) continue;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk) != 0) continue;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme) != 0)
+          continue;
+        ++tried;
+        cublasLtMatmulHeuristicResult_t chk{};
+        if (cublasLtMatmulAlgoCheck(lt, d, first, second, out, out, &a, &chk) != CUBLAS_STATUS_SUCCESS) continue;
+        if (chk.workspaceSize > kWs) continue;
+        if (run(a) != CUBLAS_STATUS_SUCCESS) continue;
+        ++valid;
+        const float us = time_cold(s, [&] { run(a); }, 3);
+        all.push_back({us, c.id, tiles[t], sk, cluster});
+      }
+  }
+  std::sort(all.begin(), all.end(), [](const R& x, const R& y) { return x.us < y.us; });
+  printf("   %d configurations tried, %d valid; fastest:\n", tried, valid);
+  for (size_t i = 0; i < all.size() && i < 10; ++i)
+    printf("   id=%d tile=%d splitk=%d cluster=%d  %8.2f us  %6.0f GB/s  (%.2fx the first answer)\n", all[i].id,
+           all[i].tile, all[i].splitk, all[i].cluster, all[i].us, mb / all[i].us * 1e3, first_us / all[i].us);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatmulDescDestroy(d);
+  cublasLtMatrixLayoutDestroy(first);
+  cublasLtMatrixLayoutDestroy(second);
+  cublasLtMatrixLayoutDestroy(out);
+}
+
+int main() {
+  CK(cublasLtCreate(&lt));
+  CK(cudaMalloc(&ws, kWs));
+  CK(cudaMalloc(&flush_buf, kFlush));
+  const int64_t HS = 5120, QP = 4096, QKV = QP + 2048, TMAX = 512;
+  void *dY, *Wo, *dA, *dQKV, *Wq, *dXq;
+  for (auto [p, bytes] : {std::pair<void**, int64_t>{&dY, TMAX * HS * 2}, {&Wo, HS * QP * 2}, {&dA, TMAX * QP * 2},
+                          {&dQKV, TMAX * QKV * 2}, {&Wq, QP * HS * 2}, {&dXq, TMAX * HS * 2}}) {
+    CK(cudaMalloc(p, bytes));
+    CK(cudaMemset(*p, 0, bytes));
+  }
+  for (int64_t T : {131, 293, 512}) {
+    search({T, QP, HS, HS, QP, QP, "dA=dY.Wo"}, dY, Wo, dA);
+    search({T, HS, QP, QKV, HS, HS, "dXq=dQ.Wq"}, dQKV, Wq, dXq);
+  }
+  CK(cudaDeviceSynchronize());
+  return 0;
+}
