@@ -26,25 +26,7 @@ static const size_t kFlush = 256u << 20;
 
 template <class F>
 float time_cold(cudaStream_t s, F&& f, int reps = 5) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  f();
-  std::vector<float> ts;
-  for (int i = 0; i < reps; ++i) {
-    cudaMemsetAsync(flush_buf, i, kFlush, s);
-    cudaEventRecord(e0, s);
-    f();
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    ts.push_back(ms * 1000);
-  }
-  std::sort(ts.begin(), ts.end());
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return ts[ts.size() / 2];
+  return lt_time_cold(s, flush_buf, kFlush, f, reps);
 }
 
 struct G {

@@ -28,27 +28,7 @@ static const size_t kWs = 32u << 20;
 static void* flush_buf;
 static const size_t kFlush = 256u << 20;
 
-float time_cold(cudaStream_t s, auto&& f) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  f();
-  std::vector<float> ts;
-  for (int i = 0; i < 9; ++i) {
-    cudaMemsetAsync(flush_buf, i, kFlush, s);
-    cudaEventRecord(e0, s);
-    f();
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    ts.push_back(ms * 1000);
-  }
-  std::sort(ts.begin(), ts.end());
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return ts[ts.size() / 2];
-}
+float time_cold(cudaStream_t s, auto&& f) { return lt_time_cold(s, flush_buf, kFlush, f, 9); }
 
 void run(const G& g, const void* A, const void* B, void* C) {
   cudaStream_t s = 0;

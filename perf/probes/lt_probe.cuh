@@ -4,6 +4,10 @@
 #pragma once
 
 #include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
 
 #include <cstdint>
 #include <cstdio>
@@ -50,4 +54,29 @@ inline LtAlgoConfig lt_config(const cublasLtMatmulAlgo_t& algo) {
   cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c.splitk, sizeof c.splitk, &sz);
   cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &c.stages, sizeof c.stages, &sz);
   return c;
+}
+
+// Median of `reps` event-timed calls of f() on stream s, each after a write of `flush_bytes` at `flush` (cold L2; the
+// write is not timed), after one untimed call; in microseconds.
+template <class F>
+float lt_time_cold(cudaStream_t s, void* flush, std::size_t flush_bytes, F&& f, int reps) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  f();
+  std::vector<float> ts;
+  for (int i = 0; i < reps; ++i) {
+    cudaMemsetAsync(flush, i, flush_bytes, s);
+    cudaEventRecord(e0, s);
+    f();
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    ts.push_back(ms * 1000);
+  }
+  std::sort(ts.begin(), ts.end());
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return ts[ts.size() / 2];
 }
