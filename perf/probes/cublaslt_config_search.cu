@@ -92,17 +92,11 @@ void search(const G& g, const void* A, const void* B, void* C) {
   for (size_t i = 0; i < all.size() && i < 10; ++i)
     printf("   id=%d tile=%d splitk=%d cluster=%d  %8.2f us  %6.0f GB/s  (%.2fx the first answer)\n", all[i].id,
            all[i].tile, all[i].splitk, all[i].cluster, all[i].us, mb / all[i].us * 1e3, first_us / all[i].us);
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatmulDescDestroy(d);
-  cublasLtMatrixLayoutDestroy(first);
-  cublasLtMatrixLayoutDestroy(second);
-  cublasLtMatrixLayoutDestroy(out);
+  lt_release(pref, d, {first, second, out});
 }
 
 int main() {
-  CK(cublasLtCreate(&lt));
-  CK(cudaMalloc(&ws, kWs));
-  CK(cudaMalloc(&flush_buf, kFlush));
+  lt_probe_setup(&lt, &ws, kWs, &flush_buf, kFlush);
   const int64_t HS = 5120, QP = 4096, QKV = QP + 2048, TMAX = 512;
   void *dY, *Wo, *dA, *dQKV, *Wq, *dXq;
   for (auto [p, bytes] : {std::pair<void**, int64_t>{&dY, TMAX * HS * 2}, {&Wo, HS * QP * 2}, {&dA, TMAX * QP * 2},

@@ -58,17 +58,11 @@ void run(const G& g, const void* A, const void* B, void* C) {
            c.tile, c.splitk, c.stages, res[i].wavesCount, res[i].workspaceSize, us, gf / us * 1e3, mb / us * 1e3);
   }
   printf("   best lt[%d] %.2f us\n", best_i, best);
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatmulDescDestroy(d);
-  cublasLtMatrixLayoutDestroy(first);
-  cublasLtMatrixLayoutDestroy(second);
-  cublasLtMatrixLayoutDestroy(out);
+  lt_release(pref, d, {first, second, out});
 }
 
 int main() {
-  CK(cublasLtCreate(&lt));
-  CK(cudaMalloc(&ws, kWs));
-  CK(cudaMalloc(&flush_buf, kFlush));
+  lt_probe_setup(&lt, &ws, kWs, &flush_buf, kFlush);
   const int64_t HS = 5120, QP = 4096, KP = 1024, QKV = QP + 2 * KP, TMAX = 512;
   struct Buf { void* p; int64_t bytes; };
   Buf b[] = {{nullptr, TMAX * HS * 2}, {nullptr, TMAX * QP * 2}, {nullptr, HS * QP * 2}, {nullptr, HS * QP * 2},

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <vector>
 
 #include <cstdint>
@@ -79,4 +80,18 @@ float lt_time_cold(cudaStream_t s, void* flush, std::size_t flush_bytes, F&& f, 
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   return ts[ts.size() / 2];
+}
+
+// The handle, the GEMMs' workspace and the flush buffer every probe sets up first.
+inline void lt_probe_setup(cublasLtHandle_t* lt, void** ws, std::size_t ws_bytes, void** flush, std::size_t flush_bytes) {
+  CK(cublasLtCreate(lt));
+  CK(cudaMalloc(ws, ws_bytes));
+  CK(cudaMalloc(flush, flush_bytes));
+}
+
+inline void lt_release(cublasLtMatmulPreference_t pref, cublasLtMatmulDesc_t d,
+                       std::initializer_list<cublasLtMatrixLayout_t> layouts) {
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatmulDescDestroy(d);
+  for (cublasLtMatrixLayout_t l : layouts) cublasLtMatrixLayoutDestroy(l);
 }
