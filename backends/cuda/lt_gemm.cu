@@ -164,13 +164,27 @@ int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, in
   int l2 = 0;
   ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
   const std::size_t flush_bytes = 2 * static_cast<std::size_t>(l2);
-  void* flush = nullptr;
+  struct Flush {  // freed (stream-ordered) also when a check below throws
+    void* p = nullptr;
+    cudaStream_t s;
+    ~Flush() {
+      if (p) cudaFreeAsync(p, s);
+    }
+  } flush_buf{nullptr, call.stream};
+  void*& flush = flush_buf.p;
   if (cudaMallocAsync(&flush, flush_bytes, call.stream) != cudaSuccess) {
     cudaGetLastError();
     flush = nullptr;
   }
   const std::size_t n = cand.size();
-  std::vector<cudaEvent_t> ev(2 * n * kTuneRounds, nullptr);
+  struct Events {  // destroyed also when a check below throws
+    std::vector<cudaEvent_t> e;
+    ~Events() {
+      for (cudaEvent_t x : e)
+        if (x) cudaEventDestroy(x);
+    }
+  } events{std::vector<cudaEvent_t>(2 * n * kTuneRounds, nullptr)};
+  std::vector<cudaEvent_t>& ev = events.e;
   for (auto& e : ev) ATTNBWD_CUDA_CHECK(cudaEventCreate(&e));
   std::vector<bool> ok(n, true);
   for (int r = 0; r < kTuneRounds; ++r)
@@ -182,7 +196,10 @@ int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, in
       if (call.run(res[cand[c]].algo) != CUBLAS_STATUS_SUCCESS) ok[c] = false;  // not timed again
       ATTNBWD_CUDA_CHECK(cudaEventRecord(e[1], call.stream));
     }
-  if (flush) ATTNBWD_CUDA_CHECK(cudaFreeAsync(flush, call.stream));
+  if (flush) {
+    ATTNBWD_CUDA_CHECK(cudaFreeAsync(flush, call.stream));
+    flush = nullptr;
+  }
   ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(call.stream));
   std::vector<float> best(n, 1e30f);
   for (int r = 0; r < kTuneRounds; ++r)
@@ -192,7 +209,6 @@ int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, in
       ATTNBWD_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * (r * n + c)], ev[2 * (r * n + c) + 1]));
       best[c] = std::min(best[c], ms);
     }
-  for (auto& e : ev) cudaEventDestroy(e);
   std::size_t pick = 0;
   for (std::size_t c = 1; c < n; ++c)
     if (ok[c] && best[c] < best[pick]) pick = c;
