@@ -3,10 +3,12 @@
 #include <unistd.h>  // environ
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "attnbwd/error.hpp"
 #include "check.hpp"
@@ -78,8 +80,22 @@ void Context::mark_side() { ATTNBWD_CUDA_CHECK(cudaEventRecord(mark_, side_)); }
 
 void Context::wait_side_mark(cudaStream_t main) { ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, mark_, 0)); }
 
-void Context::claim(cudaStream_t stream, bool lt_tune) {
-  lt_tune_ = lt_tune;
+void Context::claim(cudaStream_t stream, bool allowed) {
+  // ATTNBWD_CUDA_LT_TUNE=auto|off|on|verbose|main (README "Backends"): auto times the choices unless the call is
+  // deterministic; main (diagnostic) as auto for the caller's-stream GEMMs only. ATTNBWD_CUDA_LT_TUNE_GAIN=PCT
+  // (diagnostic, 0-50): the gain a timed candidate needs, 2 % by default.
+  const int sw = env_switch("ATTNBWD_CUDA_LT_TUNE", {"auto", "off", "on", "verbose", "main"});
+  LtTune t;
+  t.mode = sw == 1 || ((sw == 0 || sw == 4) && !allowed) ? 0 : sw == 3 ? 2 : 1;
+  t.main_only = sw == 4;
+  if (const char* v = std::getenv("ATTNBWD_CUDA_LT_TUNE_GAIN"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const double pct = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(pct >= 0.0 && pct <= 50.0))
+      throw Error("ATTNBWD_CUDA_LT_TUNE_GAIN", std::string("expected a percentage in 0..50, got \"") + v + "\"");
+    t.gain = static_cast<float>(pct / 100.0);
+  }
+  lt_tune_ = t;
   // handoff_ was recorded at the end of the previous op (its stream may be gone by now; the event
   // keeps what it captured).
   if (claimed_ && stream != last_stream_) ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(stream, handoff_, 0));
@@ -179,7 +195,7 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
   }
   GraphKey key = make_key();
   key.push_back(attnbwd_env_hash());
-  key.push_back(lt_tune_ ? 1 : 0);  // a graph holds the GEMM algorithms chosen under this setting
+  key.push_back(static_cast<std::uint64_t>(lt_tune_.mode));  // a graph holds the GEMM algorithms chosen under it
   auto it = graphs_.find(key);
   if (it == graphs_.end() || it->second.generation != generation_) {
     // First sight of the key (or its addresses went stale after a scratch growth): run directly, remember it.

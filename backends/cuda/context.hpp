@@ -51,16 +51,18 @@ class Context {
   // context ran on another stream, `stream` first waits for it, so two ops of one thread on two
   // streams never use the scratch, counters or side stream at once (they serialise; distinct
   // threads have distinct contexts and run in parallel).
-  // `lt_tune`: whether this op's cuBLASLt GEMMs may take timed choices (lt_gemm.cu, ATTNBWD_CUDA_LT_TUNE=auto):
-  // false for calls with Options::deterministic, whose GEMMs take cuBLASLt's first heuristic answer (the same
-  // algorithm in every process on the same GPU and cuBLASLt), true otherwise.
-  void claim(cudaStream_t stream, bool lt_tune = true);
+  // How this op's cuBLASLt GEMMs choose their algorithms (lt_gemm.cu), read from ATTNBWD_CUDA_LT_TUNE and
+  // ATTNBWD_CUDA_LT_TUNE_GAIN by claim(), before the op queues any work (a malformed value is an Error there).
+  // `allowed`: false for calls with Options::deterministic, which under auto take cuBLASLt's first heuristic
+  // answer (the same algorithm in every process on the same GPU and cuBLASLt).
+  struct LtTune {
+    int mode = 0;            // 0: first heuristic answer; 1: timed choice (lt_gemm.cu); 2: timed and printed
+    bool main_only = false;  // timed choices for the GEMMs on the caller's stream (slot 0) only
+    float gain = 0.02f;      // the gain over the first answer a timed candidate needs
+  };
+  void claim(cudaStream_t stream, bool allowed = true);
   void release(cudaStream_t stream);
-  bool lt_tune() const { return lt_tune_; }
-  // GEMM descriptions tuned so far by this context; at kMaxTunedGemms it stops timing (a caller whose shapes
-  // change every call pays a bounded number of tunings, then the first heuristic answer for new shapes).
-  static constexpr int kMaxTunedGemms = 128;
-  int& tuned_gemms() { return tuned_gemms_; }
+  const LtTune& lt_tune() const { return lt_tune_; }
 
   // `n` zeroed unsigned counters for kernels that leave them zero when they finish (split-K arrival
   // counts). Grown, and zeroed, on `stream` when needed.
@@ -125,8 +127,7 @@ class Context {
   void* scratch_[kSlots] = {nullptr, nullptr};
   std::size_t scratch_bytes_[kSlots] = {0, 0};
   std::map<AlgoKey, Algo> algos_;
-  bool lt_tune_ = true;
-  int tuned_gemms_ = 0;
+  LtTune lt_tune_;
   cudaStream_t last_stream_ = nullptr;
   bool claimed_ = false;
   cudaEvent_t handoff_ = nullptr;

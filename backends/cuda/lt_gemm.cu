@@ -4,7 +4,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -121,16 +124,19 @@ bool capturing(cudaStream_t stream) {
   return st != cudaStreamCaptureStatusNone;
 }
 
-// The gain over the first answer a candidate needs to be taken: 2 %, or ATTNBWD_CUDA_LT_TUNE_GAIN percent (diagnostic,
-// for A/B timing: 0-50).
-float min_gain() {
-  const char* v = std::getenv("ATTNBWD_CUDA_LT_TUNE_GAIN");
-  if (v == nullptr || *v == '\0') return 0.02f;
-  char* end = nullptr;
-  const double pct = std::strtod(v, &end);
-  if (end == v || *end != '\0' || !(pct >= 0.0 && pct <= 50.0))
-    throw Error("ATTNBWD_CUDA_LT_TUNE_GAIN", std::string("expected a percentage in 0..50, got \"") + v + "\"");
-  return static_cast<float>(pct / 100.0);
+// Timed choices (and the first answers cached in their place where timing was skipped: a capture, the cap) shared
+// by every context of the process, keyed by device and description: the first context (thread) to choose decides for
+// all, so a process's calls give the same bits in every thread. At most kMaxTimed descriptions are timed per process
+// (a caller whose shapes change every call pays a bounded number of timings, then first answers).
+constexpr int kMaxTimed = 128;
+struct SharedChoices {
+  std::mutex m;
+  std::map<std::pair<int, Context::AlgoKey>, Context::Algo> choices;
+  int timed = 0;
+};
+SharedChoices& shared_choices() {
+  static SharedChoices s;
+  return s;
 }
 
 struct LtCall {
@@ -152,9 +158,10 @@ struct LtCall {
 // Times each usable candidate kTuneRounds times on `call.stream` (round-robin, each run after a write of twice
 // the L2 so that every run starts with cold caches, as a call does; the write is skipped where its buffer
 // cannot be had) and returns the index of the fastest by its best round; a candidate must beat the first
-// answer by 2 % to be taken (timing noise must not flip choices between processes for nothing). The runs
+// answer by `gain` (2 % by default) to be taken (timing noise must not flip choices between processes for nothing). The runs
 // write C (beta = 0 only: the chosen algorithm's run afterwards writes it again). Synchronises the stream.
-int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, int found, bool verbose, const Gemm& g) {
+int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, int found, bool verbose, float gain,
+              const Gemm& g) {
   std::vector<int> cand;
   for (int i = 0; i < found; ++i)
     if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= Context::kLtWorkspaceBytes) cand.push_back(i);
@@ -193,7 +200,10 @@ int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, in
       if (flush) ATTNBWD_CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes, call.stream));
       cudaEvent_t* e = &ev[2 * (r * n + c)];
       ATTNBWD_CUDA_CHECK(cudaEventRecord(e[0], call.stream));
-      if (call.run(res[cand[c]].algo) != CUBLAS_STATUS_SUCCESS) ok[c] = false;  // not timed again
+      if (call.run(res[cand[c]].algo) != CUBLAS_STATUS_SUCCESS) {
+        ok[c] = false;      // not timed again
+        cudaGetLastError();  // a launch error it may have left must not be blamed on a later kernel of ours
+      }
       ATTNBWD_CUDA_CHECK(cudaEventRecord(e[1], call.stream));
     }
   if (flush) {
@@ -212,19 +222,32 @@ int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, in
   std::size_t pick = 0;
   for (std::size_t c = 1; c < n; ++c)
     if (ok[c] && best[c] < best[pick]) pick = c;
-  if (ok[0] && best[pick] >= (1.0f - min_gain()) * best[0]) pick = 0;
+  if (ok[0] && best[pick] >= (1.0f - gain) * best[0]) pick = 0;
   if (!ok[pick]) return 0;  // nothing ran: the first answer, whose failure the real call reports
   if (verbose)
     std::fprintf(stderr,
                  "attnbwd lt_tune: %lldx%lldx%lld batch %d trans %d%d types %d,%d,%d: candidate %d of %zu, %.2f us "
-                 "(first answer %.2f us)\n",
+                 "(first answer %.2f us; -1: it failed)\n",
                  static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K), g.count,
                  g.trans_a ? 1 : 0, g.trans_b ? 1 : 0, static_cast<int>(g.a_type), static_cast<int>(g.b_type),
-                 static_cast<int>(g.c_type), cand[pick], n, 1e3 * best[pick], 1e3 * best[0]);
+                 static_cast<int>(g.c_type), cand[pick], n, 1e3 * best[pick], ok[0] ? 1e3 * best[0] : -1.0);
   return cand[pick];
 }
 
 }  // namespace
+
+int lt_timed_descriptions() {
+  SharedChoices& s = shared_choices();
+  const std::lock_guard<std::mutex> lock(s.m);
+  return s.timed;
+}
+
+void lt_forget_timed_choices() {
+  SharedChoices& s = shared_choices();
+  const std::lock_guard<std::mutex> lock(s.m);
+  s.choices.clear();
+  s.timed = 0;
+}
 
 void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void* A, const void* B, void* C,
           float alpha, float beta) {
@@ -243,17 +266,10 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
 
   const int al_a = alignment(B, g.b_type, g.ldb, g.stride_b), al_b = alignment(A, g.a_type, g.lda, g.stride_a),
             al_c = alignment(C, g.c_type, g.ldc, g.stride_c);
-  // ATTNBWD_CUDA_LT_TUNE=auto|off|on|verbose: whether a GEMM description seen for the first time takes cuBLASLt's
-  // first heuristic answer (off) or the fastest of its first kTuneCandidates answers, timed there and then (on;
-  // verbose also prints each choice to stderr); auto (the default) tunes unless the op was called with
-  // Options::deterministic (Context::claim). Part of the key: tuned and untuned choices are cached apart.
-  // main (diagnostic, for A/B timing): as auto for the GEMMs of slot 0 (the caller's stream) only.
-  const int tune_switch = env_switch("ATTNBWD_CUDA_LT_TUNE", {"auto", "off", "on", "verbose", "main"});
-  const int tune = tune_switch == 1 || ((tune_switch == 0 || tune_switch == 4) && !ctx.lt_tune()) ||
-                           (tune_switch == 4 && slot != 0)
-                       ? 0
-                   : tune_switch == 3 ? 2
-                                      : 1;
+  // Whether this description's algorithm is timed at its first call (Context::LtTune, set by claim from
+  // ATTNBWD_CUDA_LT_TUNE): part of the key, so timed and first-answer choices are cached apart.
+  const Context::LtTune& lt = ctx.lt_tune();
+  const int tune = lt.main_only && slot != 0 ? 0 : lt.mode;
   const Context::AlgoKey key{g.trans_a,
                              g.trans_b,
                              g.M,
@@ -273,6 +289,13 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
                              tune != 0};
   auto& cache = ctx.algos();
   auto it = cache.find(key);
+  SharedChoices& shared = shared_choices();
+  const std::pair<int, Context::AlgoKey> shared_key{ctx.device(), key};
+  if (it == cache.end() && tune) {  // another context (thread) of this process may have chosen already
+    const std::lock_guard<std::mutex> lock(shared.m);
+    const auto f = shared.choices.find(shared_key);
+    if (f != shared.choices.end()) it = cache.emplace(key, f->second).first;
+  }
   if (it == cache.end()) {
     cublasLtMatmulPreference_t pref = nullptr;
     ATTNBWD_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -304,12 +327,21 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
                                                                pref, tune ? kTuneCandidates : 1, results, &found);
       if (st == CUBLAS_STATUS_SUCCESS && found > 0 && results[0].state == CUBLAS_STATUS_SUCCESS) {
         int pick = 0;
-        if (tune && found > 1 && beta == 0.0f && ctx.tuned_gemms() < Context::kMaxTunedGemms && !capturing(stream)) {
-          ++ctx.tuned_gemms();
-          const LtCall call{&ctx, slot, stream, desc.h, first.h, second.h, out.h, A, B, C, alpha};
-          pick = tune_pick(call, results, found, tune == 2, g);
+        bool time_it = false;
+        if (tune && found > 1 && beta == 0.0f && !capturing(stream)) {
+          const std::lock_guard<std::mutex> lock(shared.m);
+          if (shared.timed < kMaxTimed) ++shared.timed, time_it = true;
         }
-        it = cache.emplace(key, Context::Algo{results[pick].algo, c}).first;
+        if (time_it) {
+          const LtCall call{&ctx, slot, stream, desc.h, first.h, second.h, out.h, A, B, C, alpha};
+          pick = tune_pick(call, results, found, tune == 2, ctx.lt_tune().gain, g);
+        }
+        Context::Algo chosen{results[pick].algo, c};
+        if (tune) {  // the first choice made in the process stands (two contexts may have timed at once)
+          const std::lock_guard<std::mutex> lock(shared.m);
+          chosen = shared.choices.emplace(shared_key, chosen).first->second;
+        }
+        it = cache.emplace(key, chosen).first;
         break;
       }
     }

@@ -29,4 +29,9 @@ struct Gemm {
 void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void* A, const void* B, void* C,
           float alpha = 1.0f, float beta = 0.0f);
 
+// Diagnostics (tests): how many GEMM descriptions this process has timed (ATTNBWD_CUDA_LT_TUNE), and forgetting
+// every process-wide choice and the count (contexts keep the choices they already cached).
+int lt_timed_descriptions();
+void lt_forget_timed_choices();
+
 }  // namespace attnbwd::cuda
