@@ -139,6 +139,7 @@ SharedChoices& shared_choices() {
   return s;
 }
 
+// One cublasLtMatmul of gemm()'s description with a given algorithm: the timed runs and the call itself.
 struct LtCall {
   Context* ctx;
   int slot;
@@ -147,9 +148,8 @@ struct LtCall {
   cublasLtMatrixLayout_t first, second, out;
   const void *A, *B;
   void* C;
-  float alpha;
+  float alpha, beta;
   cublasStatus_t run(const cublasLtMatmulAlgo_t& algo) const {
-    const float beta = 0.0f;
     return cublasLtMatmul(ctx->lt(), desc, &alpha, B, first, A, second, &beta, C, out, C, out, &algo,
                           ctx->lt_workspace(slot), Context::kLtWorkspaceBytes, stream);
   }
@@ -159,17 +159,15 @@ struct LtCall {
 // the L2 so that every run starts with cold caches, as a call does; the write is skipped where its buffer
 // cannot be had) and returns the index of the fastest by its best round; a candidate must beat the first
 // answer by `gain` (2 % by default) to be taken (timing noise must not flip choices between processes for nothing). The runs
-// write C (beta = 0 only: the chosen algorithm's run afterwards writes it again). Synchronises the stream.
+// write C (call.beta = 0 only: the chosen algorithm's run afterwards writes it again). Synchronises the stream.
 int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, int found, bool verbose, float gain,
               const Gemm& g) {
   std::vector<int> cand;
   for (int i = 0; i < found; ++i)
     if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= Context::kLtWorkspaceBytes) cand.push_back(i);
   if (cand.size() < 2) return 0;
-  int dev = 0;
-  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
   int l2 = 0;
-  ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, call.ctx->device()));
   const std::size_t flush_bytes = 2 * static_cast<std::size_t>(l2);
   struct Flush {  // freed (stream-ordered) also when a check below throws
     void* p = nullptr;
@@ -333,8 +331,8 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
           if (shared.timed < kMaxTimed) ++shared.timed, time_it = true;
         }
         if (time_it) {
-          const LtCall call{&ctx, slot, stream, desc.h, first.h, second.h, out.h, A, B, C, alpha};
-          pick = tune_pick(call, results, found, tune == 2, ctx.lt_tune().gain, g);
+          const LtCall call{&ctx, slot, stream, desc.h, first.h, second.h, out.h, A, B, C, alpha, beta};
+          pick = tune_pick(call, results, found, tune == 2, lt.gain, g);
         }
         Context::Algo chosen{results[pick].algo, c};
         if (tune) {  // the first choice made in the process stands (two contexts may have timed at once)
@@ -350,8 +348,8 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
                   std::to_string(g.N) + "x" + std::to_string(g.K) + " GEMM (batch " + std::to_string(g.count) + ")");
   }
   Desc desc(it->second.compute, g);
-  ATTNBWD_CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), desc.h, &alpha, B, first.h, A, second.h, &beta, C, out.h, C, out.h,
-                                      &it->second.algo, ctx.lt_workspace(slot), Context::kLtWorkspaceBytes, stream));
+  ATTNBWD_CUBLAS_CHECK(
+      (LtCall{&ctx, slot, stream, desc.h, first.h, second.h, out.h, A, B, C, alpha, beta}.run(it->second.algo)));
 }
 
 }  // namespace attnbwd::cuda
