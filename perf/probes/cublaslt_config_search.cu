@@ -60,20 +60,35 @@ void search(const G& g, const void* A, const void* B, void* C) {
   int tried = 0, valid = 0;
   for (int i = 0; i < found; ++i) {
     const LtAlgoConfig c = lt_config(res[i].algo);
-    int cluster = 0;
+    std::uint16_t cluster16 = 0;
     size_t sz = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &sz);
+    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster16, sizeof cluster16,
+                                         &sz);
+    const int cluster = cluster16;
     if (!seen.insert({c.id, c.stages, cluster}).second) continue;
-    int tiles[256];
-    size_t written = 0;
-    if (cublasLtMatmulAlgoCapGetAttribute(&res[i].algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles, sizeof tiles, &written) != 0)
-      continue;
-    const int ntiles = static_cast<int>(written / sizeof(int));
+    // The capability's size first: the call fails unless sizeInBytes is exactly the stored list's size.
+    std::uint32_t tiles[256];
+    size_t need = 0, written = 0;
+    int ntiles = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&res[i].algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &need) == 0 &&
+        need > 0 && need <= sizeof tiles &&
+        cublasLtMatmulAlgoCapGetAttribute(&res[i].algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles, need, &written) == 0)
+      ntiles = static_cast<int>(written / sizeof(std::uint32_t));
+    if (ntiles == 0 || (ntiles == 1 && tiles[0] == CUBLASLT_MATMUL_TILE_UNDEFINED)) {  // the algorithm's own tile only
+      tiles[0] = static_cast<std::uint32_t>(c.tile);
+      ntiles = 1;
+    }
+    std::int32_t sk_cap = 0;
+    cublasLtMatmulAlgoCapGetAttribute(&res[i].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &sk_cap, sizeof sk_cap, &sz);
+    printf("   candidate %d: id=%d tile=%d stages=%d cluster=%d, %d tiles, split-K %s\n", i, c.id, c.tile, c.stages,
+           cluster, ntiles, sk_cap ? "supported" : "not supported");
     for (int t = 0; t < ntiles; ++t)
-      for (int sk : {1, 2, 3, 4, 6, 8, 12, 16}) {
+      for (std::uint32_t sk : {1u, 2u, 3u, 4u, 6u, 8u, 12u, 16u}) {
+        if (sk > 1 && !sk_cap) continue;
         cublasLtMatmulAlgo_t a = res[i].algo;
         const std::uint32_t scheme = sk == 1 ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-        if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tiles[t], sizeof(int)) != 0) continue;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tiles[t], sizeof tiles[t]) != 0)
+          continue;
         if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk) != 0) continue;
         if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme) != 0)
           continue;
@@ -84,7 +99,7 @@ void search(const G& g, const void* A, const void* B, void* C) {
         if (run(a) != CUBLAS_STATUS_SUCCESS) continue;
         ++valid;
         const float us = time_cold(s, [&] { run(a); }, 3);
-        all.push_back({us, c.id, tiles[t], sk, cluster});
+        all.push_back({us, c.id, static_cast<int>(tiles[t]), static_cast<int>(sk), cluster});
       }
   }
   std::sort(all.begin(), all.end(), [](const R& x, const R& y) { return x.us < y.us; });
