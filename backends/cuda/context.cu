@@ -3,7 +3,6 @@
 #include <unistd.h>  // environ
 
 #include <algorithm>
-#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -96,11 +95,6 @@ void Context::claim(cudaStream_t stream, bool allowed) {
       throw Error("ATTNBWD_CUDA_LT_TUNE_GAIN", std::string("expected a percentage in 0..50, got \"") + v + "\"");
     t.gain = static_cast<float>(pct / 100.0);
   }
-  // ATTNBWD_CUDA_LT_TUNE_SPLITK=auto|off|force: split-K forms of the heuristic's first answers among the timed
-  // candidates of GEMMs whose output tiles under-fill the GPU (auto); off: the heuristic's candidates only; force
-  // (tests): the fastest split-K form wherever one exists, whatever its time.
-  t.splitk = std::array<int, 3>{1, 0, 2}[static_cast<std::size_t>(
-      env_switch("ATTNBWD_CUDA_LT_TUNE_SPLITK", {"auto", "off", "force"}))];
   lt_tune_ = t;
   // handoff_ was recorded at the end of the previous op (its stream may be gone by now; the event
   // keeps what it captured).

@@ -59,7 +59,6 @@ class Context {
     int mode = 0;            // 0: first heuristic answer; 1: timed choice (lt_gemm.cu); 2: timed and printed
     bool main_only = false;  // timed choices for the GEMMs on the caller's stream (slot 0) only
     float gain = 0.02f;      // the gain over the first answer a timed candidate needs
-    int splitk = 1;          // split-K forms of the first answers timed too: 0 no, 1 where under-filled, 2 forced
   };
   void claim(cudaStream_t stream, bool allowed = true);
   void release(cudaStream_t stream);

@@ -133,7 +133,6 @@ struct SharedChoices {
   std::mutex m;
   std::map<std::pair<int, Context::AlgoKey>, Context::Algo> choices;
   int timed = 0;
-  int split = 0;  // timed choices that are split-K forms (add_splitk_forms)
 };
 SharedChoices& shared_choices() {
   static SharedChoices s;
@@ -156,62 +155,17 @@ struct LtCall {
   }
 };
 
-// The split-K setting of an algorithm (1: none).
-std::uint32_t splitk_of(const cublasLtMatmulAlgo_t& a) {
-  std::uint32_t sk = 1;
-  std::size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk, &written) !=
-          CUBLAS_STATUS_SUCCESS ||
-      sk == 0)
-    sk = 1;
-  return sk;
-}
-
-// Split-K forms (2, 3, 4 parts, partials summed in fp32 in the workspace: one rounding of an fp32 sum, and
-// deterministic) of the heuristic's first four answers, for a GEMM whose 128 × 128 output tiles number fewer than the
-// GPU's SMs (cuBLASLt's heuristic offers none for gqa's dA = dY·Wo at T ≤ 512, whose 64-128 tiles each stream a
-// 128-column slice of the weight through one SM: perf/NOTES.md, twenty-fifth session). Each form is validated by
-// cublasLtMatmulAlgoCheck and must fit the workspace; `force`: formed for any GEMM with K ≥ 256 (tests).
-void add_splitk_forms(const LtCall& call, const Gemm& g, const cublasLtMatmulHeuristicResult_t* res, int found,
-                      bool force, std::vector<cublasLtMatmulAlgo_t>& algos) {
-  const std::int64_t tiles = ((g.M + 127) / 128) * ((g.N + 127) / 128) * g.count;
-  if (g.K < 256 || (!force && (tiles >= call.ctx->sm_count() || g.K < 1024))) return;
-  for (int i = 0; i < std::min(found, 4); ++i) {
-    if (res[i].state != CUBLAS_STATUS_SUCCESS || splitk_of(res[i].algo) > 1) continue;
-    std::int32_t supported = 0;
-    std::size_t written = 0;
-    if (cublasLtMatmulAlgoCapGetAttribute(&res[i].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &supported,
-                                          sizeof supported, &written) != CUBLAS_STATUS_SUCCESS ||
-        supported == 0)
-      continue;
-    for (const std::uint32_t sk : {2u, 3u, 4u}) {
-      if (sk * 64 > static_cast<std::uint64_t>(g.K)) break;
-      cublasLtMatmulAlgo_t a = res[i].algo;
-      const std::uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-      cublasLtMatmulHeuristicResult_t check{};
-      if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk) !=
-              CUBLAS_STATUS_SUCCESS ||
-          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme) !=
-              CUBLAS_STATUS_SUCCESS ||
-          cublasLtMatmulAlgoCheck(call.ctx->lt(), call.desc, call.first, call.second, call.out, call.out, &a,
-                                  &check) != CUBLAS_STATUS_SUCCESS ||
-          check.workspaceSize > Context::kLtWorkspaceBytes)
-        continue;
-      algos.push_back(a);
-    }
-  }
-}
-
-// Times each candidate (algos[0]: the heuristic's first answer) kTuneRounds times on `call.stream` (round-robin,
-// each run after a write of twice the L2 so that every run starts with cold caches, as a call does; the write is
-// skipped where its buffer cannot be had) and returns the index of the fastest by its best round; a candidate must
-// beat the first answer by `gain` (2 % by default) to be taken (timing noise must not flip choices between processes
-// for nothing); `force_splitk` (tests): the fastest split-K candidate that ran, if any. The runs write C (call.beta =
-// 0 only: the chosen algorithm's run afterwards writes it again). Synchronises the stream.
-std::size_t tune_pick(const LtCall& call, const std::vector<cublasLtMatmulAlgo_t>& algos, bool verbose, float gain,
-                      bool force_splitk, const Gemm& g) {
-  const std::size_t n = algos.size();
-  if (n < 2) return 0;
+// Times each usable candidate kTuneRounds times on `call.stream` (round-robin, each run after a write of twice
+// the L2 so that every run starts with cold caches, as a call does; the write is skipped where its buffer
+// cannot be had) and returns the index of the fastest by its best round; a candidate must beat the first
+// answer by `gain` (2 % by default) to be taken (timing noise must not flip choices between processes for nothing). The runs
+// write C (call.beta = 0 only: the chosen algorithm's run afterwards writes it again). Synchronises the stream.
+int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, int found, bool verbose, float gain,
+              const Gemm& g) {
+  std::vector<int> cand;
+  for (int i = 0; i < found; ++i)
+    if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= Context::kLtWorkspaceBytes) cand.push_back(i);
+  if (cand.size() < 2) return 0;
   int l2 = 0;
   ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, call.ctx->device()));
   const std::size_t flush_bytes = 2 * static_cast<std::size_t>(l2);
@@ -227,6 +181,7 @@ std::size_t tune_pick(const LtCall& call, const std::vector<cublasLtMatmulAlgo_t
     cudaGetLastError();
     flush = nullptr;
   }
+  const std::size_t n = cand.size();
   struct Events {  // destroyed also when a check below throws
     std::vector<cudaEvent_t> e;
     ~Events() {
@@ -243,7 +198,7 @@ std::size_t tune_pick(const LtCall& call, const std::vector<cublasLtMatmulAlgo_t
       if (flush) ATTNBWD_CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes, call.stream));
       cudaEvent_t* e = &ev[2 * (r * n + c)];
       ATTNBWD_CUDA_CHECK(cudaEventRecord(e[0], call.stream));
-      if (call.run(algos[c]) != CUBLAS_STATUS_SUCCESS) {
+      if (call.run(res[cand[c]].algo) != CUBLAS_STATUS_SUCCESS) {
         ok[c] = false;      // not timed again
         cudaGetLastError();  // a launch error it may have left must not be blamed on a later kernel of ours
       }
@@ -266,23 +221,15 @@ std::size_t tune_pick(const LtCall& call, const std::vector<cublasLtMatmulAlgo_t
   for (std::size_t c = 1; c < n; ++c)
     if (ok[c] && best[c] < best[pick]) pick = c;
   if (ok[0] && best[pick] >= (1.0f - gain) * best[0]) pick = 0;
-  if (force_splitk) {
-    std::size_t fastest_split = n;
-    for (std::size_t c = 0; c < n; ++c)
-      if (ok[c] && splitk_of(algos[c]) > 1 && (fastest_split == n || best[c] < best[fastest_split]))
-        fastest_split = c;
-    if (fastest_split < n) pick = fastest_split;
-  }
   if (!ok[pick]) return 0;  // nothing ran: the first answer, whose failure the real call reports
   if (verbose)
     std::fprintf(stderr,
-                 "attnbwd lt_tune: %lldx%lldx%lld batch %d trans %d%d types %d,%d,%d: candidate %zu of %zu (split-K "
-                 "%u), %.2f us (first answer %.2f us; -1: it failed)\n",
+                 "attnbwd lt_tune: %lldx%lldx%lld batch %d trans %d%d types %d,%d,%d: candidate %d of %zu, %.2f us "
+                 "(first answer %.2f us; -1: it failed)\n",
                  static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K), g.count,
                  g.trans_a ? 1 : 0, g.trans_b ? 1 : 0, static_cast<int>(g.a_type), static_cast<int>(g.b_type),
-                 static_cast<int>(g.c_type), pick, n, splitk_of(algos[pick]), 1e3 * best[pick],
-                 ok[0] ? 1e3 * best[0] : -1.0);
-  return pick;
+                 static_cast<int>(g.c_type), cand[pick], n, 1e3 * best[pick], ok[0] ? 1e3 * best[0] : -1.0);
+  return cand[pick];
 }
 
 }  // namespace
@@ -298,13 +245,6 @@ void lt_forget_timed_choices() {
   const std::lock_guard<std::mutex> lock(s.m);
   s.choices.clear();
   s.timed = 0;
-  s.split = 0;
-}
-
-int lt_splitk_choices() {
-  SharedChoices& s = shared_choices();
-  const std::lock_guard<std::mutex> lock(s.m);
-  return s.split;
 }
 
 void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void* A, const void* B, void* C,
@@ -344,7 +284,7 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
                              g.stride_a,
                              g.stride_b,
                              g.stride_c,
-                             tune == 0 ? 0 : 1 + lt.splitk};
+                             tune != 0};
   auto& cache = ctx.algos();
   auto it = cache.find(key);
   SharedChoices& shared = shared_choices();
@@ -384,27 +324,20 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
       const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt(), desc.h, first.h, second.h, out.h, out.h,
                                                                pref, tune ? kTuneCandidates : 1, results, &found);
       if (st == CUBLAS_STATUS_SUCCESS && found > 0 && results[0].state == CUBLAS_STATUS_SUCCESS) {
-        cublasLtMatmulAlgo_t pick = results[0].algo;
+        int pick = 0;
         bool time_it = false;
-        if (tune && beta == 0.0f && !capturing(stream)) {
+        if (tune && found > 1 && beta == 0.0f && !capturing(stream)) {
           const std::lock_guard<std::mutex> lock(shared.m);
           if (shared.timed < kMaxTimed) ++shared.timed, time_it = true;
         }
         if (time_it) {
           const LtCall call{&ctx, slot, stream, desc.h, first.h, second.h, out.h, A, B, C, alpha, beta};
-          std::vector<cublasLtMatmulAlgo_t> algos{results[0].algo};
-          for (int i = 1; i < found; ++i)
-            if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= Context::kLtWorkspaceBytes)
-              algos.push_back(results[i].algo);
-          if (lt.splitk > 0) add_splitk_forms(call, g, results, found, lt.splitk == 2, algos);
-          pick = algos[tune_pick(call, algos, tune == 2, lt.gain, lt.splitk == 2, g)];
+          pick = tune_pick(call, results, found, tune == 2, lt.gain, g);
         }
-        Context::Algo chosen{pick, c};
+        Context::Algo chosen{results[pick].algo, c};
         if (tune) {  // the first choice made in the process stands (two contexts may have timed at once)
           const std::lock_guard<std::mutex> lock(shared.m);
-          const auto [at, fresh] = shared.choices.emplace(shared_key, chosen);
-          if (fresh && splitk_of(chosen.algo) > 1) ++shared.split;
-          chosen = at->second;
+          chosen = shared.choices.emplace(shared_key, chosen).first->second;
         }
         it = cache.emplace(key, chosen).first;
         break;

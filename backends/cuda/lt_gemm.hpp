@@ -33,7 +33,5 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
 // every process-wide choice and the count (contexts keep the choices they already cached).
 int lt_timed_descriptions();
 void lt_forget_timed_choices();
-// How many of the process's timed choices are split-K forms the tuner added (ATTNBWD_CUDA_LT_TUNE_SPLITK).
-int lt_splitk_choices();
 
 }  // namespace attnbwd::cuda

@@ -37,7 +37,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda/lt_gemm.hpp"  // lt_splitk_choices
 #include "tests/common/cuda_case.hpp"  // is_sm90
 
 namespace attnbwd::test {
@@ -259,24 +258,6 @@ TEST(CudaGqaRope, TunedGemmsMatchTheOracle) {
   check(in, w.axes, w.atol, {kDefault, kDefault});
   const tools::Axes small = axes_of(2, 131, 8, 2, 128, 64);
   check(tools::generate_inputs(kOp, small, fresh_seed(141)), small, smallest_atol(kOp), {kDefault, kDefault});
-}
-
-// ATTNBWD_CUDA_LT_TUNE_SPLITK=force: wherever the tuner forms split-K variants of the heuristic's answers (partials
-// summed in fp32 in the workspace), the fastest of them is taken, so the split-K GEMMs (which auto takes only where
-// they win) are checked against the oracle: workload #5 (T = 131, the dA = dY·Wo and q/k/v GEMMs under-fill the GPU)
-// and a small odd shape; the process's count of split-K choices must grow.
-TEST(CudaGqaRope, SplitKGemmsMatchTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv env("ATTNBWD_CUDA_LT_TUNE", "verbose");
-  const ScopedEnv split("ATTNBWD_CUDA_LT_TUNE_SPLITK", "force");
-  cuda::lt_forget_timed_choices();
-  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
-  const tools::Workload& w = tools::find_workload(all, "5");
-  const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(145 + w.index), w.scalars);
-  check(in, w.axes, w.atol, {kDefault, kDefault, kSeparateQkv});
-  EXPECT_GT(cuda::lt_splitk_choices(), 0) << "no split-K form was chosen under ATTNBWD_CUDA_LT_TUNE_SPLITK=force";
-  const tools::Axes small = axes_of(1, 77, 4, 2, 128, 320);
-  check(tools::generate_inputs(kOp, small, fresh_seed(146)), small, smallest_atol(kOp), {kDefault, kSeparateQkv});
 }
 
 TEST(CudaGqaRope, RunsAreBitIdentical) {
