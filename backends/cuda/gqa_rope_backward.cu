@@ -419,10 +419,13 @@ QkvPath qkv_path() {
 // small: two launches of gqa_rope_backward_attn.cu's mma.sync kernels, query-major dS and dQ then key-major dK₃₂
 // and dV₃₂ (a programmatic dependent), any S, head_dim 128, no padding copies: the chain of seven launches at small
 // S (≈ 26 µs at S = 131 on an H200, mostly launch latency; perf/NOTES.md, nineteenth session) in two. Measured on
-// an H200 (twentieth session): 0.83-0.99x of auto per call (its kernels latency-bound at ~5 warps per SM), so it is
-// asked for by name only.
+// an H200 (twentieth session, CUDA events): 0.83-0.99x of auto per call (its kernels latency-bound at ~5 warps per
+// SM). Under the spec's clock (the CUPTI span, twenty-fifth session, perf/NOTES.md) it is faster where the whole call
+// is a few hundred query rows: #5 (B = 1, S = 131: no padding copies) 108 µs against 118, #11 (S = 128) 103 against
+// 104-107, #2 (B = 2, S = 128) equal, and slower from S = 256 (#13 145 against 135-138, #0 S = 691 373 against 337), so
+// auto = small for S ≤ kSmallMaxSeq and T ≤ kSmallMaxTokens, where the kernels can take the call (else gemm).
 enum class AttnPath { Auto, Gemm, Kv, KvWs, Small };
-constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 4096;
+constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 4096, kSmallMaxSeq = 160, kSmallMaxTokens = 256;
 AttnPath attn_path() {
   return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv", "kvws", "small"}));
 }
@@ -540,7 +543,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bf* Q = c(a.query_states.data);
   const bf* K = c(a.key_states.data);
   const bf* V = c(a.value_states.data);
-  const AttnPath attn = attn_path();
+  const AttnPath asked = attn_path();
+  // auto's small range (the kernels' own conditions are checked below: where they cannot take the call, gemm)
+  const bool small_auto = asked == AttnPath::Auto && S <= kSmallMaxSeq && T <= kSmallMaxTokens && !fused_asked;
+  const AttnPath attn = small_auto ? AttnPath::Small : asked;
   const bool pad = S8 != S && !pad_switch_off() && path != ProjPath::Sm90 && !fused_asked && attn != AttnPath::Small &&
                    aligned16(Q) && aligned16(K) && aligned16(V) && D % 8 == 0;
   const int64_t Sp = pad ? S8 : S;
@@ -657,8 +663,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     sm.BH = BH, sm.S = S, sm.D = D, sm.scaling = static_cast<float>(a.scaling);
     std::string why = gqa_small_attn_unsupported(sm);
     if (why.empty() && fused_asked) why = "the fused dP kernel was asked for";
-    if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_ATTN", "small kernels cannot take this call: " + why);
-    use_small = true;
+    if (!why.empty() && !small_auto) throw Error("ATTNBWD_CUDA_GQA_ATTN", "small kernels cannot take this call: " + why);
+    use_small = why.empty();  // auto where they cannot: the GEMM path (unpadded, as ATTNBWD_CUDA_GQA_PAD=off)
   } else if (attn != AttnPath::Gemm) {
     kv.dO = dOp, kv.do_ld = ld_do, kv.do_head = head_do;
     kv.Q = Q, kv.V = V, kv.P = P, kv.r = rbuf, kv.dS_t = dS, kv.dK = dK32, kv.dV = dV32;
