@@ -393,10 +393,13 @@ bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on"
 // of linear_thin_sm90.cu, which streams the weights in and their gradients out together (T ≤ 256, sm_90), plus the
 // launch that sums its dX partials. Measured on an H200 (nineteenth session, perf/NOTES.md; v4 of the kernel): per
 // call thin/grouped 1.245x at #5 (T = 131), 1.04x at #2 and #13 (T = 256), 0.99x at #11 (T = 128, within the noise:
-// kernels 41.3 + 5.1 µs against the grouped launch's 46.4), so auto = thin for 128 < T ≤ 256 and grouped up to 128.
+// kernels 41.3 + 5.1 µs against the grouped launch's 46.4), so auto was thin for 128 < T ≤ 256 and grouped up to 128.
+// Under the spec's CUPTI span, after the small attention kernels became auto at #11 (twenty-fifth session, three
+// interleaved pairs): thin 97.7 / 96.7 / 97.6 µs per call against grouped 102.2 / 102.1 / 102.2 at T = 128 (1.05x),
+// so auto = thin from T = 128 (the smallest T measured) and grouped below.
 enum class QkvPath { Auto, Separate, Grouped, Thin };
 constexpr int64_t kGroupedMaxTokens = 256;
-constexpr int64_t kThinMinTokens = 129;  // auto: thin for kThinMinTokens ≤ T ≤ kGroupedMaxTokens
+constexpr int64_t kThinMinTokens = 128;  // auto: thin for kThinMinTokens ≤ T ≤ kGroupedMaxTokens
 QkvPath qkv_path() {
   return static_cast<QkvPath>(env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped", "thin"}));
 }
