@@ -404,11 +404,12 @@ QkvPath qkv_path() {
   return static_cast<QkvPath>(env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped", "thin"}));
 }
 
-// ATTNBWD_CUDA_GQA_ATTN=auto|gemm|kv|kvws: steps 3-5 as cuBLASLt GEMMs around the softmax-backward row kernel
+// ATTNBWD_CUDA_GQA_ATTN=auto|gemm|kv|kvws|small: steps 3-5 as cuBLASLt GEMMs around the softmax-backward row kernel
 // (gemm: P read twice, dP written and read back, dS written once and read twice), or key-major on sm_90a
 // (kv, gqa_rope_backward_attn_sm90.cu: O = bf16(P·V) by cuBLASLt and r = Σ dO⊙O, then one kernel that
 // reads P once more, keeps dP in registers and writes dSᵀ once for the dQ GEMM; head_dim 128, S % 64 == 0,
-// sm_90). auto = kvws (below) where it applies with S ≥ 1024 and T ≤ 4096 tokens, else kv there, else gemm.
+// sm_90). auto = kvws (below) where it applies with S ≥ 1024 and T ≤ 4096 tokens, else kv there; small (below)
+// where S ≤ 160 and T ≤ 256; else gemm.
 // Measured on an H200 (2026-12-01,
 // ninth session, the twelve workloads with S % 64 == 0, two runs each; perf/NOTES.md): kv 1.13x at B = 1,
 // S = 2048 (#6), 1.02-1.04x at S = 1024 with B ≤ 2 (#4, #14), 0.96-1.01x at B = 4, S = 1024 (#9) and
@@ -426,7 +427,8 @@ QkvPath qkv_path() {
 // SM). Under the spec's clock (the CUPTI span, twenty-fifth session, perf/NOTES.md) it is faster where the whole call
 // is a few hundred query rows: #5 (B = 1, S = 131: no padding copies) 108 µs against 118, #11 (S = 128) 103 against
 // 104-107, #2 (B = 2, S = 128) equal, and slower from S = 256 (#13 145 against 135-138, #0 S = 691 373 against 337), so
-// auto = small for S ≤ kSmallMaxSeq and T ≤ kSmallMaxTokens, where the kernels can take the call (else gemm).
+// auto = small for S ≤ kSmallMaxSeq and T ≤ kSmallMaxTokens, where the kernels can take the call (else gemm, padded as
+// before where the inputs do not suit them).
 enum class AttnPath { Auto, Gemm, Kv, KvWs, Small };
 constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 4096, kSmallMaxSeq = 160, kSmallMaxTokens = 256;
 AttnPath attn_path() {
@@ -537,8 +539,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // ATTNBWD_GQA_FUSED=1: the fused dP/softmax kernel where it applies (opt-in: measured slower than the
   // cuBLASLt dP + row kernel on the H200).
   const bool fused_asked = env_switch("ATTNBWD_GQA_FUSED", {"0", "1"}) == 1;
-  // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs): the attention buffers have
-  // Sp = S8 rows per head and P gets a padded copy; otherwise Sp = S.
+  // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
+  // buffers have Sp = S8 rows per head and P gets a padded copy; otherwise Sp = S.
   const int64_t S8 = round_up(S, 8);
   const auto c = [](const bf16* p) { return reinterpret_cast<const bf*>(p); };
   const auto m = [](bf16* p) { return reinterpret_cast<bf*>(p); };
@@ -547,8 +549,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bf* K = c(a.key_states.data);
   const bf* V = c(a.value_states.data);
   const AttnPath asked = attn_path();
-  // auto's small range (the kernels' own conditions are checked below: where they cannot take the call, gemm)
-  const bool small_auto = asked == AttnPath::Auto && S <= kSmallMaxSeq && T <= kSmallMaxTokens && !fused_asked;
+  // auto's small range, where the inputs suit the kernels (head_dim 128, Q/K/V 16-byte aligned, at most 65535
+  // (batch, head) pairs: else the padded GEMM path as before); the kernels' own conditions are checked again below,
+  // and where they still refuse the call auto takes the GEMM path unpadded (as ATTNBWD_CUDA_GQA_PAD=off)
+  const bool small_auto = asked == AttnPath::Auto && S <= kSmallMaxSeq && T <= kSmallMaxTokens && !fused_asked &&
+                          D == 128 && BH <= 65535 && aligned16(Q) && aligned16(K) && aligned16(V);
   const AttnPath attn = small_auto ? AttnPath::Small : asked;
   const bool pad = S8 != S && !pad_switch_off() && path != ProjPath::Sm90 && !fused_asked && attn != AttnPath::Small &&
                    aligned16(Q) && aligned16(K) && aligned16(V) && D % 8 == 0;

@@ -1,6 +1,7 @@
 // The CUDA fast path for gqa_rope_backward against the serial oracle: small and odd shapes (S = 1, 7,
 // 33, 65, 131, 300, 520; B = 1..3; GQA ratios 1, 2, 4; head_dim 128 (fused dP/softmax kernel) and 64
-// (cuBLASLt + row kernel)), both attention paths (default: cuBLASLt dP + row kernel; ATTNBWD_GQA_FUSED=1:
+// (cuBLASLt + row kernel)), the attention paths (default: the small mma.sync kernels at S ≤ 160 and T ≤ 256 with
+// head_dim 128, else cuBLASLt dP + row kernel, also forced by ATTNBWD_CUDA_GQA_ATTN=gemm; ATTNBWD_GQA_FUSED=1:
 // the fused mma.sync dP/softmax kernel where it applies), the projections through cuBLASLt, the sm_90a
 // kernel (ATTNBWD_CUDA_GQA_PROJ=cublaslt|sm90), the q/k/v pairs separate, as one grouped sm_90a launch or as the
 // thin-T launch (ATTNBWD_CUDA_GQA_QKV=separate|grouped|thin; thin at T ≤ 256, its run-to-run bits and its Error
@@ -103,17 +104,22 @@ struct Mode {
     return n;
   }
 };
+// The GEMM-path variants (overlap, pad, dO view, group, late dWo) name attn=gemm: at S ≤ 160 and T ≤ 256 auto takes
+// the small kernels, and these modes must keep testing the GEMM path there too (kGemm: that path as auto had it).
 constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublasProj{"", "cublaslt"},
-    kOverlap{"", "", "on"}, kSerial{"", "", "off"}, kPadOff{"", "", "", "split", "off"},
-    kDoView{"", "", "", "view", "off"}, kMergeScalar{"", "", "", "", "", "scalar"},
+    kGemm{"", "", "", "", "", "", "", "gemm"},
+    kOverlap{"", "", "on", "", "", "", "", "gemm"}, kSerial{"", "", "off", "", "", "", "", "gemm"},
+    kPadOff{"", "", "", "split", "off", "", "", "gemm"},
+    kDoView{"", "", "", "view", "off", "", "", "gemm"}, kMergeScalar{"", "", "", "", "", "scalar"},
     kGroupedQkv{"", "", "", "", "", "", "grouped"}, kSeparateQkv{"", "", "", "", "", "", "separate"},
     kThinQkv{"", "", "", "", "", "", "thin"},
     kKv{"", "", "", "", "", "", "", "kv"}, kKvSplit{"", "", "", "split", "", "", "", "kv"},
     kKvWs{"", "", "", "", "", "", "", "kvws"}, kKvWsSplit{"", "", "", "split", "", "", "", "kvws"},
     kSmall{"", "", "", "", "", "", "", "small"}, kSmallSplit{"", "", "", "split", "", "", "", "small"},
-    kSmallSm90{"", "sm90", "", "", "", "", "", "small"}, kGroup{"", "", "", "", "", "", "", "", "on"},
-    kGroupSplit{"", "", "", "split", "", "", "", "", "on"}, kGroupLate{"", "", "", "", "", "", "", "", "on", "late"},
-    kLate{"", "", "", "", "", "", "", "", "", "late"}, kDaThin{"", "", "", "", "", "", "", "", "", "", "thin"},
+    kSmallSm90{"", "sm90", "", "", "", "", "", "small"}, kGroup{"", "", "", "", "", "", "", "gemm", "on"},
+    kGroupSplit{"", "", "", "split", "", "", "", "gemm", "on"},
+    kGroupLate{"", "", "", "", "", "", "", "gemm", "on", "late"}, kLate{"", "", "", "", "", "", "", "gemm", "", "late"},
+    kDaThin{"", "", "", "", "", "", "", "", "", "", "thin"},
     kDaLt{"", "", "", "", "", "", "", "", "", "", "cublaslt"}, kDaThinView{"", "", "", "view", "off", "", "", "", "", "", "thin"};
 
 // Sets the mode's environment for its lifetime.
@@ -202,7 +208,8 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
           smallest_atol(kOp),
-          {kDefault, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv, kSeparateQkv,
+          {kDefault, kGemm, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv,
+           kSeparateQkv,
            kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallSm90, kGroup, kGroupSplit, kGroupLate,
            kLate, kDaThin, kDaLt, kDaThinView});
   }
@@ -214,7 +221,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
   for (const char* index : {"5", "11"}) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
-          {kDefault, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
+          {kDefault, kGemm, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
            kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kGroup, kGroupSplit,
            kGroupLate, kLate, kDaThin, kDaLt});
   }
@@ -398,8 +405,8 @@ TEST(CudaGqaRope, OverlapGivesTheSerialBits) {
 
 // grad_o_weight late on the side stream (ATTNBWD_CUDA_GQA_DWO=late: after dA and dV₃₂, dK₃₂ on the main stream, a
 // partial join before the merge) and early (beside dA) run the same GEMMs and kernels: the same bits, on the padded
-// (S = 131) and unpadded (S = 128, B = 2) GEMM paths, with the attention on one stream too, and on the key-major
-// kernel's path (S = 1024).
+// (S = 131) and unpadded (S = 128, B = 2) GEMM paths, with the attention on one stream too, on the small kernels'
+// path (auto at B = 1, S = 131) and on the key-major kernel's path (S = 1024).
 TEST(CudaGqaRope, LateGradOWeightGivesTheEarlyBits) {
   ATTNBWD_SEED_TRACE();
   struct Shape {
@@ -407,10 +414,11 @@ TEST(CudaGqaRope, LateGradOWeightGivesTheEarlyBits) {
     const char* attn;
     const char* overlap;
   };
-  const Shape shapes[] = {{2, 131, "", ""}, {2, 128, "", ""}, {2, 131, "", "off"}, {1, 1024, "kv", ""}};
+  const Shape shapes[] = {{2, 131, "", ""}, {2, 128, "gemm", ""}, {2, 131, "", "off"}, {1, 131, "", ""},
+                          {1, 1024, "kv", ""}};
   int k = 0;
   for (const Shape& sh : shapes) {
-    if (*sh.attn && !is_sm90()) continue;
+    if (std::string(sh.attn) == "kv" && !is_sm90()) continue;
     const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
     SCOPED_TRACE(tools::axes_to_string(axes) + " attn=" + sh.attn + " overlap=" + sh.overlap);
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(370 + k++), tools::default_scalars(kOp));

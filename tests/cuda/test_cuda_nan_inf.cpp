@@ -80,7 +80,12 @@ TEST(CudaNanInf, OutProj) {
 
 TEST(CudaNanInf, GqaRope) {
   ATTNBWD_SEED_TRACE();
+  // B = 2, S = 131 (T = 262) takes the padded GEMM attention path, B = 1 the small attention kernels (S ≤ 160,
+  // T ≤ 256).
   check_nan_inf<GqaRopeArgs>("gqa_rope_backward", small_gqa_axes(), fresh_seed(952));
+  tools::Axes one = small_gqa_axes();
+  one["batch_size"] = 1;
+  check_nan_inf<GqaRopeArgs>("gqa_rope_backward", one, fresh_seed(955));
 }
 
 TEST(CudaNanInf, VisionMhaNorm) {
