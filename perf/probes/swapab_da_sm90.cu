@@ -39,6 +39,8 @@ struct Cfg {
   static constexpr int kStage = kW + kY;   // a multiple of 1024 (NT % 8 == 0)
   static constexpr int kStages = (220 * 1024) / kStage < 6 ? (220 * 1024) / kStage : 6;
   static constexpr int kSmem = kStages * kStage + 1024 + 256;
+  static_assert(kSmem <= 227 * 1024, "shared memory of one H100/H200 CTA");
+  static_assert(NT == 136 || NT == 256, "wgmma forms generated: n136 and n256");
 };
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -211,6 +213,10 @@ void probe(int T, cublasLtHandle_t lt, void* ws, void* flush, std::size_t flush_
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
   CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, first, second, out, out, pref, 1, &res, &found));
+  if (found == 0) {
+    printf("cuBLASLt offers no algorithm\n");
+    exit(1);
+  }
   const float alpha = 1, beta = 0;
   auto lt_run = [&] {
     CK(cublasLtMatmul(lt, desc, &alpha, Wo, first, dY, second, &beta, ref, out, ref, out, &res.algo, ws, 32u << 20, s));
@@ -224,6 +230,7 @@ void probe(int T, cublasLtHandle_t lt, void* ws, void* flush, std::size_t flush_
   std::vector<__nv_bfloat16> a(static_cast<std::size_t>(T) * kQP), b(a.size());
   CK(cudaMemcpy(a.data(), ref, a.size() * 2, cudaMemcpyDeviceToHost));
   for (int R : {2, 4, 5, 8}) {
+    if ((kHS / kBK) % R != 0) continue;  // every range the same number of k-blocks
     const int kb = kHS / kBK / R;
     const dim3 grid(kQP / kBN, R), rgrid(kQP / 32, (T + 31) / 32), rblock(32, 8);
     auto kern = [&] { swapab_kernel<NT><<<grid, kThreads, C::kSmem, s>>>(mW, mY, partial, kb); };
