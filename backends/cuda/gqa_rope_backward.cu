@@ -549,11 +549,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bf* K = c(a.key_states.data);
   const bf* V = c(a.value_states.data);
   const AttnPath asked = attn_path();
-  // auto's small range, where the inputs suit the kernels (head_dim 128, Q/K/V 16-byte aligned, at most 65535
-  // (batch, head) pairs: else the padded GEMM path as before); the kernels' own conditions are checked again below,
-  // and where they still refuse the call auto takes the GEMM path unpadded (as ATTNBWD_CUDA_GQA_PAD=off)
+  // auto's small range, where the inputs suit the kernels (gqa_small_attn_inputs_unsupported: else the padded GEMM
+  // path as before); the kernels' conditions on the scratch are checked below, and where they refuse the call auto
+  // takes the GEMM path unpadded (as ATTNBWD_CUDA_GQA_PAD=off)
   const bool small_auto = asked == AttnPath::Auto && S <= kSmallMaxSeq && T <= kSmallMaxTokens && !fused_asked &&
-                          D == 128 && BH <= 65535 && aligned16(Q) && aligned16(K) && aligned16(V);
+                          gqa_small_attn_inputs_unsupported(D, BH, Q, K, V).empty();
   const AttnPath attn = small_auto ? AttnPath::Small : asked;
   const bool pad = S8 != S && !pad_switch_off() && path != ProjPath::Sm90 && !fused_asked && attn != AttnPath::Small &&
                    aligned16(Q) && aligned16(K) && aligned16(V) && D % 8 == 0;

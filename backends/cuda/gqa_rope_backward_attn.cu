@@ -423,14 +423,23 @@ bool fused_dp_softmax(const bf* dO, const bf* V, const bf* P, bf* dS, int64_t BH
   return true;
 }
 
+namespace {
+bool a16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+}  // namespace
+
+std::string gqa_small_attn_inputs_unsupported(std::int64_t D, std::int64_t BH, const void* Q, const void* K,
+                                              const void* V) {
+  if (D != kD) return "head_dim " + std::to_string(D) + " (the kernels take 128)";
+  if (BH > 65535) return "more than 65535 (batch, head) pairs";
+  if (!a16(Q) || !a16(K) || !a16(V)) return "a tensor not 16-byte aligned";
+  return {};
+}
+
 std::string gqa_small_attn_unsupported(const GqaSmallAttn& a) {
-  const auto a16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if (a.D != kD) return "head_dim " + std::to_string(a.D) + " (the kernels take 128)";
-  if (a.BH > 65535) return "more than 65535 (batch, head) pairs";
+  if (std::string why = gqa_small_attn_inputs_unsupported(a.D, a.BH, a.Q, a.K, a.V); !why.empty()) return why;
   if (a.ld % 8 != 0 || a.ld < a.S) return "dS row stride not a multiple of 8 at least S";
   if (a.do_ld % 8 != 0 || a.do_head % 8 != 0) return "dO strides not multiples of 8";
-  if (!a16(a.dO) || !a16(a.Q) || !a16(a.K) || !a16(a.V) || !a16(a.dS) || !a16(a.dQ) || !a16(a.dK) || !a16(a.dV))
-    return "a tensor not 16-byte aligned";
+  if (!a16(a.dO) || !a16(a.dS) || !a16(a.dQ) || !a16(a.dK) || !a16(a.dV)) return "a tensor not 16-byte aligned";
   return {};
 }
 

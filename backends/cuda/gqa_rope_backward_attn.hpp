@@ -55,8 +55,12 @@ struct GqaSmallAttn {
   std::int64_t BH = 0, S = 0, D = 0;
   float scaling = 0.0f;
 };
-// Why the kernels cannot take the call ("" when they can): head_dim 128, ld % 8 == 0 and ld ≥ S, dO strides
-// multiples of 8, 16-byte aligned tensors.
+// Why the kernels cannot take the op's own inputs ("" when they can): head_dim 128, at most 65535 (batch, head) pairs,
+// Q, K, V 16-byte aligned. Known before the op carves its scratch (gqa's auto path choice asks it first).
+std::string gqa_small_attn_inputs_unsupported(std::int64_t D, std::int64_t BH, const void* Q, const void* K,
+                                              const void* V);
+// Why the kernels cannot take the call ("" when they can): the inputs' conditions above, ld % 8 == 0 and ld ≥ S, dO
+// strides multiples of 8, the other tensors 16-byte aligned.
 std::string gqa_small_attn_unsupported(const GqaSmallAttn& a);
 // Enqueues both launches (an Error where gqa_small_attn_unsupported says why not).
 void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream);
