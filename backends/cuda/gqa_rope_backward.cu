@@ -23,7 +23,8 @@
 //     TMA producer where S % 128 == 0) that reads P once, keeps dP in registers, writes dSᵀ once and accumulates
 //     dK₃₂ and dV₃₂, then dQ = (dSᵀ)ᵀ·K (cuBLASLt).
 //  6. GQA sums (fp32 over the group's bf16 dK₃₂/dV₃₂, one rounding), RoPE backward (each product
-//     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp.
+//     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp: one pass, or on the small
+//     attention path the two kernels' epilogues (ATTNBWD_CUDA_GQA_MERGE; the same bits).
 //  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
 //     (bf16 each) on the main stream, then grad_hidden_states = bf16(bf16(dXq + dXk) + dXv). At T ≤ 256 on
 //     sm_90 (ATTNBWD_CUDA_GQA_QKV) all of it is one grouped launch of linear_backward_sm90.cu, whose
@@ -48,6 +49,7 @@
 #include "head_split.hpp"
 #include "graph_key.hpp"
 #include "griddep.cuh"
+#include "gqa_rope_pair.cuh"
 #include "cuda_backend.hpp"
 #include "dispatch.hpp"
 #include "linear_backward_sm90.hpp"
@@ -176,15 +178,6 @@ void softmax_rows16(const bf* P, bf* ds, bf* p_pad, int64_t BH, int64_t S, int64
   };
   dispatch_int<8, 0>(static_cast<int>(std::min<int64_t>((S8 + 255) / 256, 9)), go);  // 0: the two-pass form
   ATTNBWD_CUDA_CHECK_LAUNCH();
-}
-
-// RoPE backward of one pair (g0 at d, g1 at d + D/2): u = g⊙c, w = g⊙s (each rounded), then
-// out0 = u0 + w1, out1 = u1 − w0 (each rounded).
-__device__ __forceinline__ void rope_pair(float g0, float g1, float c0, float c1, float s0, float s1, bf& o0,
-                                          bf& o1) {
-  const float u0 = r16(g0 * c0), u1 = r16(g1 * c1), w0 = r16(g0 * s0), w1 = r16(g1 * s1);
-  o0 = rn(u0 + w1);
-  o1 = rn(u1 - w0);
 }
 
 template <int W>
@@ -456,10 +449,16 @@ bool do_split() { return env_switch("ATTNBWD_CUDA_GQA_DO", {"auto", "split", "vi
 // Measured (H200, seventh session): 1.09-1.32x on the four odd-S workloads.
 bool pad_switch_off() { return env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off"}) == 1; }
 
-// ATTNBWD_CUDA_GQA_MERGE=auto|scalar: the GQA-sum/RoPE/merge pass with 16-byte moves where D % 16 == 0 and
-// the pointers are aligned (auto), or one element pair per thread (scalar; also the fallback). The same
-// math and order: the same bits.
-bool merge_scalar() { return env_switch("ATTNBWD_CUDA_GQA_MERGE", {"auto", "scalar"}) == 1; }
+// ATTNBWD_CUDA_GQA_MERGE=auto|scalar|fused: steps 6-8 (GQA sums, RoPE, merge). auto: a pass with 16-byte moves where
+// D % 16 == 0 and the pointers are aligned; scalar: the pass with one element pair per thread (also the pass's
+// fallback); fused: on the small attention path, in the small kernels' epilogues where they can write it
+// (gqa_small_attn_merge_unsupported: group sizes 1, 2, 4, 8 as clusters; aligned cos, sin), else the pass. The same
+// math and order everywhere: the same bits. fused is slower on an H200 (twenty-sixth session, perf/NOTES.md: #5 109.5
+// against 105.5 µs per call): it saves the pass (6 µs) but the thin q/k/v launch after it can no longer load its
+// weights under a short kernel (its programmatic-dependent prologue overlaps the pass, not the busy attention kernels),
+// and the RoPE in the first kernel's stores lengthens that kernel by ~4 µs.
+int merge_mode() { return env_switch("ATTNBWD_CUDA_GQA_MERGE", {"auto", "scalar", "fused"}); }
+bool merge_scalar() { return merge_mode() == 1; }
 
 // ATTNBWD_CUDA_GQA_DA=auto|cublaslt|thin: dA = dY·Wo by cuBLASLt, or by linear_thin_sm90.cu's dX-only form (T ≤ 256,
 // sm_90: every CTA a 128-column slice of dA and a range of Wo's rows, Wo streamed once through a deep ring, the fp32
@@ -669,10 +668,16 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     sm.dO = dOp, sm.do_ld = ld_do, sm.do_head = head_do;
     sm.Q = Q, sm.K = K, sm.V = V, sm.P = P, sm.dS = dS, sm.ld = ld, sm.dQ = dQ32, sm.dK = dK32, sm.dV = dV32;
     sm.BH = BH, sm.S = S, sm.D = D, sm.scaling = static_cast<float>(a.scaling);
+    sm.split = env_switch("ATTNBWD_CUDA_GQA_SMALL_SPLIT", {"auto", "off"}) == 1 ? 1 : 2;
     std::string why = gqa_small_attn_unsupported(sm);
     if (why.empty() && fused_asked) why = "the fused dP kernel was asked for";
     if (!why.empty() && !small_auto) throw Error("ATTNBWD_CUDA_GQA_ATTN", "small kernels cannot take this call: " + why);
     use_small = why.empty();  // auto where they cannot: the GEMM path (unpadded, as ATTNBWD_CUDA_GQA_PAD=off)
+    if (use_small && merge_mode() == 2) {  // steps 6-8 in the kernels' epilogues where they can write them
+      GqaSmallAttn mg = sm;
+      mg.merged = dQKVp, mg.ldm = QKV, mg.cos = c(a.cos.data), mg.sin = c(a.sin.data), mg.Hq = Hq, mg.Hkv = Hkv;
+      if (gqa_small_attn_merge_unsupported(mg).empty()) sm = mg;
+    }
   } else if (attn != AttnPath::Gemm) {
     kv.dO = dOp, kv.do_ld = ld_do, kv.do_head = head_do;
     kv.Q = Q, kv.V = V, kv.P = P, kv.r = rbuf, kv.dS_t = dS, kv.dK = dK32, kv.dV = dV32;
@@ -756,7 +761,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   if (use_small) {
     // 3-5 as two launches (dS and dQ; then dK32 and dV32), on the main stream.
     gqa_small_attn_launch(sm, stream);
-    stages.mark("small_attn");
+    stages.mark(sm.merged ? "small_attn_merged" : "small_attn");
   } else if (use_kv) {
     // 3-5 key-major: O = bf16(P·V) (into dK32, free until the kernel writes it), r = Σ dO⊙O, then the kernel
     // (dSᵀ into dS, dK32, dV32), then dQ = dS·K = (dSᵀ)ᵀ·K.
@@ -853,8 +858,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     else if (overlap)
       stages.join(ctx);  // main: after dV32 and dK32 exist
   }
-  // 6-8. GQA sums, RoPE, merge.
-  {
+  // 6-8. GQA sums, RoPE, merge (done already where the small kernels wrote the merged form).
+  if (!sm.merged) {
     const bool vec = D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar();
     const bool g4 = Hq == 4 * Hkv;
     const auto merge = vec ? (g4 ? gqa_rope_merge<8, 4> : gqa_rope_merge<8, 0>)
@@ -866,7 +871,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                                              static_cast<int>(D), QKV, k_summed, v_summed);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
-  stages.mark("gqa_rope_merge");
+  if (!sm.merged) stages.mark("gqa_rope_merge");
 
   // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients: the
   // path chosen at the start (gj, pj, all_sm90). Grouped: dX summed in the launch, nothing to add.
@@ -875,7 +880,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     stages.mark("qkv_grouped");
   } else if (thin) {
     void* ws = thin_plan.workspace_bytes ? ctx.scratch(1, thin_plan.workspace_bytes, stream) : nullptr;
-    sm90::linear_thin_launch(gj.p, thin_plan, ws, stream, thin_pdl());  // after the merge kernel, ours
+    sm90::linear_thin_launch(gj.p, thin_plan, ws, stream, thin_pdl());  // after the merge pass or the small kernels
     stages.mark("qkv_thin");
   } else if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);

@@ -14,7 +14,10 @@
 // key-major: CTA = (b·Hq + h, 64 keys), each warp 16 keys, dV₃₂ = Pᵀ·dO and dK₃₂ = dSᵀ·Q over 32-query tiles of P,
 // dS, dO and Q streamed through three cp.async stages (the transposed operands by ldmatrix.trans, Pᵀ element-wise
 // from its phase-kept tile), fp32 accumulators, one rounding each. It is a programmatic dependent of the first: dV
-// (P and dO only) before its griddepcontrol.wait, dK after it. Measured on an H200 (perf/NOTES.md, twentieth session): both kernels are
+// (P and dO only) before its griddepcontrol.wait, dK after it. Merged (GqaSmallAttn::merged, the default where the
+// group size is 1, 2, 4 or 8): the first kernel stores dQ's RoPE backward into the merged [T, (Hq + 2·Hkv)·128]
+// buffer, and the second runs in clusters of the G query heads of a KV head, which sum their rounded dK₃₂ and dV₃₂
+// through distributed shared memory in head order and store dK's RoPE backward and dV there: no merge pass. Measured on an H200 (perf/NOTES.md, twentieth session): both kernels are
 // bound by instruction latency at ~5 warps per SM (grid (⌈S/64⌉, B·Hq)), 0.94-0.99 of the default path per call at
 // S = 128-293, so auto does not take them.
 #include <cuda_bf16.h>
@@ -27,7 +30,9 @@
 
 #include "attnbwd/error.hpp"
 #include "check.hpp"
+#include "cluster.cuh"
 #include "gqa_rope_backward_attn.hpp"
+#include "gqa_rope_pair.cuh"
 #include "griddep.cuh"
 #include "mma_fp16.cuh"
 
@@ -43,6 +48,16 @@ constexpr int kKeys = 64;      // keys per tile
 constexpr int kStride = 136;   // smem row stride of the V tile (elements): conflict-free fragment loads
 constexpr int kThreads = 128;
 
+// The merged epilogues' output (GqaSmallAttn::merged): out [T, ldo] with the q columns of head h at h·128, the k
+// columns of KV head j at (Hq + j)·128 and the v columns at (Hq + Hkv + j)·128; cos, sin [T, 128]; token t = b·S + s.
+struct MergeOut {
+  bf* out;
+  int64_t ldo;
+  const bf* cos;
+  const bf* sin;
+  int Hq, Hkv;
+};
+
 __device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                          std::uint32_t b1) {
   asm volatile(
@@ -54,10 +69,12 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)
 
 // Issues the cp.async copies of rows [k0, k0 + kTileRows) of a [S, 128] matrix x (V, K, Q or dO: row stride ldx)
 // into a tile of row stride kStride; rows past S are zero-filled (nothing read). Thread i copies chunk i % 16 of rows
-// i / 16 + 8u: one 64-bit address per call, the rest immediate offsets. The caller commits and waits.
-template <int kTileRows>
+// i / 16 + (kNThreads / 16)·u: one 64-bit address per call, the rest immediate offsets (kNThreads: the CTA's threads).
+// The caller commits and waits.
+template <int kTileRows, int kNThreads = kThreads>
 __device__ __forceinline__ void issue_rows(bf* s, const bf* __restrict__ x, int64_t ldx, int64_t S, int64_t k0) {
-  constexpr int kChunks = kD / 8, kStep = kThreads / kChunks;  // 16 chunks per row, 8 rows per pass
+  constexpr int kChunks = kD / 8, kStep = kNThreads / kChunks;  // 16 chunks per row, 8 or 16 rows per pass
+  static_assert(kTileRows % kStep == 0, "whole passes");
   const int r = static_cast<int>(threadIdx.x) / kChunks, c = (static_cast<int>(threadIdx.x) % kChunks) * 8;
   const bf* src = x + (k0 + r) * ldx + c;
   bf* dst = s + r * kStride + c;
@@ -68,16 +85,18 @@ __device__ __forceinline__ void issue_rows(bf* s, const bf* __restrict__ x, int6
   }
 }
 
-// acc[nt] = dO(16 rows of this warp)·V_tileᵀ for the 8 key groups nt of the tile; the B fragments of key groups nt,
-// nt + 1 by one ldmatrix.x4: matrix m = (keys 8·(nt + m / 2), dims 16·ks + 8·(m % 2)).
-__device__ __forceinline__ void dp_tile(float (&acc)[8][4], const std::uint32_t (&a)[8][4], const bf* vs, int lane) {
+// acc[nt] = dO(16 rows of this warp)·V_tileᵀ for the NT key groups nt of 8 keys from vs (the tile, or its second
+// half); the B fragments of key groups nt, nt + 1 by one ldmatrix.x4: matrix m = (keys 8·(nt + m / 2), dims 16·ks +
+// 8·(m % 2)).
+template <int NT>
+__device__ __forceinline__ void dp_tile(float (&acc)[NT][4], const std::uint32_t (&a)[8][4], const bf* vs, int lane) {
 #pragma unroll
-  for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+  for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
   const bf* base = vs + ((lane / 16) * 8 + lane % 8) * kStride + ((lane / 8) % 2) * 8;
 #pragma unroll
   for (int ks = 0; ks < kD / 16; ++ks) {
 #pragma unroll
-    for (int nt = 0; nt < 8; nt += 2) {
+    for (int nt = 0; nt < NT; nt += 2) {
       std::uint32_t b[4];
       mma16::ldsm4(b, mma16::smem_u32(base + nt * 8 * kStride + ks * 16));
       mma16816(acc[nt], a[ks], b[0], b[1]);
@@ -123,30 +142,47 @@ __device__ __forceinline__ float2 round2(float x, float y) { return __bfloat1622
 __device__ __forceinline__ std::uint32_t bits2(__nv_bfloat162 x) { return *reinterpret_cast<std::uint32_t*>(&x); }
 
 // Shared memory of dp_softmax_kernel: kDpStages stages of the V tile (64 keys × kStride), the CTA's P tile (64 rows
-// × kPStride) and with kDq the K tile: 44 KB per stage with kDq, two stages, two CTAs per SM.
-constexpr int kDpStages = 2;
+// × kPStride) and with kDq the K tile: 44 KB per stage with kDq; two stages for the 4-warp form (two CTAs per SM), four
+// for the 8-warp form (one CTA per SM by its registers; the tiles' load latency, not the products, bounds it with two).
+template <int kSplit>
+constexpr int kDpStages = kSplit == 2 ? 4 : 2;
 constexpr int kKeyTile = kKeys * kStride;  // elements
 constexpr int kPTile = kRows * kPStride;   // elements
 template <bool kDq>
 constexpr int kDpStage = (kDq ? 2 * kKeyTile : kKeyTile) + kPTile;  // elements per stage: V, P[, K]
-template <bool kDq>
+template <bool kDq, int kSplit = 1>
 constexpr std::size_t dp_smem_bytes() {
-  return static_cast<std::size_t>(kDpStages) * kDpStage<kDq> * sizeof(bf);
+  return static_cast<std::size_t>(kDpStages<kSplit>) * kDpStage<kDq> * sizeof(bf);
 }
 
 // dO(bh, q, :) = dO + bh·do_head + q·do_ld. kDq: also K [BH, S, 128] and dQ [BH, S, 128] (dQ = dS·K). P: [BH, S, S].
 // The two sweeps are one stream of 2n key tiles (n = ⌈S / 64⌉; tile i < n: sweep 1, V and P; i ≥ n: sweep 2, V, P
-// and with kDq K) through kDpStages cp.async stages.
-template <bool kDq>
-__global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restrict__ dO, int64_t do_ld, int64_t do_head,
+// and with kDq K) through kDpStages<kSplit> cp.async stages.
+// kMerge (with kDq): dQ's RoPE backward into mo.out instead of dQ.
+// kSplit = 2 (the small path's form): 8 warps, warp w takes rows 16·(w % 4) .. + 16 and keys 32·(w / 4) .. + 32 of
+// every 64-key tile — half the products and element work per warp of the 4-warp form (kSplit = 1) on the same tiles,
+// twice the warps to hide their latency; r and dQ are summed over the two halves through shared memory (half 0's
+// sum + half 1's: a fixed order, deterministic).
+// At most 168 registers: an 8-warp CTA (43 K registers) or two 4-warp CTAs beside a small_dkdv_kernel CTA (16 K) on
+// one SM, so that the second launch's first pass runs under this kernel's tail.
+template <bool kDq, bool kMerge = false, int kSplit = 1>
+__global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, int64_t do_ld, int64_t do_head,
                                                               const bf* __restrict__ V, const bf* __restrict__ P,
                                                               bf* __restrict__ dS, int64_t S, int64_t ld, float scaling,
                                                               const bf* __restrict__ K, bf* __restrict__ dQ,
-                                                              int64_t BH) {
+                                                              int64_t BH, MergeOut mo) {
+  static_assert(kDq || !kMerge, "the merged epilogue writes dQ");
+  static_assert(kSplit == 1 || kSplit == 2, "one or two key halves");
+  constexpr int kNT = 8 / kSplit;             // 8-key groups per warp and tile
+  constexpr int kNThreads = kThreads * kSplit;
+  constexpr int kTpr = 2 * kSplit;            // threads per row of the P tile
   extern __shared__ __align__(16) unsigned char dp_smem[];
   bf* const sm = reinterpret_cast<bf*>(dp_smem);
+  __shared__ float r_half[kSplit == 2 ? 2 * kRows : 1];  // sweep 1's r per (key half, row)
   if constexpr (kDq) griddep_launch_dependents();  // small_dkdv_kernel may queue
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int rw = warp % 4, half = warp / 4;  // the warp's 16-row group and key half (0 with kSplit = 1)
+  const int kofs = half * (kKeys / kSplit);  // its first key in a tile
   const int64_t bh = blockIdx.y;
   const int64_t qc = static_cast<int64_t>(blockIdx.x) * kRows;  // the CTA's first row
   const int rows = static_cast<int>(S - qc < kRows ? S - qc : kRows);
@@ -157,23 +193,23 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
   bf* ds = dS + bh * S * ld;
   const int64_t n = (S + kKeys - 1) / kKeys;  // key tiles per sweep
 
-  // This thread's row of the P tile (two threads per row) and its source less the phase.
-  const int p_row = static_cast<int>(threadIdx.x) / 2;
+  // This thread's row of the P tile (kTpr threads per row) and its source less the phase.
+  const int p_row = static_cast<int>(threadIdx.x) / kTpr;
   const bool p_valid = p_row < rows;
   const bf* p_src = p_valid ? p + (qc + p_row) * S : p;
   p_src -= p_shift(p_src);
   const auto issue = [&](int64_t r0, int, int buf) {
     const int64_t tile = r0 / kKeys, k0 = (tile < n ? tile : tile - n) * kKeys;
     bf* st = sm + buf * kDpStage<kDq>;
-    issue_rows<kKeys>(st, v, kD, S, k0);
-    issue_p_row<2>(st + kKeyTile + p_row * kPStride, p_src + k0, p_valid, P, pend,
-                   static_cast<int>(threadIdx.x) % 2);
+    issue_rows<kKeys, kNThreads>(st, v, kD, S, k0);
+    issue_p_row<kTpr>(st + kKeyTile + p_row * kPStride, p_src + k0, p_valid, P, pend,
+                      static_cast<int>(threadIdx.x) % kTpr);
     if constexpr (kDq)
-      if (tile >= n) issue_rows<kKeys>(st + kKeyTile + kPTile, kh, kD, S, k0);
+      if (tile >= n) issue_rows<kKeys, kNThreads>(st + kKeyTile + kPTile, kh, kD, S, k0);
   };
 
   // A fragments: rows q0+g (regs 0, 2) and q0+g+8 (regs 1, 3); columns 16ks+2t (+8 for regs 2, 3).
-  const int rl = warp * 16 + g;  // this lane's first row in the CTA's tile (the second: rl + 8)
+  const int rl = rw * 16 + g;  // this lane's first row in the CTA's tile (the second: rl + 8)
   const int64_t qa = qc + rl, qb = qa + 8;
   const bool va = qa < S, vb = qb < S;
   std::uint32_t a[8][4];
@@ -189,50 +225,56 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
       a[ks][3] = vb ? *reinterpret_cast<const std::uint32_t*>(ob + col + 8) : 0u;
     }
   }
-  // This lane's P elements in a tile: rows rl, rl + 8 at their phases, keys 8·nt + 2t and + 1.
-  const int pa_off = kKeyTile + rl * kPStride + p_shift(p + qa * S) + 2 * t;
-  const int pb_off = kKeyTile + (rl + 8) * kPStride + p_shift(p + qb * S) + 2 * t;
+  // This lane's P elements in a tile: rows rl, rl + 8 at their phases, keys kofs + 8·nt + 2t and + 1.
+  const int pa_off = kKeyTile + rl * kPStride + p_shift(p + qa * S) + kofs + 2 * t;
+  const int pb_off = kKeyTile + (rl + 8) * kPStride + p_shift(p + qb * S) + kofs + 2 * t;
   const auto p_at = [](const bf* st, int off) { return __bfloat162float(st[off]); };
   // dQ's B fragments (ldmatrix.trans of the K tile): matrix m = (keys 16·kk + 8·(m % 2), dims 8·(j + m / 2)).
-  const int k_off = kKeyTile + kPTile + ((lane / 8) % 2 * 8 + lane % 8) * kStride + (lane / 16) * 8;
+  const int k_off = kKeyTile + kPTile + (kofs + (lane / 8) % 2 * 8 + lane % 8) * kStride + (lane / 16) * 8;
 
   float ra = 0.0f, rb = 0.0f;  // r for rows qa, qb (this lane's share until sweep 2, then the quad's)
-  float acc[8][4];
+  float acc[kNT][4];
   float dq[kDq ? 16 : 1][4];
   if constexpr (kDq) {
 #pragma unroll
     for (int j = 0; j < 16; ++j) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
   }
   int64_t tile = 0;
-  mma16::stream_blocks_deep<kKeys, kDpStages>(0, 2 * n * kKeys, issue, [&](int buf, int) {
+  mma16::stream_blocks_deep<kKeys, kDpStages<kSplit>>(0, 2 * n * kKeys, issue, [&](int buf, int) {
     const bf* st = sm + buf * kDpStage<kDq>;
-    dp_tile(acc, a, st, lane);
+    dp_tile<kNT>(acc, a, st + kofs * kStride, lane);
     if (tile < n) {
       // Sweep 1. Keys past S: dP is exactly 0 there (V's rows zero), so their P values (the next row's) add 0;
       // rows past S: P and dO zero.
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
+      for (int nt = 0; nt < kNT; ++nt) {
         const float2 da = round2(acc[nt][0], acc[nt][1]), db = round2(acc[nt][2], acc[nt][3]);
         ra += p_at(st, pa_off + 8 * nt) * da.x + p_at(st, pa_off + 8 * nt + 1) * da.y;
         rb += p_at(st, pb_off + 8 * nt) * db.x + p_at(st, pb_off + 8 * nt + 1) * db.y;
       }
-      ++tile;
+      if (++tile == n) {  // the quad's sums (and with two halves, published for the pair's other warp)
+        ra += __shfl_xor_sync(0xffffffffu, ra, 1);
+        ra += __shfl_xor_sync(0xffffffffu, ra, 2);
+        rb += __shfl_xor_sync(0xffffffffu, rb, 1);
+        rb += __shfl_xor_sync(0xffffffffu, rb, 2);
+        if constexpr (kSplit == 2)
+          if (t == 0) r_half[half * kRows + rl] = ra, r_half[half * kRows + rl + 8] = rb;
+      }
       return;
     }
-    if (tile == n) {  // the quad's sums
-      ra += __shfl_xor_sync(0xffffffffu, ra, 1);
-      ra += __shfl_xor_sync(0xffffffffu, ra, 2);
-      rb += __shfl_xor_sync(0xffffffffu, rb, 1);
-      rb += __shfl_xor_sync(0xffffffffu, rb, 2);
-    }
+    if constexpr (kSplit == 2)
+      if (tile == n) {  // after the stream's barrier: both halves' sums, half 0's first
+        ra = r_half[rl] + r_half[kRows + rl];
+        rb = r_half[rl + 8] + r_half[kRows + rl + 8];
+      }
     // Sweep 2: dS = bf16(bf16(P·(bf16(dP) − r))·scaling) (and with kDq dQ += dS·K_tile from the rounded dS values;
     // keys past S and rows past S zero).
     const int64_t k0 = (tile - n) * kKeys;
     const bool full = k0 + kKeys <= S;
-    std::uint32_t sa[8][2];  // the dS values of this lane's pairs (zero where not written)
+    std::uint32_t sa[kNT][2];  // the dS values of this lane's pairs (zero where not written)
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const int64_t key = k0 + nt * 8 + 2 * t;
+    for (int nt = 0; nt < kNT; ++nt) {
+      const int64_t key = k0 + kofs + nt * 8 + 2 * t;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const bool valid = half == 0 ? va : vb;
@@ -257,9 +299,10 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
       }
     }
     if constexpr (kDq) {
-      // dQ += dS (16 rows × 64 keys: A fragments from the C layout) · K_tile (64 keys × 128; B by ldmatrix.trans).
+      // dQ += dS (16 rows × this warp's 64 / kSplit keys: A fragments from the C layout) · K_tile (those keys × 128;
+      // B by ldmatrix.trans).
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
+      for (int kk = 0; kk < kNT / 2; ++kk) {
         const std::uint32_t af[4] = {sa[2 * kk][0], sa[2 * kk][1], sa[2 * kk + 1][0], sa[2 * kk + 1][1]};
 #pragma unroll
         for (int j = 0; j < 16; j += 2) {
@@ -272,7 +315,52 @@ __global__ void __launch_bounds__(kThreads) dp_softmax_kernel(const bf* __restri
     }
     ++tile;
   });
-  if constexpr (kDq) {
+  if constexpr (kDq && kSplit == 2) {
+    // dQ over both key halves: half 1's partial through shared memory (the ring's, free after the stream's last
+    // barrier: 4 row groups × 64 floats × 32 lanes), added to half 0's, which stores the result.
+    static_assert(4 * 64 * 32 * sizeof(float) <= kDpStages<kSplit> * kDpStage<kDq> * sizeof(bf),
+                  "the partials fit in the ring");
+    float* red = reinterpret_cast<float*>(dp_smem) + rw * 64 * 32 + lane;
+    if (half == 1) {
+#pragma unroll
+      for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) red[(4 * j + e) * 32] = dq[j][e];
+    }
+    __syncthreads();
+    if (half == 1) return;  // (no barrier below)
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dq[j][e] += red[(4 * j + e) * 32];
+  }
+  if constexpr (kMerge) {
+    // dQ rounded to bf16 (the value the merge pass reads), then the RoPE backward of the pairs (d, d + 64), both in
+    // this lane (j and j + 8), into out[t, h·128 + d]: the merge pass's math in its order.
+    const int64_t b = bh / mo.Hq, h = bh - b * mo.Hq;
+    const auto ld2 = [](const bf* x) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x)); };
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t q = half == 0 ? qa : qb;
+      if (!(half == 0 ? va : vb)) continue;
+      const int64_t tok = b * S + q;
+      bf* o = mo.out + tok * mo.ldo + h * kD;
+      const bf* cs = mo.cos + tok * kD;
+      const bf* sn = mo.sin + tok * kD;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int d = 8 * j + 2 * t;
+        const float2 g0 = round2(dq[j][2 * half], dq[j][2 * half + 1]);
+        const float2 g1 = round2(dq[j + 8][2 * half], dq[j + 8][2 * half + 1]);
+        const float2 c0 = ld2(cs + d), c1 = ld2(cs + d + 64), s0 = ld2(sn + d), s1 = ld2(sn + d + 64);
+        bf x0, x1, y0, y1;  // columns d, d + 1 and d + 64, d + 65
+        rope_pair(g0.x, g1.x, c0.x, c1.x, s0.x, s1.x, x0, y0);
+        rope_pair(g0.y, g1.y, c0.y, c1.y, s0.y, s1.y, x1, y1);
+        *reinterpret_cast<__nv_bfloat162*>(o + d) = __halves2bfloat162(x0, x1);
+        *reinterpret_cast<__nv_bfloat162*>(o + d + 64) = __halves2bfloat162(y0, y1);
+      }
+    }
+  } else if constexpr (kDq) {
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       if (va)
@@ -293,13 +381,101 @@ constexpr int kKvStages = 3;
 constexpr int kKvStage = kBq * kPStride + kBq * kStride;  // elements: P then dS; dO then Q
 constexpr std::size_t kKvSmem = static_cast<std::size_t>(kKvStages) * kKvStage * sizeof(bf);
 
+// The merged epilogue of small_dkdv_kernel<G>: this CTA's dK₃₂ and dV₃₂ (keys [k0, k0 + 64) of query head bh, fp32 in
+// the C layout: this lane's keys 16·warp + g and + 8, columns 8j + 2t and + 1) rounded into shared memory (the ring's,
+// free after its last barrier) as [64 keys][kStride]; after a cluster barrier, CTA rank r of the cluster (query head
+// j·G + r of KV head j) sums keys [r·64/G, (r + 1)·64/G) over the G CTAs in head order, 8 columns d0.. and d0 + 64..
+// per thread, as the merge pass does (fp32 from 0, one rounding; dK: RoPE backward of the rounded sum). A second
+// cluster barrier keeps every CTA's shared memory until the others have read it.
+template <int G>
+__device__ __forceinline__ void merge_kv(const float (&dk)[16][4], const float (&dv)[16][4], bf* sm, int64_t bh,
+                                         int64_t k0, int64_t S, const MergeOut& mo) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  static_assert(2 * kKeys * kStride * sizeof(bf) <= kKvSmem, "dK and dV of the block fit in the ring's shared memory");
+  bf* const sk = sm;
+  bf* const sv = sm + kKeys * kStride;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int c = 8 * j + 2 * t, ra = (16 * warp + g) * kStride, rb = ra + 8 * kStride;
+    *reinterpret_cast<__nv_bfloat162*>(sk + ra + c) = __floats2bfloat162_rn(dk[j][0], dk[j][1]);
+    *reinterpret_cast<__nv_bfloat162*>(sk + rb + c) = __floats2bfloat162_rn(dk[j][2], dk[j][3]);
+    *reinterpret_cast<__nv_bfloat162*>(sv + ra + c) = __floats2bfloat162_rn(dv[j][0], dv[j][1]);
+    *reinterpret_cast<__nv_bfloat162*>(sv + rb + c) = __floats2bfloat162_rn(dv[j][2], dv[j][3]);
+  }
+  cluster_sync();
+  constexpr int kPerCta = kKeys / G;  // keys summed by each CTA of the cluster
+  const int rank = static_cast<int>(bh % G);
+  const int64_t b = bh / mo.Hq, kvh = (bh - b * mo.Hq) / G;
+  const auto unpack = [](const uint4& u, float (&x)[8]) {
+    const bf* e = reinterpret_cast<const bf*>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = __bfloat162float(e[i]);
+  };
+  const auto to_u4 = [](const bf (&x)[8]) { return *reinterpret_cast<const uint4*>(x); };
+#pragma unroll
+  for (int item = static_cast<int>(threadIdx.x); item < kPerCta * 8; item += kThreads) {
+    const int key = rank * kPerCta + item / 8, d0 = (item % 8) * 8;
+    const int64_t s = k0 + key;
+    if (s >= S) continue;
+    uint4 raw[G][4];  // per head: k at d0, k at d0 + 64, v at d0, v at d0 + 64 (every load in flight at once)
+    const int off = key * kStride + d0;
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      const std::uint32_t ak = cluster_map(sk + off, static_cast<unsigned>(r));
+      const std::uint32_t av = cluster_map(sv + off, static_cast<unsigned>(r));
+      raw[r][0] = cluster_ld16(ak);
+      raw[r][1] = cluster_ld16(ak + 64 * sizeof(bf));
+      raw[r][2] = cluster_ld16(av);
+      raw[r][3] = cluster_ld16(av + 64 * sizeof(bf));
+    }
+    float k0s[8] = {}, k1s[8] = {}, v0s[8] = {}, v1s[8] = {};
+#pragma unroll
+    for (int r = 0; r < G; ++r) {
+      float x[4][8];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) unpack(raw[r][u], x[u]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) k0s[i] += x[0][i], k1s[i] += x[1][i], v0s[i] += x[2][i], v1s[i] += x[3][i];
+    }
+    const int64_t tok = static_cast<int64_t>(b) * S + s;
+    bf* o = mo.out + tok * mo.ldo + static_cast<int64_t>(mo.Hq) * kD + kvh * kD + d0;
+    float c0[8], c1[8], s0[8], s1[8];
+    unpack(*reinterpret_cast<const uint4*>(mo.cos + tok * kD + d0), c0);
+    unpack(*reinterpret_cast<const uint4*>(mo.cos + tok * kD + d0 + 64), c1);
+    unpack(*reinterpret_cast<const uint4*>(mo.sin + tok * kD + d0), s0);
+    unpack(*reinterpret_cast<const uint4*>(mo.sin + tok * kD + d0 + 64), s1);
+    bf ko0[8], ko1[8], vo0[8], vo1[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float g0 = __bfloat162float(__float2bfloat16_rn(k0s[i])), g1 = __bfloat162float(__float2bfloat16_rn(k1s[i]));
+      rope_pair(g0, g1, c0[i], c1[i], s0[i], s1[i], ko0[i], ko1[i]);
+      vo0[i] = __float2bfloat16_rn(v0s[i]);
+      vo1[i] = __float2bfloat16_rn(v1s[i]);
+    }
+    bf* ov = o + static_cast<int64_t>(mo.Hkv) * kD;
+    *reinterpret_cast<uint4*>(o) = to_u4(ko0);
+    *reinterpret_cast<uint4*>(o + 64) = to_u4(ko1);
+    *reinterpret_cast<uint4*>(ov) = to_u4(vo0);
+    *reinterpret_cast<uint4*>(ov + 64) = to_u4(vo1);
+  }
+  cluster_sync();
+}
+
+// kG > 0: the merged epilogue (launched in clusters of kG = Hq / Hkv CTAs along y, the query heads of one KV head):
+// dK₃₂ and dV₃₂ rounded into shared memory, then each CTA of the cluster sums 64 / kG of the block's keys over the
+// group's CTAs (fp32, head order, one rounding) and writes dK's RoPE backward and dV into mo.out.
+template <int kG>
 __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restrict__ P, const bf* __restrict__ dS,
                                                               int64_t ld, const bf* __restrict__ dO, int64_t do_ld,
                                                               int64_t do_head, const bf* __restrict__ Q,
                                                               bf* __restrict__ dK, bf* __restrict__ dV, int64_t S,
-                                                              int64_t BH) {
+                                                              int64_t BH, MergeOut mo) {
+  static_assert(kG == 0 || kG == 1 || kG == 2 || kG == 4 || kG == 8, "clusters of 1, 2, 4 or 8 CTAs");
   extern __shared__ __align__(16) unsigned char kv_smem[];
   bf* const sm = reinterpret_cast<bf*>(kv_smem);
+  // Merged: the next launch (the thin q/k/v kernel, a programmatic dependent) may start its prologue; it waits for
+  // this grid before reading out.
+  if constexpr (kG > 0) griddep_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, m = lane / 8;
   const int64_t bh = blockIdx.y, k0 = static_cast<int64_t>(blockIdx.x) * kKeys;
   const bf* p = P + bh * S * S;
@@ -342,7 +518,8 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
   const int o_off = kBq * kPStride + ((m % 2) * 8 + lane % 8) * kStride + 8 * (m / 2);
 
   // Pass 1, before the wait (P and dO are the previous kernels' inputs, complete when the primary started): dV₃₂ =
-  // Pᵀ·dO, overlapping the primary's tail where both kernels' CTAs fit on an SM.
+  // Pᵀ·dO, overlapping the primary's tail where both kernels' CTAs fit on an SM. Merged, dV stays in registers.
+  float dv[16][4];
   {
     const auto issue = [&](int64_t q0, int rows, int buf) {
       bf* st = sm + buf * kKvStage;
@@ -350,7 +527,6 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
                      static_cast<int>(threadIdx.x) % 4);
       issue_rows<kBq>(st + kBq * kPStride, o, do_ld, S, q0);
     };
-    float dv[16][4];
 #pragma unroll
     for (int j = 0; j < 16; ++j) dv[j][0] = dv[j][1] = dv[j][2] = dv[j][3] = 0.0f;
     // Pᵀ's A fragments element by element: tile rows 16·kq + 2t (+ 8) and 16·kq + 2t + 1 (+ 8) at their phases.
@@ -369,7 +545,7 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
         mma_b_tile(dv, ap, st + o_off + 16 * kq * kStride);
       }
     });
-    store(dv, dV);
+    if constexpr (kG == 0) store(dv, dV);
   }
 
   // Pass 2: dK₃₂ = dSᵀ·Q once the primary's dS is complete.
@@ -399,7 +575,11 @@ __global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restri
         mma_b_tile(dk, as, st + o_off + 16 * kq * kStride);
       }
     });
-    store(dk, dK);
+    if constexpr (kG == 0) {
+      store(dk, dK);
+    } else {
+      merge_kv<kG>(dk, dv, sm, bh, k0, S, mo);
+    }
   }
 }
 
@@ -418,7 +598,7 @@ bool fused_dp_softmax(const bf* dO, const bf* V, const bf* P, bf* dS, int64_t BH
   ATTNBWD_CUDA_CHECK(
       cudaFuncSetAttribute(dp_softmax_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   dp_softmax_kernel<false><<<grid, kThreads, smem, stream>>>(dO, kD, S * kD, V, P, dS, S, ld, scaling, nullptr, nullptr,
-                                                             BH);
+                                                             BH, MergeOut{});
   ATTNBWD_CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -439,37 +619,70 @@ std::string gqa_small_attn_unsupported(const GqaSmallAttn& a) {
   if (std::string why = gqa_small_attn_inputs_unsupported(a.D, a.BH, a.Q, a.K, a.V); !why.empty()) return why;
   if (a.ld % 8 != 0 || a.ld < a.S) return "dS row stride not a multiple of 8 at least S";
   if (a.do_ld % 8 != 0 || a.do_head % 8 != 0) return "dO strides not multiples of 8";
+  if (a.split != 1 && a.split != 2) return "split " + std::to_string(a.split) + " (1 or 2)";
   if (!a16(a.dO) || !a16(a.dS) || !a16(a.dQ) || !a16(a.dK) || !a16(a.dV)) return "a tensor not 16-byte aligned";
+  return {};
+}
+
+std::string gqa_small_attn_merge_unsupported(const GqaSmallAttn& a) {
+  if (a.merged == nullptr || a.cos == nullptr || a.sin == nullptr) return "no merged output, cos or sin";
+  if (a.Hq <= 0 || a.Hkv <= 0 || a.Hq % a.Hkv != 0) return "query heads not a multiple of the KV heads";
+  const std::int64_t G = a.Hq / a.Hkv;
+  if (G != 1 && G != 2 && G != 4 && G != 8) return "group size " + std::to_string(G) + " (clusters of 1, 2, 4 or 8)";
+  if (a.BH % a.Hq != 0) return "(batch, head) pairs not a multiple of the query heads";
+  if (a.ldm % 8 != 0 || a.ldm < (a.Hq + 2 * a.Hkv) * kD) return "merged row stride not a multiple of 8 holding every head";
+  if (!a16(a.merged) || !a16(a.cos) || !a16(a.sin)) return "merged, cos or sin not 16-byte aligned";
   return {};
 }
 
 void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
   if (const std::string why = gqa_small_attn_unsupported(a); !why.empty()) throw Error("gqa_small_attn", why);
+  const bool merged = a.merged != nullptr;
+  if (merged)
+    if (const std::string why = gqa_small_attn_merge_unsupported(a); !why.empty()) throw Error("gqa_small_attn", why);
+  const MergeOut mo{a.merged, a.ldm, a.cos, a.sin, static_cast<int>(a.Hq), static_cast<int>(a.Hkv)};
+  const int G = merged ? static_cast<int>(a.Hq / a.Hkv) : 0;
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(a.BH));
-  constexpr std::size_t smem = dp_smem_bytes<true>();
-  ATTNBWD_CUDA_CHECK(
-      cudaFuncSetAttribute(dp_softmax_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  ATTNBWD_CUDA_CHECK(
-      cudaFuncSetAttribute(small_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kKvSmem)));
-  dp_softmax_kernel<true><<<grid, kThreads, smem, stream>>>(a.dO, a.do_ld, a.do_head, a.V, a.P, a.dS, a.S, a.ld,
-                                                            a.scaling, a.K, a.dQ, a.BH);
+  const std::size_t smem = a.split == 2 ? dp_smem_bytes<true, 2>() : dp_smem_bytes<true, 1>();
+  const bool split = a.split == 2;
+  const auto first = merged ? (split ? dp_softmax_kernel<true, true, 2> : dp_softmax_kernel<true, true, 1>)
+                            : (split ? dp_softmax_kernel<true, false, 2> : dp_softmax_kernel<true, false, 1>);
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(first, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  first<<<grid, split ? 2 * kThreads : kThreads, smem, stream>>>(a.dO, a.do_ld, a.do_head, a.V, a.P, a.dS, a.S, a.ld, a.scaling, a.K, a.dQ,
+                                          a.BH, mo);
   ATTNBWD_CUDA_CHECK_LAUNCH();
+  const auto second = G == 0   ? small_dkdv_kernel<0>
+                      : G == 1 ? small_dkdv_kernel<1>
+                      : G == 2 ? small_dkdv_kernel<2>
+                      : G == 4 ? small_dkdv_kernel<4>
+                               : small_dkdv_kernel<8>;
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(second, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kKvSmem)));
   // A programmatic dependent only where the kernel's machine code waits for its primary (griddepcontrol: sm_90 or
-  // later; a build for an older target runs it as a plain launch).
+  // later; a build for an older target runs it as a plain launch). Merged: in clusters of the G query heads of a KV
+  // head (consecutive along y).
   cudaFuncAttributes fa{};
-  ATTNBWD_CUDA_CHECK(cudaFuncGetAttributes(&fa, small_dkdv_kernel));
-  cudaLaunchAttribute pdl;
-  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl.val.programmaticStreamSerializationAllowed = 1;
+  ATTNBWD_CUDA_CHECK(cudaFuncGetAttributes(&fa, second));
+  cudaLaunchAttribute attrs[2];
+  unsigned n = 0;
+  if (fa.binaryVersion >= 90) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (merged) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = 1, attrs[n].val.clusterDim.y = static_cast<unsigned>(G), attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>((a.S + kKeys - 1) / kKeys), static_cast<unsigned>(a.BH));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = kKvSmem;
   cfg.stream = stream;
-  cfg.attrs = &pdl;
-  cfg.numAttrs = fa.binaryVersion >= 90 ? 1 : 0;
-  ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, small_dkdv_kernel, a.P, static_cast<const bf*>(a.dS), a.ld, a.dO,
-                                        a.do_ld, a.do_head, a.Q, a.dK, a.dV, a.S, a.BH));
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
+  ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, second, a.P, static_cast<const bf*>(a.dS), a.ld, a.dO, a.do_ld, a.do_head,
+                                        a.Q, a.dK, a.dV, a.S, a.BH, mo));
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 

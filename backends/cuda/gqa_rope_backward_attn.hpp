@@ -54,6 +54,18 @@ struct GqaSmallAttn {
   __nv_bfloat16* dV = nullptr;  // [BH, S, 128]: dV₃₂ per query head
   std::int64_t BH = 0, S = 0, D = 0;
   float scaling = 0.0f;
+  // With `merged` set, steps 6-8 (GQA sums, RoPE backward, head merge) run in the kernels' epilogues instead of the
+  // merge pass, with the same math in the same order (the same bits): the first launch writes dQ's RoPE backward
+  // into merged[t, h·128 + d], the second, in clusters of the G = Hq / Hkv query heads of a KV head, sums the group's
+  // bf16 dK₃₂ and dV₃₂ through distributed shared memory (fp32, head order, one rounding) and writes dK's RoPE backward
+  // and dV into merged's k and v columns; dQ, dK and dV are then not written (gqa_small_attn_merge_unsupported).
+  __nv_bfloat16* merged = nullptr;  // [B·S, ldm]: columns [0, Hq·128) q, [Hq·128, +Hkv·128) k, then Hkv·128 v
+  std::int64_t ldm = 0;
+  const __nv_bfloat16* cos = nullptr;  // [B·S, 128]
+  const __nv_bfloat16* sin = nullptr;  // [B·S, 128]
+  std::int64_t Hq = 0, Hkv = 0;
+  // The first kernel's form: 2 (8 warps, each row group's keys split in two halves) or 1 (4 warps, all keys per warp).
+  int split = 2;
 };
 // Why the kernels cannot take the op's own inputs ("" when they can): head_dim 128, at most 65535 (batch, head) pairs,
 // Q, K, V 16-byte aligned. Known before the op carves its scratch (gqa's auto path choice asks it first).
@@ -62,7 +74,12 @@ std::string gqa_small_attn_inputs_unsupported(std::int64_t D, std::int64_t BH, c
 // Why the kernels cannot take the call ("" when they can): the inputs' conditions above, ld % 8 == 0 and ld ≥ S, dO
 // strides multiples of 8, the other tensors 16-byte aligned.
 std::string gqa_small_attn_unsupported(const GqaSmallAttn& a);
-// Enqueues both launches (an Error where gqa_small_attn_unsupported says why not).
+// Why the kernels cannot write the merged form (a.merged, ldm, cos, sin, Hq, Hkv; "" when they can): G = Hq / Hkv
+// of 1, 2, 4 or 8 (a cluster per KV head), BH a multiple of Hq, ldm a multiple of 8 holding Hq + 2·Hkv heads, merged,
+// cos and sin 16-byte aligned.
+std::string gqa_small_attn_merge_unsupported(const GqaSmallAttn& a);
+// Enqueues both launches (an Error where gqa_small_attn_unsupported, or with a.merged set
+// gqa_small_attn_merge_unsupported, says why not).
 void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda

@@ -39,6 +39,7 @@
 
 #include "attnbwd/error.hpp"
 #include "check.hpp"
+#include "cluster.cuh"
 #include "sm90/ptx.cuh"
 
 namespace attnbwd::cuda::sm90 {
@@ -133,12 +134,6 @@ __device__ __forceinline__ void store_dx_pair(const Params& p, int m, int n, flo
   const long long off = b * p.stride_b + static_cast<long long>(m - b * p.rows_per_b) * p.cols_per_h +
                         h * p.stride_h + (n - h * p.cols_per_h);
   *reinterpret_cast<__nv_bfloat162*>(p.dx + off) = __floats2bfloat162_rn(x, y);
-}
-
-// All threads of every CTA of the cluster meet; each thread's earlier memory writes are visible to the others' later
-// reads (release / acquire at cluster scope).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
 
 // dX rows of block j (64·j + fr, + 8) and columns n0 + 8·jb + 2·fq (+ 1) from m64n128 accumulators: stored from the

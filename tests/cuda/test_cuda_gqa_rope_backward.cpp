@@ -57,7 +57,8 @@ constexpr double kMaxRelL2Grouped[5] = {1e-2, 1e-2, 1e-2, 6e-3, 1e-3};
 // (projection pairs through the sm_90a kernel or cuBLASLt), ATTNBWD_CUDA_GQA_OVERLAP (attention
 // GEMMs on two streams or one), ATTNBWD_CUDA_GQA_DO (dO as a strided view of dA for B = 1),
 // ATTNBWD_CUDA_GQA_PAD (attention GEMMs on copies padded to a multiple of 8 rows where S is not one),
-// ATTNBWD_CUDA_GQA_MERGE (the merge pass with 16-byte moves or one pair per thread), ATTNBWD_CUDA_GQA_QKV
+// ATTNBWD_CUDA_GQA_MERGE (the merge pass with 16-byte moves, scalar: one pair per thread, fused: on the small path the
+// kernels' merged epilogue), ATTNBWD_CUDA_GQA_QKV
 // (the q, k, v projection pairs as one grouped sm_90a launch) and ATTNBWD_CUDA_GQA_ATTN (the key-major
 // attention kernel, kv or kvws, or the small-S kernels, small), ATTNBWD_CUDA_GQA_GROUP (dK/dV as one GEMM per KV
 // head), ATTNBWD_CUDA_GQA_DWO (grad_o_weight early or late on the side stream) and ATTNBWD_CUDA_GQA_DA (dA by
@@ -74,6 +75,7 @@ struct Mode {
   const char* group = "";
   const char* dwo = "";
   const char* da = "";
+  const char* small_split = "";
   bool needs_sm90() const {
     return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
            std::string(attn).rfind("kv", 0) == 0 || std::string(da) == "thin";
@@ -101,6 +103,7 @@ struct Mode {
     if (*group) n += std::string(" group=") + group;
     if (*dwo) n += std::string(" dwo=") + dwo;
     if (*da) n += std::string(" da=") + da;
+    if (*small_split) n += std::string(" small_split=") + small_split;
     return n;
   }
 };
@@ -116,7 +119,8 @@ constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublas
     kKv{"", "", "", "", "", "", "", "kv"}, kKvSplit{"", "", "", "split", "", "", "", "kv"},
     kKvWs{"", "", "", "", "", "", "", "kvws"}, kKvWsSplit{"", "", "", "split", "", "", "", "kvws"},
     kSmall{"", "", "", "", "", "", "", "small"}, kSmallSplit{"", "", "", "split", "", "", "", "small"},
-    kSmallSm90{"", "sm90", "", "", "", "", "", "small"}, kGroup{"", "", "", "", "", "", "", "gemm", "on"},
+    kSmallSm90{"", "sm90", "", "", "", "", "", "small"}, kSmallMergeFused{"", "", "", "", "", "fused", "", "small"},
+    kSmallOneWarp{"", "", "", "", "", "", "", "small", "", "", "", "off"}, kGroup{"", "", "", "", "", "", "", "gemm", "on"},
     kGroupSplit{"", "", "", "split", "", "", "", "gemm", "on"},
     kGroupLate{"", "", "", "", "", "", "", "gemm", "on", "late"}, kLate{"", "", "", "", "", "", "", "gemm", "", "late"},
     kDaThin{"", "", "", "", "", "", "", "", "", "", "thin"},
@@ -136,12 +140,13 @@ struct UseMode {
     if (*m.group) setenv("ATTNBWD_CUDA_GQA_GROUP", m.group, 1);
     if (*m.dwo) setenv("ATTNBWD_CUDA_GQA_DWO", m.dwo, 1);
     if (*m.da) setenv("ATTNBWD_CUDA_GQA_DA", m.da, 1);
+    if (*m.small_split) setenv("ATTNBWD_CUDA_GQA_SMALL_SPLIT", m.small_split, 1);
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
                           "ATTNBWD_CUDA_GQA_PAD", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_QKV",
                           "ATTNBWD_CUDA_GQA_ATTN", "ATTNBWD_CUDA_GQA_GROUP", "ATTNBWD_CUDA_GQA_DWO",
-                          "ATTNBWD_CUDA_GQA_DA"})
+                          "ATTNBWD_CUDA_GQA_DA", "ATTNBWD_CUDA_GQA_SMALL_SPLIT"})
       unsetenv(v);
   }
 };
@@ -195,22 +200,23 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
   };
   // S = 300 (padded to 304: two 256-column chunks per row) and S = 520 (unpadded, three) reach the softmax
   // kernel's register forms above one chunk. S = 97 with three heads: a P tensor whose size is not a multiple of
-  // 8 elements (the small dK/dV kernel copies the last row's last chunk an element at a time). T > 512 (S = 520;
+  // 8 elements (the small dK/dV kernel copies the last row's last chunk an element at a time; group size 3: the merge
+  // pass after it, where the kernels' merged epilogue takes group sizes 1, 2, 4 (B = 2, S = 70: 8) as clusters). T > 512 (S = 520;
   // B = 2, S = 300): the default's late grad_o_weight and grouped dK/dV GEMMs (padded and unpadded, view and copy of dO).
   const Case cases[] = {{1, 1, 4, 1, 128, 64},  {2, 7, 8, 2, 128, 96},  {1, 131, 8, 2, 128, 64},
                         {3, 65, 4, 4, 128, 32}, {2, 33, 4, 1, 64, 128}, {1, 131, 8, 2, 64, 64},
                         {1, 300, 4, 1, 128, 64}, {1, 520, 4, 2, 128, 64}, {1, 128, 4, 1, 128, 64},
                         {2, 192, 8, 2, 128, 64}, {1, 256, 4, 2, 128, 32}, {3, 64, 4, 4, 128, 64},
                         {1, 97, 3, 1, 128, 48},  {2, 300, 8, 2, 128, 64}, {1, 200, 8, 2, 128, 256},
-                        {2, 100, 4, 1, 128, 320}};
+                        {2, 100, 4, 1, 128, 320}, {2, 70, 8, 1, 128, 64}};
   std::uint64_t tag = 0;
   for (const Case& c : cases) {
     const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, c.D, c.hidden);
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes,
           smallest_atol(kOp),
           {kDefault, kGemm, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv,
-           kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallSm90, kGroup,
-           kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt, kDaThinView});
+           kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallSm90, kSmallMergeFused,
+           kSmallOneWarp, kGroup, kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt, kDaThinView});
   }
 }
 
@@ -221,8 +227,8 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
           {kDefault, kGemm, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
-           kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kGroup, kGroupSplit,
-           kGroupLate, kLate, kDaThin, kDaLt});
+           kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallMergeFused, kSmallOneWarp, kGroup,
+           kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt});
   }
 }
 
@@ -324,6 +330,34 @@ TEST(CudaGqaRope, SmallAttnIsDeterministicAndRefusesOtherHeadDims) {
   expect_deterministic_and_refused(kSmall, axes_of(1, 131, 8, 2, 128, 64), fresh_seed(350),
                                    axes_of(1, 33, 4, 1, 64, 64), fresh_seed(351), "ATTNBWD_CUDA_GQA_ATTN",
                                    "the small kernels at D = 64");
+}
+
+// The small kernels' merged epilogue (ATTNBWD_CUDA_GQA_MERGE=fused: dQ's RoPE in the first kernel's stores; the group
+// sums of dK and dV through a cluster of the group's CTAs, dK's RoPE, in the second's) does the merge pass's math in
+// its order: the same bits as the kernels followed by the pass (the default), at group sizes 1, 2, 4 and 8, odd S,
+// B > 1, and at group size 3 (no cluster form: the pass either way).
+TEST(CudaGqaRope, SmallAttnMergedEpilogueGivesThePassBits) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes shapes[] = {axes_of(2, 131, 8, 2, 128, 64), axes_of(3, 65, 4, 4, 128, 32),
+                                axes_of(1, 100, 4, 2, 128, 64), axes_of(2, 70, 8, 1, 128, 64),
+                                axes_of(1, 97, 3, 1, 128, 48)};
+  std::uint64_t tag = 370;
+  for (const tools::Axes& axes : shapes) {
+    SCOPED_TRACE(tools::axes_to_string(axes));
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp));
+    HostCase<Args> merged(in, axes), pass(in, axes);
+    {
+      UseMode mode(kSmallMergeFused);
+      run_cuda(merged);
+    }
+    {
+      UseMode mode(kSmall);
+      run_cuda(pass);
+    }
+    ASSERT_EQ(merged.outputs.size(), pass.outputs.size());
+    for (std::size_t i = 0; i < merged.outputs.size(); ++i)
+      EXPECT_TRUE(merged.outputs[i] == pass.outputs[i]) << "output " << i;
+  }
 }
 
 // The small-S dK/dV kernel copies P's rows in 16-byte chunks that keep each row's phase; with P 2 bytes past a
