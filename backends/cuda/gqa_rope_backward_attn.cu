@@ -8,18 +8,19 @@
 // Tensor cores through mma.sync.m16n8k16 (bf16 in, fp32 accumulate): valid on sm_90a and sm_100a.
 // Tails: rows and keys past S read as zero (or are multiplied by zero) and are never written.
 //
-// The small-S attention path (ATTNBWD_CUDA_GQA_ATTN=small, gqa_small_attn) is two launches of this file's kernels
+// The small-S attention path (gqa_small_attn; auto where S ≤ 160 and T ≤ 256) is two launches of this file's kernels
 // instead of padding copies, five GEMMs and the row kernel: the same kernel with kDq (the second sweep also stages
-// the K tile and accumulates dQ = dS·K from dS's registers, one rounding at the end), then small_dkdv_kernel,
-// key-major: CTA = (b·Hq + h, 64 keys), each warp 16 keys, dV₃₂ = Pᵀ·dO and dK₃₂ = dSᵀ·Q over 32-query tiles of P,
-// dS, dO and Q streamed through three cp.async stages (the transposed operands by ldmatrix.trans, Pᵀ element-wise
-// from its phase-kept tile), fp32 accumulators, one rounding each. It is a programmatic dependent of the first: dV
-// (P and dO only) before its griddepcontrol.wait, dK after it. Merged (GqaSmallAttn::merged, the default where the
-// group size is 1, 2, 4 or 8): the first kernel stores dQ's RoPE backward into the merged [T, (Hq + 2·Hkv)·128]
-// buffer, and the second runs in clusters of the G query heads of a KV head, which sum their rounded dK₃₂ and dV₃₂
-// through distributed shared memory in head order and store dK's RoPE backward and dV there: no merge pass. Measured on an H200 (perf/NOTES.md, twentieth session): both kernels are
-// bound by instruction latency at ~5 warps per SM (grid (⌈S/64⌉, B·Hq)), 0.94-0.99 of the default path per call at
-// S = 128-293, so auto does not take them.
+// the K tile and accumulates dQ = dS·K from dS's registers, one rounding at the end) in an 8-warp form (kSplit = 2:
+// each 16-row group's keys split in two halves between two warps, four stages; ATTNBWD_CUDA_GQA_SMALL_SPLIT=off: the
+// 4-warp form), then small_dkdv_kernel, key-major: CTA = (b·Hq + h, 64 keys), each warp 16 keys, dV₃₂ = Pᵀ·dO and
+// dK₃₂ = dSᵀ·Q over 32-query tiles of P, dS, dO and Q streamed through three cp.async stages (the transposed operands
+// by ldmatrix.trans, Pᵀ element-wise from its phase-kept tile), fp32 accumulators, one rounding each. It is a
+// programmatic dependent of the first: dV (P and dO only) before its griddepcontrol.wait, dK after it. Merged
+// (GqaSmallAttn::merged, opt-in: ATTNBWD_CUDA_GQA_MERGE=fused): the first kernel stores dQ's RoPE backward into the
+// merged [T, (Hq + 2·Hkv)·128] buffer, and the second runs in clusters of the G query heads of a KV head, which sum
+// their rounded dK₃₂ and dV₃₂ through distributed shared memory in head order and store dK's RoPE backward and dV
+// there: no merge pass (slower on an H200 all the same: perf/NOTES.md, twenty-sixth session). Both kernels are bound
+// by latency (instruction chains and tile loads) on grids of (⌈S/64⌉, B·Hq) CTAs: the path wins only at small S.
 #include <cuda_bf16.h>
 
 #include <cstddef>

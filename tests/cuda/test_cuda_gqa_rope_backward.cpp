@@ -227,8 +227,8 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
     const tools::Workload& w = tools::find_workload(all, index);
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
           {kDefault, kGemm, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
-           kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallMergeFused, kSmallOneWarp, kGroup,
-           kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt});
+           kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallMergeFused,
+           kSmallOneWarp, kGroup, kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt});
   }
 }
 
