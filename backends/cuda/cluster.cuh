@@ -11,6 +11,13 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
 
+// This CTA's rank in its cluster.
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
 // The shared::cluster address of `p` (a shared-memory pointer of this CTA) in the CTA of rank `rank` of the cluster.
 __device__ __forceinline__ std::uint32_t cluster_map(const void* p, unsigned rank) {
   const auto local = static_cast<std::uint32_t>(__cvta_generic_to_shared(p));

@@ -451,8 +451,8 @@ bool pad_switch_off() { return env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off"
 
 // ATTNBWD_CUDA_GQA_MERGE=auto|scalar|fused: steps 6-8 (GQA sums, RoPE, merge). auto: a pass with 16-byte moves where
 // D % 16 == 0 and the pointers are aligned; scalar: the pass with one element pair per thread (also the pass's
-// fallback); fused: on the small attention path, in the small kernels' epilogues where they can write it
-// (gqa_small_attn_merge_unsupported: group sizes 1, 2, 4, 8 as clusters; aligned cos, sin), else the pass. The same
+// fallback); fused: on the small attention path, in the small kernels' epilogues (gqa_small_attn_merge_unsupported:
+// group sizes 1, 2, 4, 8 as clusters, aligned cos and sin; else an Error naming the switch), on the others the pass. The same
 // math and order everywhere: the same bits. fused is slower on an H200 (twenty-sixth session, perf/NOTES.md: #5 109.5
 // against 105.5 µs per call): it saves the pass (6 µs) but the thin q/k/v launch after it can no longer load its
 // weights under a short kernel (its programmatic-dependent prologue overlaps the pass, not the busy attention kernels),
@@ -676,7 +676,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     if (use_small && merge_mode() == 2) {  // steps 6-8 in the kernels' epilogues where they can write them
       GqaSmallAttn mg = sm;
       mg.merged = dQKVp, mg.ldm = QKV, mg.cos = c(a.cos.data), mg.sin = c(a.sin.data), mg.Hq = Hq, mg.Hkv = Hkv;
-      if (gqa_small_attn_merge_unsupported(mg).empty()) sm = mg;
+      if (const std::string no = gqa_small_attn_merge_unsupported(mg); !no.empty())
+        throw Error("ATTNBWD_CUDA_GQA_MERGE", "the small kernels cannot write the merged form: " + no);
+      sm = mg;
     }
   } else if (attn != AttnPath::Gemm) {
     kv.dO = dOp, kv.do_ld = ld_do, kv.do_head = head_do;

@@ -1,10 +1,12 @@
 // gqa_rope_backward, steps 3-4 fused (spec §3): dS = bf16(bf16(P⊙(dP − r))·scaling) with
 // dP = bf16(dO·Vᵀ) and r = Σ_keys P·dP, for head_dim 128, without materialising dP.
 //
-// One CTA of 4 warps per (b·Hq + h, 64 query rows); each warp owns 16 rows, their dO as mma.sync A
-// fragments in registers. Two sweeps over 64-key tiles: the first sums r (fp32, a fixed order:
-// deterministic), the second recomputes the dP tile and writes dS. The V tile and the CTA's 64 × 64 P tile
-// stream through two cp.async stages (P's rows keep their 16-byte phase: any S, any alignment).
+// One CTA per (b·Hq + h, 64 query rows): 4 warps, each owning 16 rows and every key, with two cp.async stages (the
+// fused-dP form, and the small path's with ATTNBWD_CUDA_GQA_SMALL_SPLIT=off), or 8 warps, two per 16 rows, each
+// taking one 32-key half of every tile, with four stages (the small path's default); a warp's dO rows as mma.sync A
+// fragments in registers. Two sweeps over 64-key tiles: the first sums r (fp32, a fixed order: deterministic), the
+// second recomputes the dP tile and writes dS. The V tile and the CTA's 64 × 64 P tile stream through the cp.async
+// stages (P's rows keep their 16-byte phase: any S, any alignment).
 // Tensor cores through mma.sync.m16n8k16 (bf16 in, fp32 accumulate): valid on sm_90a and sm_100a.
 // Tails: rows and keys past S read as zero (or are multiplied by zero) and are never written.
 //
@@ -164,8 +166,9 @@ constexpr std::size_t dp_smem_bytes() {
 // every 64-key tile — half the products and element work per warp of the 4-warp form (kSplit = 1) on the same tiles,
 // twice the warps to hide their latency; r and dQ are summed over the two halves through shared memory (half 0's
 // sum + half 1's: a fixed order, deterministic).
-// At most 168 registers: an 8-warp CTA (43 K registers) or two 4-warp CTAs beside a small_dkdv_kernel CTA (16 K) on
-// one SM, so that the second launch's first pass runs under this kernel's tail.
+// At most 168 registers: an 8-warp CTA (43 K registers) or two 4-warp CTAs beside a small_dkdv_kernel CTA (16 K at its
+// 128 registers; 21.5 K at 168 in the merged form) on one SM, so that the second launch's first pass runs under this
+// kernel's tail.
 template <bool kDq, bool kMerge = false, int kSplit = 1>
 __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, int64_t do_ld, int64_t do_head,
                                                               const bf* __restrict__ V, const bf* __restrict__ P,
@@ -277,14 +280,14 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
     for (int nt = 0; nt < kNT; ++nt) {
       const int64_t key = k0 + kofs + nt * 8 + 2 * t;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const bool valid = half == 0 ? va : vb;
-        const float r = half == 0 ? ra : rb;
-        const int off = (half == 0 ? pa_off : pb_off) + 8 * nt;
-        const float2 d = round2(acc[nt][2 * half], acc[nt][2 * half + 1]);
+      for (int rh = 0; rh < 2; ++rh) {
+        const bool valid = rh == 0 ? va : vb;
+        const float r = rh == 0 ? ra : rb;
+        const int off = (rh == 0 ? pa_off : pb_off) + 8 * nt;
+        const float2 d = round2(acc[nt][2 * rh], acc[nt][2 * rh + 1]);
         const float2 x = round2(p_at(st, off) * (d.x - r), p_at(st, off + 1) * (d.y - r));
         const __nv_bfloat162 out = __floats2bfloat162_rn(x.x * scaling, x.y * scaling);
-        bf* dst = ds + (half == 0 ? qa : qb) * ld + key;  // ld and key even: 4-byte aligned
+        bf* dst = ds + (rh == 0 ? qa : qb) * ld + key;  // ld and key even: 4-byte aligned
         std::uint32_t w = valid ? bits2(out) : 0u;
         if (full) {  // a tile-uniform test first: full tiles take no per-key one (the same store as below)
           if (valid) *reinterpret_cast<__nv_bfloat162*>(dst) = out;
@@ -296,7 +299,7 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
         } else {
           w = 0u;
         }
-        sa[nt][half] = w;
+        sa[nt][rh] = w;
       }
     }
     if constexpr (kDq) {
@@ -341,9 +344,9 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
     const int64_t b = bh / mo.Hq, h = bh - b * mo.Hq;
     const auto ld2 = [](const bf* x) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x)); };
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int64_t q = half == 0 ? qa : qb;
-      if (!(half == 0 ? va : vb)) continue;
+    for (int rh = 0; rh < 2; ++rh) {
+      const int64_t q = rh == 0 ? qa : qb;
+      if (!(rh == 0 ? va : vb)) continue;
       const int64_t tok = b * S + q;
       bf* o = mo.out + tok * mo.ldo + h * kD;
       const bf* cs = mo.cos + tok * kD;
@@ -351,8 +354,8 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int d = 8 * j + 2 * t;
-        const float2 g0 = round2(dq[j][2 * half], dq[j][2 * half + 1]);
-        const float2 g1 = round2(dq[j + 8][2 * half], dq[j + 8][2 * half + 1]);
+        const float2 g0 = round2(dq[j][2 * rh], dq[j][2 * rh + 1]);
+        const float2 g1 = round2(dq[j + 8][2 * rh], dq[j + 8][2 * rh + 1]);
         const float2 c0 = ld2(cs + d), c1 = ld2(cs + d + 64), s0 = ld2(sn + d), s1 = ld2(sn + d + 64);
         bf x0, x1, y0, y1;  // columns d, d + 1 and d + 64, d + 65
         rope_pair(g0.x, g1.x, c0.x, c1.x, s0.x, s1.x, x0, y0);
@@ -376,7 +379,8 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
 
 // dV₃₂ = Pᵀ·dO and dK₃₂ = dSᵀ·Q for keys [64·blockIdx.x, +64) of head bh = blockIdx.y (one rounding each), in two
 // passes over 32-query tiles streamed through kKvStages cp.async stages (40 KB: a CTA fits beside two of the
-// primary's): P and dO before griddepcontrol.wait (dV under the primary's tail), then dS and Q.
+// primary's 4-warp form, or one beside its 8-warp form at ≤ 168 registers each): P and dO before griddepcontrol.wait
+// (dV under the primary's tail), then dS and Q.
 constexpr int kBq = 32;  // query rows per tile
 constexpr int kKvStages = 3;
 constexpr int kKvStage = kBq * kPStride + kBq * kStride;  // elements: P then dS; dO then Q
@@ -405,7 +409,7 @@ __device__ __forceinline__ void merge_kv(const float (&dk)[16][4], const float (
   }
   cluster_sync();
   constexpr int kPerCta = kKeys / G;  // keys summed by each CTA of the cluster
-  const int rank = static_cast<int>(bh % G);
+  const int rank = static_cast<int>(cluster_rank());  // = bh % G: the cluster spans G consecutive heads along y
   const int64_t b = bh / mo.Hq, kvh = (bh - b * mo.Hq) / G;
   const auto unpack = [](const uint4& u, float (&x)[8]) {
     const bf* e = reinterpret_cast<const bf*>(&u);
@@ -466,7 +470,7 @@ __device__ __forceinline__ void merge_kv(const float (&dk)[16][4], const float (
 // dK₃₂ and dV₃₂ rounded into shared memory, then each CTA of the cluster sums 64 / kG of the block's keys over the
 // group's CTAs (fp32, head order, one rounding) and writes dK's RoPE backward and dV into mo.out.
 template <int kG>
-__global__ void __launch_bounds__(kThreads) small_dkdv_kernel(const bf* __restrict__ P, const bf* __restrict__ dS,
+__global__ void __maxnreg__(kG == 0 ? 128 : 168) small_dkdv_kernel(const bf* __restrict__ P, const bf* __restrict__ dS,
                                                               int64_t ld, const bf* __restrict__ dO, int64_t do_ld,
                                                               int64_t do_head, const bf* __restrict__ Q,
                                                               bf* __restrict__ dK, bf* __restrict__ dV, int64_t S,
