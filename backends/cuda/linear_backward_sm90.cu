@@ -67,6 +67,48 @@ constexpr int kTileFloats = kBM * kBN;            // fp32 partial of one tile
 // the fragment's 4-byte writes (8 rows x 4 lanes per instruction) hit 32 distinct banks.
 constexpr int kStagingBuf = 64 * 128;
 constexpr int kStagingBufs = ATTNBWD_SM90_LINEAR_STAGING_BUFS;
+
+// ATTNBWD_SM90_LINEAR_TRACE=1 (a diagnostic build, off by default; no code of it in other builds): the first consumer
+// thread of each CTA stamps clock64 at its phase boundaries (codes below) and the CTA's start on %globaltimer; the
+// launch then waits for the kernel and prints one line per CTA to stderr (not under stream capture: run with
+// ATTNBWD_CUDA_GRAPHS=0). For perf/NOTES.md's count of this kernel at small T (twenty-sixth session).
+#ifndef ATTNBWD_SM90_LINEAR_TRACE
+#define ATTNBWD_SM90_LINEAR_TRACE 0
+#endif
+#if ATTNBWD_SM90_LINEAR_TRACE
+constexpr int kTraceCtas = 1024, kTraceEvents = 48;
+// Event codes: 1 consume start, 2 a unit's first stage full, 3 its products done, 4 its result stored, 5 split-K
+// partial published, 6 the tile's CTAs met, 7 the peers' partials summed, 9 consume end.
+__device__ unsigned long long g_trace[kTraceCtas][kTraceEvents];  // (code << 56) | (clock64 − start)
+__device__ unsigned long long g_trace_start[kTraceCtas];            // %globaltimer at consume start (ns)
+__device__ int g_trace_units[kTraceCtas];                           // events recorded
+struct Trace {
+  long long c0 = 0;
+  int n = 0;
+  template <int = 0>
+  __device__ void start() {
+    if (threadIdx.x != 128 || blockIdx.x >= kTraceCtas) return;
+    unsigned long long ns;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+    g_trace_start[blockIdx.x] = ns;
+    c0 = clock64();
+    mark(1);
+  }
+  template <int = 0>
+  __device__ void mark(int code) {
+    if (threadIdx.x != 128 || blockIdx.x >= kTraceCtas || n >= kTraceEvents) return;
+    g_trace[blockIdx.x][n++] = (static_cast<unsigned long long>(code) << 56) | static_cast<unsigned long long>(clock64() - c0);
+    g_trace_units[blockIdx.x] = n;
+  }
+};
+#else
+struct Trace {  // no code (templates: nothing to warn about when unused)
+  template <int = 0>
+  __device__ void start() {}
+  template <int = 0>
+  __device__ void mark(int) {}
+};
+#endif
 constexpr int kStagingBytes = kStagingBufs * kStagingBuf;  // per warpgroup
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStagingBytes + 1024 /*alignment*/ + 256 /*barriers*/;
 static_assert(kSmemBytes <= 227 * 1024, "shared memory of one H100/H200 CTA");
@@ -271,12 +313,15 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
   float acc[128];
   int stage = 0, buf = 0;
   std::uint32_t phase = 0;
+  Trace tr;
+  tr.start();
   for (int u = cta; u < g.units; u += ncta) {
     const Unit w = decode(g, u);
     fence_regs(acc);
     int prev = -1;
     for (int kb = w.kb0; kb < w.kb1; ++kb) {
       mbar_wait(&sm.full[stage], phase);
+      if (kb == w.kb0) tr.mark(2);
       const std::uint32_t sa = smem_addr(sm.tiles + stage * kStageBytes);
       const std::uint32_t sb = sa + kABytes;
       wgmma_fence();
@@ -296,6 +341,7 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
     wgmma_wait<0>();
     fence_regs(acc);
     if (prev >= 0 && leader) mbar_arrive(&sm.empty[prev]);
+    tr.mark(3);
 
     const int row0 = w.tm * kBM + ci * 64 + warp * 16 + lane / 4;
     const int col0 = w.tn * kBN + 2 * (lane % 4);
@@ -316,6 +362,7 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
     };
     if (g.splits == 1) {
       store(0, 4);
+      tr.mark(4);
       continue;
     }
     if constexpr (ClusterReduce) {
@@ -334,6 +381,7 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
         if (j < 8 * q0 || j >= 8 * q1)
           __stcg(mine + j * 256 + ct, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
       __threadfence();
+      tr.mark(5);
       named_barrier(1, 256);
       if (ct == 0) {
         unsigned* cnt = &g.counters[w.tile];
@@ -344,6 +392,7 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
         if (atomicAdd(cnt, 1u) == static_cast<unsigned>(2 * g.splits - 1)) *cnt = 0;
       }
       named_barrier(1, 256);
+      tr.mark(6);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // a chunk (8 loads in flight) at a time: acc already holds 128 registers
         if (q < q0 || q >= q1) continue;
@@ -361,7 +410,9 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
           }
         }
       }
+      tr.mark(7);
       store(q0, q1);
+      tr.mark(4);
       continue;
     }
     // Split-K: publish this unit's partial, count arrivals; the last one reduces in split order.
@@ -392,9 +443,11 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
       }
     }
     store(0, 4);
+    tr.mark(4);
     if (ct == 0) g.counters[w.tile] = 0;  // ready for the next call
   }
   if (g.tma_store && threadIdx.x % 128 == 0) bulk_wait_read<0>();  // staging stays valid until the stores read it
+  tr.mark(9);
 }
 
 // CTAs [0, ctas_dx) work on dX units, the rest on dW units. Grouped: a grouped launch (sg's maps and
@@ -750,6 +803,37 @@ LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms
   return best;
 }
 
+#if ATTNBWD_SM90_LINEAR_TRACE
+// The diagnostic build's per-CTA lines (see ATTNBWD_SM90_LINEAR_TRACE): role, start relative to the earliest CTA (ns),
+// then code@cycles for each event; the arrays are cleared for the next call.
+static void print_trace(const LinearBackwardPlan& plan, std::int64_t T, cudaStream_t stream) {
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  ATTNBWD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
+  if (cap != cudaStreamCaptureStatusNone) return;
+  ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const int n = std::min(plan.grid, kTraceCtas);
+  std::vector<unsigned long long> ev(static_cast<std::size_t>(kTraceCtas) * kTraceEvents), st(kTraceCtas);
+  std::vector<int> cnt(kTraceCtas);
+  ATTNBWD_CUDA_CHECK(cudaMemcpyFromSymbol(ev.data(), g_trace, ev.size() * sizeof(unsigned long long)));
+  ATTNBWD_CUDA_CHECK(cudaMemcpyFromSymbol(st.data(), g_trace_start, st.size() * sizeof(unsigned long long)));
+  ATTNBWD_CUDA_CHECK(cudaMemcpyFromSymbol(cnt.data(), g_trace_units, cnt.size() * sizeof(int)));
+  unsigned long long t0 = ~0ull;
+  for (int c = 0; c < n; ++c) t0 = std::min(t0, st[c]);
+  std::fprintf(stderr, "linear_backward trace T=%lld grid=%d ctas_dx=%d splits_dx=%d splits_dw=%d\n",
+               static_cast<long long>(T), plan.grid, plan.ctas_dx, plan.splits_dx, plan.splits_dw);
+  for (int c = 0; c < n; ++c) {
+    std::fprintf(stderr, "cta %d %s +%llu ns:", c, c < plan.ctas_dx ? "dx" : "dw", st[c] - t0);
+    for (int e = 0; e < cnt[c] && e < kTraceEvents; ++e) {
+      const unsigned long long x = ev[static_cast<std::size_t>(c) * kTraceEvents + e];
+      std::fprintf(stderr, " %llu@%llu", x >> 56, x & ((1ull << 56) - 1));
+    }
+    std::fprintf(stderr, "\n");
+  }
+  std::fill(cnt.begin(), cnt.end(), 0);
+  ATTNBWD_CUDA_CHECK(cudaMemcpyToSymbol(g_trace_units, cnt.data(), cnt.size() * sizeof(int)));
+}
+#endif
+
 void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& plan, void* workspace,
                             unsigned* counters, cudaStream_t stream) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
@@ -831,6 +915,9 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   else
     linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx[0], a_dw, b_dw, out_dx, out_dw[0], prm);
   ATTNBWD_CUDA_CHECK_LAUNCH();
+#if ATTNBWD_SM90_LINEAR_TRACE
+  print_trace(plan, T, stream);
+#endif
 }
 
 void allow_smem(const void* kernel, int bytes) {
