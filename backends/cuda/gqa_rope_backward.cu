@@ -872,8 +872,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                                              S, Sp, static_cast<int>(Hq), static_cast<int>(Hkv),
                                                              static_cast<int>(D), QKV, k_summed, v_summed);
     ATTNBWD_CUDA_CHECK_LAUNCH();
+    stages.mark("gqa_rope_merge");
   }
-  if (!sm.merged) stages.mark("gqa_rope_merge");
 
   // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients: the
   // path chosen at the start (gj, pj, all_sm90). Grouped: dX summed in the launch, nothing to add.

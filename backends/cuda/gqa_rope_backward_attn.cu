@@ -648,13 +648,13 @@ void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
   const MergeOut mo{a.merged, a.ldm, a.cos, a.sin, static_cast<int>(a.Hq), static_cast<int>(a.Hkv)};
   const int G = merged ? static_cast<int>(a.Hq / a.Hkv) : 0;
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(a.BH));
-  const std::size_t smem = a.split == 2 ? dp_smem_bytes<true, 2>() : dp_smem_bytes<true, 1>();
   const bool split = a.split == 2;
+  const std::size_t smem = split ? dp_smem_bytes<true, 2>() : dp_smem_bytes<true, 1>();
   const auto first = merged ? (split ? dp_softmax_kernel<true, true, 2> : dp_softmax_kernel<true, true, 1>)
                             : (split ? dp_softmax_kernel<true, false, 2> : dp_softmax_kernel<true, false, 1>);
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(first, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  first<<<grid, split ? 2 * kThreads : kThreads, smem, stream>>>(a.dO, a.do_ld, a.do_head, a.V, a.P, a.dS, a.S, a.ld, a.scaling, a.K, a.dQ,
-                                          a.BH, mo);
+  first<<<grid, split ? 2 * kThreads : kThreads, smem, stream>>>(a.dO, a.do_ld, a.do_head, a.V, a.P, a.dS, a.S, a.ld,
+                                                                   a.scaling, a.K, a.dQ, a.BH, mo);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   const auto second = G == 0   ? small_dkdv_kernel<0>
                       : G == 1 ? small_dkdv_kernel<1>

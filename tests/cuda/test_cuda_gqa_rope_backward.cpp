@@ -249,6 +249,23 @@ void expect_rerun_bits(HostCase<Args>& first, const tools::TensorSet& in, const 
     EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " " << what;
 }
 
+// The op on fresh copies of `in` in modes `a` and `b`: every output must have the same bits (two paths that do the same
+// math in the same order).
+void expect_same_bits(const tools::TensorSet& in, const tools::Axes& axes, const Mode& a, const Mode& b) {
+  HostCase<Args> first(in, axes), second(in, axes);
+  {
+    UseMode mode(a);
+    run_cuda(first);
+  }
+  {
+    UseMode mode(b);
+    run_cuda(second);
+  }
+  ASSERT_EQ(first.outputs.size(), second.outputs.size());
+  for (std::size_t i = 0; i < first.outputs.size(); ++i)
+    EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << ": " << a.name() << " / " << b.name();
+}
+
 // The op on fresh inputs of `axes` (in a mode forced onto a path that cannot take them) raises an Error naming `env`.
 void expect_refused(const tools::Axes& axes, std::uint64_t seed, const char* env, const std::string& what) {
   HostCase<Args> refused(tools::generate_inputs(kOp, axes, seed, tools::default_scalars(kOp)), axes);
@@ -348,29 +365,15 @@ TEST(CudaGqaRope, SmallAttnMergedEpilogueGivesThePassBits) {
   const tools::Axes shapes[] = {axes_of(2, 131, 8, 2, 128, 256), axes_of(3, 65, 4, 4, 128, 128),
                                 axes_of(1, 100, 4, 2, 128, 256), axes_of(2, 70, 8, 1, 128, 256),
                                 axes_of(1, 64, 8, 2, 128, 256),  axes_of(2, 1, 4, 2, 128, 128)};
-  std::uint64_t tag = 370;
+  std::uint64_t tag = 390;  // (370-380: LateGradOWeightGivesTheEarlyBits)
   for (const tools::Axes& axes : shapes) {
     SCOPED_TRACE(tools::axes_to_string(axes));
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp));
-    for (const auto& [fused_mode, pass_mode] :
-         {std::pair{kSmallMergeFused, kSmall}, std::pair{kSmallMergeFusedOneWarp, kSmallOneWarp}}) {
-      SCOPED_TRACE(fused_mode.name());
-      HostCase<Args> merged(in, axes), pass(in, axes);
-      {
-        UseMode mode(fused_mode);
-        run_cuda(merged);
-      }
-      {
-        UseMode mode(pass_mode);
-        run_cuda(pass);
-      }
-      ASSERT_EQ(merged.outputs.size(), pass.outputs.size());
-      for (std::size_t i = 0; i < merged.outputs.size(); ++i)
-        EXPECT_TRUE(merged.outputs[i] == pass.outputs[i]) << "output " << i;
-    }
+    expect_same_bits(in, axes, kSmallMergeFused, kSmall);
+    expect_same_bits(in, axes, kSmallMergeFusedOneWarp, kSmallOneWarp);
   }
   UseMode mode(kSmallMergeFused);
-  expect_refused(axes_of(1, 97, 3, 1, 128, 48), fresh_seed(380), "ATTNBWD_CUDA_GQA_MERGE",
+  expect_refused(axes_of(1, 97, 3, 1, 128, 48), fresh_seed(399), "ATTNBWD_CUDA_GQA_MERGE",
                  "the merged epilogue at group size 3");
 }
 
@@ -437,17 +440,7 @@ TEST(CudaGqaRope, OverlapGivesTheSerialBits) {
   ATTNBWD_SEED_TRACE();
   const tools::Axes axes = axes_of(2, 131, 8, 2, 128, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(310), tools::default_scalars(kOp));
-  HostCase<Args> two(in, axes), one(in, axes);
-  {
-    UseMode mode(kOverlap);
-    run_cuda(two);
-  }
-  {
-    UseMode mode(kSerial);
-    run_cuda(one);
-  }
-  ASSERT_EQ(two.outputs.size(), one.outputs.size());
-  for (std::size_t i = 0; i < two.outputs.size(); ++i) EXPECT_TRUE(two.outputs[i] == one.outputs[i]) << "output " << i;
+  expect_same_bits(in, axes, kOverlap, kSerial);
 }
 
 // grad_o_weight late on the side stream (ATTNBWD_CUDA_GQA_DWO=late: after dA and dV₃₂, dK₃₂ on the main stream, a
@@ -469,14 +462,8 @@ TEST(CudaGqaRope, LateGradOWeightGivesTheEarlyBits) {
     const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
     SCOPED_TRACE(tools::axes_to_string(axes) + " attn=" + sh.attn + " overlap=" + sh.overlap);
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(370 + k++), tools::default_scalars(kOp));
-    HostCase<Args> early(in, axes), late(in, axes);
-    for (int i = 0; i < 2; ++i) {
-      UseMode mode(Mode{"", "", sh.overlap, "", "", "", "", sh.attn, "", i == 0 ? "early" : "late"});
-      run_cuda(i == 0 ? early : late);
-    }
-    ASSERT_EQ(early.outputs.size(), late.outputs.size());
-    for (std::size_t i = 0; i < early.outputs.size(); ++i)
-      EXPECT_TRUE(early.outputs[i] == late.outputs[i]) << "output " << i;
+    expect_same_bits(in, axes, Mode{"", "", sh.overlap, "", "", "", "", sh.attn, "", "early"},
+                     Mode{"", "", sh.overlap, "", "", "", "", sh.attn, "", "late"});
   }
 }
 
@@ -486,14 +473,7 @@ TEST(CudaGqaRope, MergeVariantsGiveTheSameBits) {
   ATTNBWD_SEED_TRACE();
   const tools::Axes axes = axes_of(2, 131, 8, 2, 128, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(320), tools::default_scalars(kOp));
-  HostCase<Args> vec(in, axes), scalar(in, axes);
-  run_cuda(vec);
-  {
-    UseMode mode(kMergeScalar);
-    run_cuda(scalar);
-  }
-  ASSERT_EQ(vec.outputs.size(), scalar.outputs.size());
-  for (std::size_t i = 0; i < vec.outputs.size(); ++i) EXPECT_TRUE(vec.outputs[i] == scalar.outputs[i]) << "output " << i;
+  expect_same_bits(in, axes, kDefault, kMergeScalar);
 }
 
 }  // namespace
