@@ -8,6 +8,10 @@
 // Kernel: 3 warpgroups. Warpgroup 0 (one thread) streams 128x64 A and 64x256 B tiles with TMA (128-byte
 // swizzle) into a 4-stage shared-memory ring guarded by mbarriers; warpgroups 1 and 2 each own 64 rows
 // of the 128x256 output tile and run wgmma m64n256k16 (fp32 accumulators in registers) on the ring.
+// Epilogue (TMA-stored outputs): each consumer warpgroup converts its 64-column chunks to bf16 into two staging
+// buffers and hands each to a store thread of warpgroup 0 (warps 1 and 2), which issues the TMA store and frees the
+// buffer once the store has read it; the consumers never wait for a store issue (perf/NOTES.md, twenty-seventh
+// session: the epilogue 3.3-4.6 K cycles per unit before, with all 256 consumer threads waiting on one issuing thread).
 // Operand majorness: dX has A = dY K-major, B = W N-major; dW has A = dYᵀ M-major (dY is [T, out]),
 // B = X N-major. Both N-major/M-major cases use wgmma's transpose bits.
 //
@@ -76,9 +80,10 @@ constexpr int kStagingBufs = ATTNBWD_SM90_LINEAR_STAGING_BUFS;
 #define ATTNBWD_SM90_LINEAR_TRACE 0
 #endif
 #if ATTNBWD_SM90_LINEAR_TRACE
-constexpr int kTraceCtas = 1024, kTraceEvents = 48;
+constexpr int kTraceCtas = 1024, kTraceEvents = 128;
 // Event codes: 1 consume start, 2 a unit's first stage full, 3 its products done, 4 its result stored, 5 split-K
-// partial published, 6 the tile's CTAs met, 7 the peers' partials summed, 9 consume end.
+// partial published, 6 the tile's CTAs met, 7 the peers' partials summed, 9 consume end; in a TMA-stored chunk of 64
+// columns: 10 its staging buffer free, 11 staged and handed to the store thread.
 __device__ unsigned long long g_trace[kTraceCtas][kTraceEvents];  // (code << 56) | (clock64 − start)
 __device__ unsigned long long g_trace_start[kTraceCtas];            // %globaltimer at consume start (ns)
 __device__ int g_trace_units[kTraceCtas];                           // events recorded
@@ -111,6 +116,9 @@ struct Trace {  // no code (templates: nothing to warn about when unused)
 #endif
 constexpr int kStagingBytes = kStagingBufs * kStagingBuf;  // per warpgroup
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStagingBytes + 1024 /*alignment*/ + 256 /*barriers*/;
+// The barrier area: the ring's full and empty barriers, the staging buffers' full and empty barriers and store jobs
+// (per consumer warpgroup and buffer), the last-arrival flag.
+static_assert((2 * kStages + 4 * kStagingBufs) * 8 + 2 * kStagingBufs * 16 + 4 <= 256, "barrier area");
 static_assert(kSmemBytes <= 227 * 1024, "shared memory of one H100/H200 CTA");
 
 // One GEMM of the launch: C[M, N] = Σ_k A[m, k] B[k, n], stored at
@@ -193,26 +201,53 @@ __device__ __forceinline__ void store_tile(const GemmDesc& g, const float (&acc)
   }
 }
 
-// Stores this warpgroup's 64x256 slice of the tile (rows row_base.., columns col_base..), 64 columns
-// at a time through the staging buffers: with g.tma_store as TMA bulk stores that drain while the
-// next tile's MMAs run; else (g.vec16) as 16-byte coalesced stores by every thread. Only the 64-column
-// chunks q in [q0, q1) (a split-K CTA of a cluster stores its share of the tile).
-// row_shift: the first row of out_map's segment (grouped dW; TMA stores only), else 0.
-__device__ __forceinline__ void store_slice(const GemmDesc& g, const CUtensorMap* out_map, int row_shift,
-                                            const float (&acc)[128], int row_base, int col_base, std::uint8_t* stg,
-                                            int barrier_id, int& buf, int q0, int q1) {
+struct Smem {
+  std::uint8_t* tiles;
+  std::uint8_t* staging;  // per consumer warpgroup: kStagingBytes
+  std::uint64_t *full, *empty;
+  // Per consumer warpgroup ci and staging buffer b (index ci·kStagingBufs + b): the buffer staged (sfull, 128
+  // arrivals: every thread of the warpgroup after its fence) and read by its TMA store (sempty, the store thread's
+  // arrival); jobs[ci·kStagingBufs + b]: the store's coordinates (x, y, z) and map (w: 0 the GEMM's output map, 1 / 2
+  // a grouped launch's dW segment 1 / 2; -1: the warpgroup has no more chunks).
+  std::uint64_t *sfull, *sempty;
+  int4* jobs;
+  unsigned* flag;
+};
+
+// Stores this warpgroup's 64x256 slice of the tile (rows row_base.., columns col_base..), 64 columns at a time
+// through the staging buffers. With g.tma_store the warpgroup only stages each chunk (bf16, the TMA box layout) and
+// hands it to its store thread (store_chunks), which issues the TMA store while the warpgroup goes on to the next
+// chunk or unit; else (g.vec16) every thread stores 16-byte pieces. Only the 64-column chunks q in [q0, q1) (a
+// split-K CTA of a cluster stores its share of the tile).
+// map_sel: the output map (Smem::jobs); c0: tma_coords of the slice.
+// nj: the warpgroup's chunks staged so far (TMA path); buf: the next staging buffer (16-byte path).
+__device__ __forceinline__ void store_slice(const GemmDesc& g, int map_sel, const float (&acc)[128],
+                                            int row_base, int col_base, std::uint8_t* stg, int barrier_id, int& buf,
+                                            int& nj, int q0, int q1, const Smem& sm, int3 c0, Trace& tr) {
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fc = 2 * (lane % 4);
+  const int ci = threadIdx.x / 128 - 1;
   if (row_base >= g.M) return;
+  // The TMA coordinates of chunk q: x = column in the head, y = row in the batch element, z = batch·heads + head
+  // (c0: chunk 0's, computed before the unit's products).
+  int cx = c0.x, cy = c0.y, cz = c0.z;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     const int col = col_base + 64 * q;
     if (col >= g.N) break;
+    if (q > 0 && g.tma_store) {  // the next 64 columns (a head holds whole 64-column blocks here)
+      cx += 64;
+      if (cx >= g.cols_per_h) cx -= g.cols_per_h, ++cz;
+    }
     if (q < q0 || q >= q1) continue;
-    std::uint8_t* b = stg + buf * kStagingBuf;
-    // The store that last read `b` is done with it (at most kStagingBufs - 1 newer stores pending).
-    if (g.tma_store && t == 0) bulk_wait_read<kStagingBufs - 1>();
-    named_barrier(barrier_id, 128);
+    const int b_idx = g.tma_store ? nj % kStagingBufs : buf;
+    std::uint8_t* b = stg + b_idx * kStagingBuf;
+    if (g.tma_store) {
+      mbar_wait(&sm.sempty[ci * kStagingBufs + b_idx], ((nj / kStagingBufs) & 1) ^ 1);  // its last store has read it
+      tr.mark(10);
+    } else {
+      named_barrier(barrier_id, 128);
+    }
 #pragma unroll
     for (int jj = 0; jj < 8; ++jj) {
       const int j = 8 * q + jj;
@@ -225,12 +260,10 @@ __device__ __forceinline__ void store_slice(const GemmDesc& g, const CUtensorMap
     }
     if (g.tma_store) {
       fence_proxy_async_smem();
-      named_barrier(barrier_id, 128);
-      if (t == 0) {
-        const int rs = row_base - row_shift, rb = rs / g.rows_per_b, ch = col / g.cols_per_h;
-        tma_store_3d(out_map, b, col - ch * g.cols_per_h, rs - rb * g.rows_per_b, rb * g.heads + ch);
-        bulk_commit();
-      }
+      if (t == 0) sm.jobs[ci * kStagingBufs + b_idx] = make_int4(cx, cy, cz, map_sel);
+      mbar_arrive(&sm.sfull[ci * kStagingBufs + b_idx]);
+      ++nj;
+      tr.mark(11);
     } else {
       named_barrier(barrier_id, 128);
 #pragma unroll
@@ -245,17 +278,45 @@ __device__ __forceinline__ void store_slice(const GemmDesc& g, const CUtensorMap
           *reinterpret_cast<uint4*>(g.out + off) = v;
         }
       }
+      buf = (buf + 1) % kStagingBufs;
     }
-    buf = (buf + 1) % kStagingBufs;
   }
 }
 
-struct Smem {
-  std::uint8_t* tiles;
-  std::uint8_t* staging;  // per consumer warpgroup: kStagingBytes
-  std::uint64_t *full, *empty;
-  unsigned* flag;
-};
+// The TMA coordinates of the first 64x64 box of a warpgroup's slice (rows row_base.., columns col_base..) in the
+// output map whose segment starts at row row_shift (grouped dW), else 0.
+__device__ __forceinline__ int3 tma_coords(const GemmDesc& g, int row_base, int col_base, int row_shift) {
+  const int rs = row_base - row_shift, rb = rs / g.rows_per_b, ch = col_base / g.cols_per_h;
+  return make_int3(col_base - ch * g.cols_per_h, rs - rb * g.rows_per_b, rb * g.heads + ch);
+}
+
+// g.tma_store: the end of consumer warpgroup ci's chunks (a job with map -1, in the next buffer once it is free).
+__device__ __forceinline__ void end_chunks(const GemmDesc& g, int nj, const Smem& sm) {
+  if (!g.tma_store) return;
+  const int ci = threadIdx.x / 128 - 1, slot = ci * kStagingBufs + nj % kStagingBufs;
+  mbar_wait(&sm.sempty[slot], ((nj / kStagingBufs) & 1) ^ 1);
+  if (threadIdx.x % 128 == 0) sm.jobs[slot] = make_int4(0, 0, 0, -1);
+  mbar_arrive(&sm.sfull[slot]);
+}
+
+// The store thread of consumer warpgroup ci (g.tma_store): issues the TMA store of each chunk the warpgroup stages,
+// in order, and frees its buffer as soon as the store has read it (the warpgroup stages the next chunk meanwhile);
+// returns after the warpgroup's last chunk, its stores' reads done (the staging must outlive them; the global writes
+// complete on their own).
+__device__ __forceinline__ void store_chunks(int ci, const CUtensorMap* map0, const CUtensorMap* map1,
+                                             const CUtensorMap* map2, const Smem& sm) {
+  std::uint8_t* stg = sm.staging + ci * kStagingBytes;
+  for (int n = 0;; ++n) {
+    const int b = n % kStagingBufs, slot = ci * kStagingBufs + b;
+    mbar_wait(&sm.sfull[slot], (n / kStagingBufs) & 1);
+    const int4 j = sm.jobs[slot];
+    if (j.w < 0) break;
+    tma_store_3d(j.w == 0 ? map0 : j.w == 1 ? map1 : map2, stg + b * kStagingBuf, j.x, j.y, j.z);
+    bulk_commit();
+    bulk_wait_read<0>();
+    mbar_arrive(&sm.sempty[slot]);
+  }
+}
 
 // Producer: one thread streams the k-blocks of this CTA's units (cta, cta + ncta, ...) of GEMM g.
 // Grouped (dX of a grouped launch): B's rows from sg.seg1 (seg2) on come from sg.b_dx1 (b_dx2), counted from
@@ -303,20 +364,27 @@ __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma
 // Grouped (dW of a grouped launch): rows from sg.seg1 (seg2) on are stored through sg.out_dw1 (out_dw2),
 // counted from the segment's first row.
 template <int TransA, bool ClusterReduce, bool Grouped>
-__device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* out_map, const Segments& sg, int cta,
-                                        int ncta, const Smem& sm) {
+__device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, int cta, int ncta, const Smem& sm) {
   const int ci = threadIdx.x / 128 - 1;
   const int t = threadIdx.x % 128;   // thread in warpgroup
   const int ct = threadIdx.x - 128;  // thread among the 256 consumers
   const bool leader = t == 0;
   const int warp = t / 32, lane = t % 32;
   float acc[128];
-  int stage = 0, buf = 0;
+  int stage = 0, buf = 0, nj = 0;
   std::uint32_t phase = 0;
   Trace tr;
   tr.start();
   for (int u = cta; u < g.units; u += ncta) {
     const Unit w = decode(g, u);
+    // The output map and the first box's coordinates of this warpgroup's slice, ahead of the products.
+    int sel = 0, shift = 0;
+    if constexpr (Grouped) {
+      const int r = w.tm * kBM + ci * 64;  // segments start at multiples of 64: this slice is in one
+      sel = r >= sg.seg2 ? 2 : r >= sg.seg1 ? 1 : 0;
+      shift = r >= sg.seg2 ? sg.seg2 : r >= sg.seg1 ? sg.seg1 : 0;
+    }
+    const int3 c0 = g.tma_store ? tma_coords(g, w.tm * kBM + ci * 64, w.tn * kBN, shift) : make_int3(0, 0, 0);
     fence_regs(acc);
     int prev = -1;
     for (int kb = w.kb0; kb < w.kb1; ++kb) {
@@ -347,16 +415,9 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
     const int col0 = w.tn * kBN + 2 * (lane % 4);
     // Stores the 64-column chunks [q0, q1) of the tile.
     auto store = [&](int q0, int q1) {
-      const CUtensorMap* om = out_map;
-      int shift = 0;
-      if constexpr (Grouped) {
-        const int r = w.tm * kBM + ci * 64;  // segments start at multiples of 64: this slice is in one
-        om = r >= sg.seg2 ? sg.out_dw2 : r >= sg.seg1 ? sg.out_dw1 : out_map;
-        shift = r >= sg.seg2 ? sg.seg2 : r >= sg.seg1 ? sg.seg1 : 0;
-      }
       if (g.tma_store || g.vec16)
-        store_slice(g, om, shift, acc, w.tm * kBM + ci * 64, w.tn * kBN, sm.staging + ci * kStagingBytes, 2 + ci,
-                    buf, q0, q1);
+        store_slice(g, sel, acc, w.tm * kBM + ci * 64, w.tn * kBN, sm.staging + ci * kStagingBytes, 2 + ci, buf, nj,
+                    q0, q1, sm, c0, tr);
       else
         store_tile(g, acc, row0, col0, 8 * q0, 8 * q1);
     };
@@ -446,7 +507,7 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const CUtensorMap* ou
     tr.mark(4);
     if (ct == 0) g.counters[w.tile] = 0;  // ready for the next call
   }
-  if (g.tma_store && threadIdx.x % 128 == 0) bulk_wait_read<0>();  // staging stays valid until the stores read it
+  end_chunks(g, nj, sm);  // the store thread waits for its stores' reads
   tr.mark(9);
 }
 
@@ -467,7 +528,10 @@ __device__ __forceinline__ void kernel_body(const CUtensorMap* map_a_dx, const C
   sm.staging = sm.tiles + kStages * kStageBytes;
   sm.full = reinterpret_cast<std::uint64_t*>(sm.staging + 2 * kStagingBytes);
   sm.empty = sm.full + kStages;
-  sm.flag = reinterpret_cast<unsigned*>(sm.empty + kStages);
+  sm.sfull = sm.empty + kStages;
+  sm.sempty = sm.sfull + 2 * kStagingBufs;
+  sm.jobs = reinterpret_cast<int4*>(sm.sempty + 2 * kStagingBufs);
+  sm.flag = reinterpret_cast<unsigned*>(sm.jobs + 2 * kStagingBufs);
 
   const bool is_dx = static_cast<int>(blockIdx.x) < p.ctas_dx;
   const GemmDesc& g = is_dx ? p.dx : p.dw;
@@ -478,6 +542,10 @@ __device__ __forceinline__ void kernel_body(const CUtensorMap* map_a_dx, const C
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&sm.full[s], 1);
       mbar_init(&sm.empty[s], 2);  // one arrival per consumer warpgroup
+    }
+    for (int i = 0; i < 2 * kStagingBufs; ++i) {
+      mbar_init(&sm.sfull[i], 128);  // every thread of the consumer warpgroup, after its fence
+      mbar_init(&sm.sempty[i], 1);   // the store thread
     }
     mbar_init_fence();
   }
@@ -490,15 +558,22 @@ __device__ __forceinline__ void kernel_body(const CUtensorMap* map_a_dx, const C
         produce<Grouped>(g, map_a_dx, map_b_dx, sg, cta, ncta, sm);
       else
         produce<false>(g, map_a_dw, map_b_dw, sg, cta, ncta, sm);
+    } else if ((threadIdx.x == 32 || threadIdx.x == 64) && g.tma_store) {  // the store threads (warps 1 and 2)
+      if (is_dx)
+        store_chunks(threadIdx.x / 32 - 1, map_out_dx, map_out_dx, map_out_dx, sm);
+      else if constexpr (Grouped)
+        store_chunks(threadIdx.x / 32 - 1, map_out_dw, sg.out_dw1, sg.out_dw2, sm);
+      else
+        store_chunks(threadIdx.x / 32 - 1, map_out_dw, map_out_dw, map_out_dw, sm);
     }
   } else {
     setmaxnreg_inc<232>();
     if (is_dx && g.cluster_reduce)
-      consume<0, true, false>(g, map_out_dx, sg, cta, ncta, sm);
+      consume<0, true, false>(g, sg, cta, ncta, sm);
     else if (is_dx)
-      consume<0, false, false>(g, map_out_dx, sg, cta, ncta, sm);
+      consume<0, false, false>(g, sg, cta, ncta, sm);
     else
-      consume<1, false, Grouped>(g, map_out_dw, sg, cta, ncta, sm);
+      consume<1, false, Grouped>(g, sg, cta, ncta, sm);
   }
 }
 
