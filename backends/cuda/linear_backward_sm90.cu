@@ -115,10 +115,10 @@ struct Trace {  // no code (templates: nothing to warn about when unused)
 };
 #endif
 constexpr int kStagingBytes = kStagingBufs * kStagingBuf;  // per warpgroup
-constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStagingBytes + 1024 /*alignment*/ + 256 /*barriers*/;
 // The barrier area: the ring's full and empty barriers, the staging buffers' full and empty barriers and store jobs
-// (per consumer warpgroup and buffer), the last-arrival flag.
-static_assert((2 * kStages + 4 * kStagingBufs) * 8 + 2 * kStagingBufs * 16 + 4 <= 256, "barrier area");
+// (per consumer warpgroup and buffer), the last-arrival flag; in whole 256-byte blocks (256 with the default knobs).
+constexpr int kBarrierBytes = ((2 * kStages + 4 * kStagingBufs) * 8 + 2 * kStagingBufs * 16 + 4 + 255) / 256 * 256;
+constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStagingBytes + 1024 /*alignment*/ + kBarrierBytes;
 static_assert(kSmemBytes <= 227 * 1024, "shared memory of one H100/H200 CTA");
 
 // One GEMM of the launch: C[M, N] = Σ_k A[m, k] B[k, n], stored at
