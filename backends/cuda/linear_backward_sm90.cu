@@ -214,72 +214,94 @@ struct Smem {
   unsigned* flag;
 };
 
+// Converts the 64-column chunk q of this thread's accumulator fragment to bf16 into staging buffer b (64 rows x 128
+// bytes, the TMA box layout with the 128-byte swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8), which also
+// makes the fragment's 4-byte writes, 8 rows x 4 lanes per instruction, hit 32 distinct banks).
+template <int Q>
+__device__ __forceinline__ void stage_chunk(const float (&acc)[128], std::uint8_t* b) {
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const int fr = warp * 16 + lane / 4, fc = 2 * (lane % 4);
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) {
+    const int j = 8 * Q + jj;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = fr + 8 * half;
+      *reinterpret_cast<__nv_bfloat162*>(b + r * 128 + ((jj ^ (r % 8)) * 16) + fc * 2) =
+          __floats2bfloat162_rn(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+    }
+  }
+}
+
+// g.tma_store: chunk Q of store_slice's TMA path (staged, handed to the store thread; cx, cy, cz its coordinates).
+template <int Q>
+__device__ __forceinline__ void tma_chunk(const GemmDesc& g, int map_sel, const float (&acc)[128], int col_base,
+                                          std::uint8_t* stg, int& nj, int q0, int q1, const Smem& sm, int& cx, int cy,
+                                          int& cz, Trace& tr) {
+  if (col_base + 64 * Q >= g.N) return;
+  if (Q > 0) {  // the next 64 columns (a head holds whole 64-column blocks here)
+    cx += 64;
+    if (cx >= g.cols_per_h) cx -= g.cols_per_h, ++cz;
+  }
+  if (Q < q0 || Q >= q1) return;
+  const int ci = threadIdx.x / 128 - 1, slot = ci * kStagingBufs + nj % kStagingBufs;
+  std::uint8_t* b = stg + (nj % kStagingBufs) * kStagingBuf;
+  mbar_wait(&sm.sempty[slot], ((nj / kStagingBufs) & 1) ^ 1);  // its last store has read it
+  tr.mark(10);
+  stage_chunk<Q>(acc, b);
+  fence_proxy_async_smem();
+  if (threadIdx.x % 128 == 0) sm.jobs[slot] = make_int4(cx, cy, cz, map_sel);
+  mbar_arrive(&sm.sfull[slot]);
+  ++nj;
+  tr.mark(11);
+}
+
 // Stores this warpgroup's 64x256 slice of the tile (rows row_base.., columns col_base..), 64 columns at a time
 // through the staging buffers. With g.tma_store the warpgroup only stages each chunk (bf16, the TMA box layout) and
 // hands it to its store thread (store_chunks), which issues the TMA store while the warpgroup goes on to the next
 // chunk or unit; else (g.vec16) every thread stores 16-byte pieces. Only the 64-column chunks q in [q0, q1) (a
-// split-K CTA of a cluster stores its share of the tile).
+// split-K CTA of a cluster stores its share of the tile). The two paths are separate loops, so that the TMA path's
+// code is contiguous (its first run per launch fetches it cold: perf/NOTES.md, twenty-seventh session).
 // map_sel: the output map (Smem::jobs); c0: tma_coords of the slice.
 // nj: the warpgroup's chunks staged so far (TMA path); buf: the next staging buffer (16-byte path).
 __device__ __forceinline__ void store_slice(const GemmDesc& g, int map_sel, const float (&acc)[128],
                                             int row_base, int col_base, std::uint8_t* stg, int barrier_id, int& buf,
                                             int& nj, int q0, int q1, const Smem& sm, int3 c0, Trace& tr) {
-  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-  const int fr = warp * 16 + lane / 4, fc = 2 * (lane % 4);
-  const int ci = threadIdx.x / 128 - 1;
   if (row_base >= g.M) return;
-  // The TMA coordinates of chunk q: x = column in the head, y = row in the batch element, z = batch·heads + head
-  // (c0: chunk 0's, computed before the unit's products).
-  int cx = c0.x, cy = c0.y, cz = c0.z;
+  if (g.tma_store) {
+    int cx = c0.x, cz = c0.z;
+    tma_chunk<0>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
+    tma_chunk<1>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
+    tma_chunk<2>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
+    tma_chunk<3>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
+    return;
+  }
+  const int t = threadIdx.x % 128;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     const int col = col_base + 64 * q;
     if (col >= g.N) break;
-    if (q > 0 && g.tma_store) {  // the next 64 columns (a head holds whole 64-column blocks here)
-      cx += 64;
-      if (cx >= g.cols_per_h) cx -= g.cols_per_h, ++cz;
-    }
     if (q < q0 || q >= q1) continue;
-    const int b_idx = g.tma_store ? nj % kStagingBufs : buf;
-    std::uint8_t* b = stg + b_idx * kStagingBuf;
-    if (g.tma_store) {
-      mbar_wait(&sm.sempty[ci * kStagingBufs + b_idx], ((nj / kStagingBufs) & 1) ^ 1);  // its last store has read it
-      tr.mark(10);
-    } else {
-      named_barrier(barrier_id, 128);
-    }
+    std::uint8_t* b = stg + buf * kStagingBuf;
+    named_barrier(barrier_id, 128);
+    if (q == 0) stage_chunk<0>(acc, b);
+    if (q == 1) stage_chunk<1>(acc, b);
+    if (q == 2) stage_chunk<2>(acc, b);
+    if (q == 3) stage_chunk<3>(acc, b);
+    named_barrier(barrier_id, 128);
 #pragma unroll
-    for (int jj = 0; jj < 8; ++jj) {
-      const int j = 8 * q + jj;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = fr + 8 * half;
-        *reinterpret_cast<__nv_bfloat162*>(b + r * 128 + ((jj ^ (r % 8)) * 16) + fc * 2) =
-            __floats2bfloat162_rn(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+    for (int it = 0; it < 4; ++it) {
+      const int idx = it * 128 + t, r = idx / 8, c = idx % 8;
+      const int row = row_base + r, cc = col + 8 * c;
+      if (row < g.M && cc < g.N) {
+        const uint4 v = *reinterpret_cast<const uint4*>(b + r * 128 + ((c ^ (r % 8)) * 16));
+        const int rb = row / g.rows_per_b, ch = cc / g.cols_per_h;
+        const long long off = rb * g.stride_b + static_cast<long long>(row - rb * g.rows_per_b) * g.stride_r +
+                              ch * g.stride_h + (cc - ch * g.cols_per_h);
+        *reinterpret_cast<uint4*>(g.out + off) = v;
       }
     }
-    if (g.tma_store) {
-      fence_proxy_async_smem();
-      if (t == 0) sm.jobs[ci * kStagingBufs + b_idx] = make_int4(cx, cy, cz, map_sel);
-      mbar_arrive(&sm.sfull[ci * kStagingBufs + b_idx]);
-      ++nj;
-      tr.mark(11);
-    } else {
-      named_barrier(barrier_id, 128);
-#pragma unroll
-      for (int it = 0; it < 4; ++it) {
-        const int idx = it * 128 + t, r = idx / 8, c = idx % 8;
-        const int row = row_base + r, cc = col + 8 * c;
-        if (row < g.M && cc < g.N) {
-          const uint4 v = *reinterpret_cast<const uint4*>(b + r * 128 + ((c ^ (r % 8)) * 16));
-          const int rb = row / g.rows_per_b, ch = cc / g.cols_per_h;
-          const long long off = rb * g.stride_b + static_cast<long long>(row - rb * g.rows_per_b) * g.stride_r +
-                                ch * g.stride_h + (cc - ch * g.cols_per_h);
-          *reinterpret_cast<uint4*>(g.out + off) = v;
-        }
-      }
-      buf = (buf + 1) % kStagingBufs;
-    }
+    buf = (buf + 1) % kStagingBufs;
   }
 }
 
