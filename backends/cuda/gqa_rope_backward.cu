@@ -26,7 +26,7 @@
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp: one pass, or on the small
 //     attention path the two kernels' epilogues (ATTNBWD_CUDA_GQA_MERGE; the same bits).
 //  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
-//     (bf16 each) on the main stream, then grad_hidden_states = bf16(bf16(dXq + dXk) + dXv). At T ≤ 256 on
+//     (bf16 each) on the main stream, then grad_hidden_states = bf16(bf16(dXq + dXk) + dXv). At T ≤ 384 on
 //     sm_90 (ATTNBWD_CUDA_GQA_QKV) all of it is one grouped launch of linear_backward_sm90.cu, whose
 //     grad_hidden_states is one fp32 sum over the q, k and v columns with one rounding (not three: within
 //     the spec's tolerance, and closer to the exact sum than the reference's).
@@ -390,9 +390,13 @@ bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on"
 // Under the spec's CUPTI span, after the small attention kernels became auto at #11 (twenty-fifth session, three
 // interleaved pairs): thin 97.7 / 96.7 / 97.6 µs per call against grouped 102.2 / 102.1 / 102.2 at T = 128 (1.05x),
 // so auto = thin from T = 128 (the smallest T measured) and grouped below.
+// Above 256 tokens (thin's limit), after the grouped launch's epilogue moved to store threads and compact code
+// (twenty-seventh and twenty-eighth sessions), auto = grouped up to 384 tokens (three 128-row tiles of dX, as at
+// 293): H200, two interleaved suite pairs (perf/NOTES.md, twenty-eighth session): #7 (T = 293) 173.1 / 173.1 µs
+// grouped against 181.1 / 180.1 separate; grouped still lost at T = 512 (237.9 against 229.3) and above.
 enum class QkvPath { Auto, Separate, Grouped, Thin };
-constexpr int64_t kGroupedMaxTokens = 256;
-constexpr int64_t kThinMinTokens = 128;  // auto: thin for kThinMinTokens ≤ T ≤ kGroupedMaxTokens
+constexpr int64_t kGroupedMaxTokens = 384;
+constexpr int64_t kThinMinTokens = 128;  // auto: thin for kThinMinTokens ≤ T ≤ 256 (its limit), else grouped
 QkvPath qkv_path() {
   return static_cast<QkvPath>(env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped", "thin"}));
 }
