@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""A/B timing of builds or switches: interleaved rounds of attnbwd_perf runs, one table of the variants.
+
+Each variant is a binary plus optional environment settings, NAME=BINARY[,VAR=VALUE...]. Every round runs every
+variant once, in the order given (A B C, A B C, ...), so that a drift of the machine over the call falls on all
+variants alike. The summary gives, per variant, the geomean E of each round (E as attnbwd_perf reports it: T_SOL/T)
+and, per workload, the median time over the rounds and its ratio to the first variant's median (x > 1: faster).
+
+    python3 perf/scripts/ab.py --op out_proj_backward --workloads all --rounds 3 \\
+        --variant old=/tmp/attnbwd_perf_old --variant new=build/cuda/perf/attnbwd_perf \\
+        --variant off=build/cuda/perf/attnbwd_perf,ATTNBWD_SM90_LINEAR_LEAD=0 --out ab.json
+
+--isolate runs each workload in a process of its own (one attnbwd_perf run per workload and variant) instead of
+all workloads in one process, as the suite does. Use both: a change of one kernel can move the times of other
+workloads of the same process (perf/NOTES.md, twenty-eighth session: a second kernel launched at one workload made
+the later workloads of the process slower), which only the suite's way shows, while --isolate shows each
+workload's own difference.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def parse_variant(text):
+    """NAME=BINARY[,VAR=VALUE...] -> (name, binary, {VAR: VALUE})."""
+    if "=" not in text:
+        raise SystemExit(f"ab: --variant expects NAME=BINARY[,VAR=VALUE...], got {text!r}")
+    name, rest = text.split("=", 1)
+    parts = rest.split(",")
+    binary, env = parts[0], {}
+    for item in parts[1:]:
+        if "=" not in item or item.startswith("="):
+            raise SystemExit(f"ab: variant {name!r}: expected VAR=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        env[k] = v
+    if not name or not binary:
+        raise SystemExit(f"ab: --variant expects NAME=BINARY[,VAR=VALUE...], got {text!r}")
+    return name, binary, env
+
+
+def run_perf(binary, op, workloads, env, out_path, timeout):
+    """One attnbwd_perf run; returns ({workload: (µs, E)}, '') or (None, why)."""
+    full_env = dict(os.environ)
+    full_env.update(env)
+    cmd = [binary, "--backend=cuda", f"--ops={op}", f"--workloads={workloads}", f"--benchmark_out={out_path}",
+           "--benchmark_out_format=json"]
+    try:
+        done = subprocess.run(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    except OSError as e:
+        return None, str(e)
+    if done.returncode != 0:
+        tail = done.stdout.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        return None, f"rc={done.returncode} {tail[0][:160]}"
+    with open(out_path, encoding="utf-8") as f:
+        data = json.load(f)
+    res = {}
+    for b in data.get("benchmarks", []):
+        parts = b.get("name", "").split("/")
+        if b.get("run_type", "iteration") != "iteration" or len(parts) < 2 or "real_time" not in b:
+            continue
+        scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}.get(b.get("time_unit", "us"))
+        if scale is None:
+            raise SystemExit(f"ab: unknown time unit {b.get('time_unit')!r}")
+        res[parts[1]] = (b["real_time"] * scale, b.get("E"))
+    if not res:
+        return None, "no benchmarks in the output"
+    return res, ""
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def median(values):
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--op", required=True)
+    ap.add_argument("--workloads", required=True, help="as attnbwd_perf takes them: 7,12 or all")
+    ap.add_argument("--variant", action="append", required=True, help="NAME=BINARY[,VAR=VALUE...] (repeatable)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--isolate", action="store_true", help="one process per workload (needs explicit --workloads)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per attnbwd_perf run")
+    ap.add_argument("--out", help="write every time to this JSON file")
+    a = ap.parse_args(argv)
+    if a.rounds < 1:
+        raise SystemExit("ab: --rounds must be at least 1")
+    variants = [parse_variant(v) for v in a.variant]
+    names = [v[0] for v in variants]
+    if len(set(names)) != len(names):
+        raise SystemExit("ab: variant names must differ")
+    if a.isolate and a.workloads == "all":
+        raise SystemExit("ab: --isolate needs the workloads listed (e.g. 0,1,2), not 'all'")
+    groups = a.workloads.split(",") if a.isolate else [a.workloads]
+    runs = {n: [] for n in names}  # per variant: per round {workload: (µs, E)}, or None where every run failed
+    errors = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(a.rounds):
+            for i, (name, binary, env) in enumerate(variants):
+                merged = {}
+                for j, wl in enumerate(groups):
+                    res, why = run_perf(binary, a.op, wl, env, os.path.join(tmp, f"r{r}-v{i}-g{j}.json"), a.timeout)
+                    if res is None:
+                        errors.setdefault(name, why)
+                        print(f"round {r + 1} {name} [{wl}]: FAILED {why}", file=sys.stderr)
+                        continue
+                    merged.update(res)
+                runs[name].append(merged or None)
+                print(f"round {r + 1} {name}: {len(merged)} workloads", file=sys.stderr)
+    base = names[0]
+    base_ok = [x for x in runs[base] if x]
+    if not base_ok:
+        raise SystemExit(f"ab: every run of the first variant ({base}) failed: {errors.get(base, '')}")
+    workloads = sorted(set().union(*[set(x) for n in names for x in runs[n] if x]))
+    mode = "one process per workload" if a.isolate else "all workloads in one process"
+    print(f"{a.op}: {len(names)} variants, {a.rounds} rounds, {mode}")
+    print("geomean E per round:")
+    summary = {"op": a.op, "rounds": a.rounds, "isolate": a.isolate,
+               "variants": {n: {"binary": b, "env": e} for n, b, e in variants}, "geomean_E": {}, "us": {},
+               "errors": errors}
+    for n in names:
+        per_round = []
+        for x in runs[n]:
+            es = [x[w][1] for w in workloads if x and w in x and x[w][1]]
+            per_round.append(geomean(es) if x and len(es) == len(workloads) else None)
+        summary["geomean_E"][n] = per_round
+        shown = " ".join("   -   " if g is None else f"{g:.4f}" for g in per_round)
+        print(f"  {n:>12s}  {shown}")
+    med = {n: {} for n in names}
+    for n in names:
+        for w in workloads:
+            ts = [x[w][0] for x in runs[n] if x and w in x]
+            if ts:
+                med[n][w] = median(ts)
+    print("median µs per workload (x = first variant / this one):")
+    print("  " + "workload".ljust(10) + "".join(f"{n:>22s}" for n in names))
+    for w in workloads:
+        cells = []
+        for n in names:
+            if w not in med[n]:
+                cells.append(f"{'failed':>22s}")
+            elif n == base or w not in med[base]:
+                cells.append(f"{med[n][w]:>22.2f}")
+            else:
+                cells.append(f"{med[n][w]:>13.2f} x{med[base][w] / med[n][w]:.3f}")
+        print("  " + w.ljust(10) + "".join(cells))
+        summary["us"][w] = {n: [x[w][0] if x and w in x else None for x in runs[n]] for n in names}
+    if a.out:
+        with open(a.out, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
