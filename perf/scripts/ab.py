@@ -20,9 +20,10 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
+
+from perf_run import run_perf
 
 
 def parse_variant(text):
@@ -40,38 +41,6 @@ def parse_variant(text):
     if not name or not binary:
         raise SystemExit(f"ab: --variant expects NAME=BINARY[,VAR=VALUE...], got {text!r}")
     return name, binary, env
-
-
-def run_perf(binary, op, workloads, env, out_path, timeout):
-    """One attnbwd_perf run; returns ({workload: (µs, E)}, '') or (None, why)."""
-    full_env = dict(os.environ)
-    full_env.update(env)
-    cmd = [binary, "--backend=cuda", f"--ops={op}", f"--workloads={workloads}", f"--benchmark_out={out_path}",
-           "--benchmark_out_format=json"]
-    try:
-        done = subprocess.run(cmd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        return None, "timed out"
-    except OSError as e:
-        return None, str(e)
-    if done.returncode != 0:
-        tail = done.stdout.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        return None, f"rc={done.returncode} {tail[0][:160]}"
-    with open(out_path, encoding="utf-8") as f:
-        data = json.load(f)
-    res = {}
-    for b in data.get("benchmarks", []):
-        parts = b.get("name", "").split("/")
-        if b.get("run_type", "iteration") != "iteration" or len(parts) < 2 or "real_time" not in b:
-            continue
-        scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}.get(b.get("time_unit", "us"))
-        if scale is None:
-            raise SystemExit(f"ab: unknown time unit {b.get('time_unit')!r}")
-        res[parts[1]] = (b["real_time"] * scale, b.get("E"))
-    if not res:
-        return None, "no benchmarks in the output"
-    return res, ""
 
 
 def geomean(values):
@@ -110,7 +79,7 @@ def main(argv):
             for i, (name, binary, env) in enumerate(variants):
                 merged = {}
                 for j, wl in enumerate(groups):
-                    res, why = run_perf(binary, a.op, wl, env, os.path.join(tmp, f"r{r}-v{i}-g{j}.json"), a.timeout)
+                    res, why = run_perf(binary, a.op, wl, env, os.path.join(tmp, f"r{r}-v{i}-g{j}.json"), a.timeout, "ab")
                     if res is None:
                         errors.setdefault(name, why)
                         print(f"round {r + 1} {name} [{wl}]: FAILED {why}", file=sys.stderr)

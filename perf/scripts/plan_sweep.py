@@ -17,9 +17,10 @@ printed so a difference smaller than it is not read as a result.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+from perf_run import run_perf
 
 
 def parse_env(items):
@@ -32,34 +33,10 @@ def parse_env(items):
     return env
 
 
-def run_perf(perf, op, workloads, extra_env, out_path, timeout):
-    """Runs one perf invocation; returns {workload: µs} or None when it failed."""
-    env = dict(os.environ)
-    env.update(extra_env)
-    cmd = [perf, "--backend=cuda", f"--ops={op}", f"--workloads={workloads}", f"--benchmark_out={out_path}",
-           "--benchmark_out_format=json"]
-    try:
-        done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        return None, "timed out"
-    if done.returncode != 0:
-        tail = done.stdout.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        return None, f"rc={done.returncode} {tail[0][:160]}"
-    with open(out_path, encoding="utf-8") as f:
-        data = json.load(f)
-    times = {}
-    for b in data.get("benchmarks", []):
-        parts = b.get("name", "").split("/")
-        if len(parts) > 1 and "real_time" in b:
-            unit = b.get("time_unit", "us")
-            scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}.get(unit)
-            if scale is None:
-                raise SystemExit(f"plan_sweep: unknown time unit {unit!r}")
-            times[parts[1]] = b["real_time"] * scale
-    if not times:
-        return None, "no benchmarks in the output"
-    return times, ""
+def run_times(perf, op, workloads, extra_env, out_path, timeout):
+    """Runs one perf invocation; returns ({workload: µs}, "") or (None, why) when it failed."""
+    res, why = run_perf(perf, op, workloads, extra_env, out_path, timeout, "plan_sweep")
+    return ({w: us for w, (us, _) in res.items()}, "") if res else (None, why)
 
 
 def main(argv):
@@ -84,7 +61,7 @@ def main(argv):
         for p in range(a.passes):
             for i, v in enumerate(variants):
                 env = {} if v == "default" else dict(extra, **{a.switch: v})
-                t, why = run_perf(a.perf, a.op, a.workloads, env, os.path.join(tmp, f"p{p}-{i}.json"), a.timeout)
+                t, why = run_times(a.perf, a.op, a.workloads, env, os.path.join(tmp, f"p{p}-{i}.json"), a.timeout)
                 times[v].append(t)
                 if t is None:
                     errors[v] = why
