@@ -26,10 +26,11 @@
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp: one pass, or on the small
 //     attention path the two kernels' epilogues (ATTNBWD_CUDA_GQA_MERGE; the same bits).
 //  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
-//     (bf16 each) on the main stream, then grad_hidden_states = bf16(bf16(dXq + dXk) + dXv). At T ≤ 384 on
-//     sm_90 (ATTNBWD_CUDA_GQA_QKV) all of it is one grouped launch of linear_backward_sm90.cu, whose
-//     grad_hidden_states is one fp32 sum over the q, k and v columns with one rounding (not three: within
-//     the spec's tolerance, and closer to the exact sum than the reference's).
+//     (bf16 each) on the main stream, then grad_hidden_states = bf16(bf16(dXq + dXk) + dXv). On sm_90
+//     (ATTNBWD_CUDA_GQA_QKV, auto) all of it is one launch where T ≤ 384: the thin-T kernel (linear_thin_sm90.cu)
+//     for 128 ≤ T ≤ 256, else the grouped launch of linear_backward_sm90.cu; either way grad_hidden_states is one
+//     fp32 sum over the q, k and v columns with one rounding (not three: within the spec's tolerance, and closer
+//     to the exact sum than the reference's).
 // Every GEMM is fp32-accumulated with one rounding of its bf16 result, as the reference's.
 #include <cuda_bf16.h>
 
@@ -374,14 +375,15 @@ bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on"
 // ATTNBWD_CUDA_GQA_QKV=auto|separate|grouped: the q, k, v projection pairs as separate GEMMs (cuBLASLt, or
 // three sm_90a launches with ATTNBWD_CUDA_GQA_PROJ=sm90) followed by the three-way add, or as one grouped
 // sm_90a launch (grouped: dX = Σ_s dXp_s·W_s summed in fp32 over all gradient columns with one rounding, so
-// no dXk/dXv and no add; the three weight gradients by row segment; sm_90 only). auto = grouped where
-// T ≤ 256 with ATTNBWD_CUDA_GQA_PROJ=auto where the kernel takes the call, else separate. Measured on an
+// no dXk/dXv and no add; the three weight gradients by row segment; sm_90 only). auto (with
+// ATTNBWD_CUDA_GQA_PROJ=auto, where the kernels take the call): thin (below) for 128 ≤ T ≤ 256, grouped for
+// T < 128 and 256 < T ≤ 384, else separate. The history of those limits: measured on an
 // H200 (2026-12-01, eighth session, all 16 workloads, two runs each): grouped 1.14x at T = 128 (#11),
 // 1.00-1.02x at T = 131 and 256, 0.88-0.97x at T ≥ 512 (there cuBLASLt's weight gradients on the side
 // stream beside its dX GEMMs beat one launch of both). With the planner's fitted dW cost (tenth session)
 // and every nearby plan timed (eleventh session, perf/results/h200-2026-12-01-s11-gqa-grouped-plans-t293-898.json):
 // T = 293 1.025x with the planner's plan in one call and 0.997x in another, T = 512 0.95x, 691 0.99x, 898 0.94x at
-// the best plan tried; so the limit stays at 256.
+// the best plan tried; so the limit stayed at 256 then (raised to 384 in the twenty-eighth session, below).
 // thin: the same three pairs (the same sums and roundings: dX one fp32 sum over all gradient columns) as one launch
 // of linear_thin_sm90.cu, which streams the weights in and their gradients out together (T ≤ 256, sm_90), plus the
 // launch that sums its dX partials. Measured on an H200 (nineteenth session, perf/NOTES.md; v4 of the kernel): per

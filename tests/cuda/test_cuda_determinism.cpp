@@ -61,6 +61,10 @@ TEST(CudaDeterminism, OutProjHundredRerunsAreBitIdentical) {
 TEST(CudaDeterminism, GqaRopeHundredRerunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
   reruns_match<GqaRopeArgs>("gqa_rope_backward", small_gqa_axes(), fresh_seed(902));
+  // T = 262 takes the grouped q/k/v launch on sm_90 by default; the separate cuBLASLt pairs (auto above 384 tokens)
+  // as well, with dW on the side stream.
+  const ScopedEnv separate("ATTNBWD_CUDA_GQA_QKV", "separate");
+  reruns_match<GqaRopeArgs>("gqa_rope_backward", small_gqa_axes(), fresh_seed(910));
 }
 
 TEST(CudaDeterminism, VisionMhaNormHundredRerunsAreBitIdentical) {
@@ -90,6 +94,10 @@ void stage_timer_same_bits(const char* op, const tools::Axes& axes, std::uint64_
 TEST(CudaDeterminism, StageTimerGivesTheSameBits) {
   ATTNBWD_SEED_TRACE();
   stage_timer_same_bits<GqaRopeArgs>("gqa_rope_backward", small_gqa_axes(), fresh_seed(906));
+  {  // the separate q/k/v pairs, whose weight gradients run on the side stream (the grouped launch has none there)
+    const ScopedEnv separate("ATTNBWD_CUDA_GQA_QKV", "separate");
+    stage_timer_same_bits<GqaRopeArgs>("gqa_rope_backward", small_gqa_axes(), fresh_seed(911));
+  }
   stage_timer_same_bits<VisionMhaArgs>("vision_mha_norm_backward", small_mha_axes(), fresh_seed(907));
   stage_timer_same_bits<VisionVarlenArgs>("vision_varlen_rope_backward", small_varlen_axes(), fresh_seed(908));
 }

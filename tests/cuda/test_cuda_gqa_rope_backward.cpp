@@ -281,18 +281,18 @@ void expect_refused(const tools::Axes& axes, std::uint64_t seed, const char* env
 // No order-dependent atomics: two runs give the same bits.
 // ATTNBWD_CUDA_LT_TUNE: every cuBLASLt GEMM of the op the fastest of up to 16 candidates timed at its first call
 // (the choices differ from the first heuristic answers' wherever a candidate wins; each is checked here). Workload
-// #7 (T = 293: the GEMM projections — forced to the separate cuBLASLt pairs, which auto no longer takes at 293 — and
-// padded attention GEMMs) and a small odd shape; each run twice, the second on the tuned choices held in the context.
+// #7 (T = 293: the GEMM projections — the separate cuBLASLt pairs by name (kSeparateQkv), since auto takes the grouped
+// sm_90a launch at 256 < T ≤ 384 — and padded attention GEMMs) and a small odd shape; each run twice, the second on the
+// tuned choices held in the context.
 TEST(CudaGqaRope, TunedGemmsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv env("ATTNBWD_CUDA_LT_TUNE", "verbose");
-  const ScopedEnv separate("ATTNBWD_CUDA_GQA_QKV", "separate");
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
   const tools::Workload& w = tools::find_workload(all, "7");
   const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(140 + w.index), w.scalars);
-  check(in, w.axes, w.atol, {kDefault, kDefault});
+  check(in, w.axes, w.atol, {kSeparateQkv, kSeparateQkv});
   const tools::Axes small = axes_of(2, 131, 8, 2, 128, 64);
-  check(tools::generate_inputs(kOp, small, fresh_seed(141)), small, smallest_atol(kOp), {kDefault, kDefault});
+  check(tools::generate_inputs(kOp, small, fresh_seed(141)), small, smallest_atol(kOp), {kSeparateQkv, kSeparateQkv});
 }
 
 TEST(CudaGqaRope, RunsAreBitIdentical) {

@@ -14,6 +14,7 @@
 #include "attnbwd/attnbwd.hpp"
 #include "common/rng.hpp"
 #include "tests/common/nan_inf.hpp"
+#include "tests/common/scoped_env.hpp"
 #include "tests/common/seed.hpp"
 #include "tools/gen.hpp"
 
@@ -80,12 +81,15 @@ TEST(CudaNanInf, OutProj) {
 
 TEST(CudaNanInf, GqaRope) {
   ATTNBWD_SEED_TRACE();
-  // B = 2, S = 131 (T = 262) takes the padded GEMM attention path, B = 1 the small attention kernels (S ≤ 160,
-  // T ≤ 256).
+  // B = 2, S = 131 (T = 262) takes the padded GEMM attention path (and on sm_90 the grouped q/k/v launch), B = 1 the
+  // small attention kernels (S ≤ 160, T ≤ 256); T = 262 once more with the separate cuBLASLt q/k/v pairs and their
+  // three-way add (auto's path above 384 tokens, and everywhere off sm_90).
   check_nan_inf<GqaRopeArgs>("gqa_rope_backward", small_gqa_axes(), fresh_seed(952));
   tools::Axes one = small_gqa_axes();
   one["batch_size"] = 1;
   check_nan_inf<GqaRopeArgs>("gqa_rope_backward", one, fresh_seed(955));
+  const ScopedEnv separate("ATTNBWD_CUDA_GQA_QKV", "separate");
+  check_nan_inf<GqaRopeArgs>("gqa_rope_backward", small_gqa_axes(), fresh_seed(956));
 }
 
 TEST(CudaNanInf, VisionMhaNorm) {
