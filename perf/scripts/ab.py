@@ -20,10 +20,11 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import tempfile
 
-from perf_run import run_perf
+from perf_run import parse_env, run_perf
 
 
 def parse_variant(text):
@@ -32,12 +33,7 @@ def parse_variant(text):
         raise SystemExit(f"ab: --variant expects NAME=BINARY[,VAR=VALUE...], got {text!r}")
     name, rest = text.split("=", 1)
     parts = rest.split(",")
-    binary, env = parts[0], {}
-    for item in parts[1:]:
-        if "=" not in item or item.startswith("="):
-            raise SystemExit(f"ab: variant {name!r}: expected VAR=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        env[k] = v
+    binary, env = parts[0], parse_env(parts[1:], f"ab: variant {name!r}")
     if not name or not binary:
         raise SystemExit(f"ab: --variant expects NAME=BINARY[,VAR=VALUE...], got {text!r}")
     return name, binary, env
@@ -45,12 +41,6 @@ def parse_variant(text):
 
 def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
-def median(values):
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
 def main(argv):
@@ -111,7 +101,7 @@ def main(argv):
         for w in workloads:
             ts = [x[w][0] for x in runs[n] if x and w in x]
             if ts:
-                med[n][w] = median(ts)
+                med[n][w] = statistics.median(ts)
     print("median µs per workload (x = first variant / this one):")
     print("  " + "workload".ljust(10) + "".join(f"{n:>22s}" for n in names))
     for w in workloads:

@@ -1,9 +1,21 @@
-"""One attnbwd_perf run and its Google Benchmark JSON, for the scripts of this folder (plan_sweep.py, ab.py)."""
+"""One attnbwd_perf run and its Google Benchmark JSON, and VAR=VALUE settings, for the scripts of this folder
+(plan_sweep.py, ab.py)."""
 import json
 import os
 import subprocess
 
 _SCALE = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def parse_env(items, what):
+    """VAR=VALUE strings -> {VAR: VALUE}; anything else is fatal (SystemExit: "`what` expects VAR=VALUE, got ...")."""
+    env = {}
+    for item in items:
+        if "=" not in item or item.startswith("="):
+            raise SystemExit(f"{what} expects VAR=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        env[k] = v
+    return env
 
 
 def run_perf(binary, op, workloads, env, out_path, timeout, prog):

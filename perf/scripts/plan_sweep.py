@@ -20,17 +20,7 @@ import os
 import sys
 import tempfile
 
-from perf_run import run_perf
-
-
-def parse_env(items):
-    env = {}
-    for item in items:
-        if "=" not in item or item.startswith("="):
-            raise SystemExit(f"plan_sweep: --env expects VAR=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        env[k] = v
-    return env
+from perf_run import parse_env, run_perf
 
 
 def run_times(perf, op, workloads, extra_env, out_path, timeout):
@@ -53,7 +43,7 @@ def main(argv):
     a = ap.parse_args(argv)
     if a.passes < 1:
         raise SystemExit("plan_sweep: --passes must be at least 1")
-    extra = parse_env(a.env)
+    extra = parse_env(a.env, "plan_sweep: --env")
     variants = ["default"] + a.values
     times = {v: [] for v in variants}  # per variant: one {workload: µs} or None per pass
     errors = {}
