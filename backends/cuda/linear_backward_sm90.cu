@@ -800,16 +800,25 @@ std::string linear_backward_unsupported(const LinearBackward& p) {
   return {};
 }
 
+bool cooperative_launch_supported() {
+  int dev = 0, ok = 0;
+  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
+  ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&ok, cudaDevAttrCooperativeLaunch, dev));
+  return ok != 0;
+}
+
 LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitReduce dx_reduce) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
-  const bool cluster = dx_reduce == SplitReduce::Cluster;
+  // coop: the splits of a dX tile reduce together as in a cluster, in a cooperative launch of clusters of 1.
+  const bool coop = dx_reduce == SplitReduce::CoResident;
+  const bool cluster = dx_reduce == SplitReduce::Cluster || coop;
   int dev = 0;
   ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
   // The search below costs ~5 µs of host time: once per shape, device and thread.
-  thread_local std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, bool, bool>, LinearBackwardPlan>
+  thread_local std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, int, bool>, LinearBackwardPlan>
       cache;
   const bool grouped = p.segments > 1;
-  const auto key = std::make_tuple(T, out, in, sms, dev, cluster, grouped);
+  const auto key = std::make_tuple(T, out, in, sms, dev, static_cast<int>(dx_reduce), grouped);
   const double fixed_dw = grouped ? kGroupedDwFixed : kFixed;
   // ATTNBWD_SM90_LINEAR_PLAN="sx,sw,cx" (diagnostic, for plan measurements; cluster reduction only): dX split sx
   // ways (1, 2 or 4, by clusters), dW sw ways, cx CTAs on dX (at most its units and all but one cluster); the
@@ -838,8 +847,9 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   for (int i = 0; i < n_dx_splits; ++i) {
     const int sx = dx_splits[i];
     if (force && sx != fsx) continue;
-    const int csize = cluster ? sx : 1;
-    const int cap = resident_ctas(csize, sms) / csize * csize;
+    const int csize = cluster ? sx : 1;  // the step of dX's CTA count (a tile's splits in one round)
+    const int lsize = coop ? 1 : csize;   // the launch's cluster size
+    const int cap = resident_ctas(lsize, sms) / csize * csize;
     if (cap < 2 * csize) continue;
     for (int sw : {1, 2, 4}) {
       if (force && sw != fsw) continue;
@@ -856,14 +866,16 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
         if (force || t < best_t * 0.999) {  // ties: fewer splits (tried first)
           best_t = t;
           best.splits_dx = sx, best.splits_dw = sw, best.ctas_dx = cx;
-          best.cluster = csize;
-          best.grid = (cx + cw + csize - 1) / csize * csize;  // extra dW CTAs find no units
+          best.cluster = lsize;
+          best.coop = coop && sx > 1;
+          best.grid = coop ? cx + cw : (cx + cw + csize - 1) / csize * csize;  // extra dW CTAs find no units
         }
       }
     }
   }
   if (force && best.grid == 0)
     throw Error("ATTNBWD_SM90_LINEAR_PLAN", "fewer than two clusters of this size are resident at once");
+  best.model_time = best_t;
   const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
   std::size_t bytes = 0;
   if (best.splits_dx > 1) bytes += part * tiles_dx * best.splits_dx;
@@ -973,7 +985,7 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   if (dw.splits > 1) dw.partial = reinterpret_cast<float*>(ws + off), off += part * dw.units;
   dx.counters = counters;
   dw.counters = counters + dx.units / dx.splits;
-  dx.cluster_reduce = plan.cluster > 1 && dx.splits > 1;
+  dx.cluster_reduce = (plan.cluster > 1 || plan.coop) && dx.splits > 1;
 
   const CUtensorMap a_dx = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, kBM);  // dY, K-major boxes
   const CUtensorMap a_dw = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, 64);   // dY as [k=t][m=o]
@@ -1001,13 +1013,28 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   allow_max_smem();
   if (plan.cluster > 1 && (plan.ctas_dx % plan.cluster || plan.grid % plan.cluster))
     fail("linear_backward_launch", __FILE__, __LINE__, "plan with CTAs not in whole clusters");
+  // A cooperative plan: a tile's splits are consecutive CTAs in the same round of every dX CTA (ctas_dx a multiple
+  // of the splits), and the whole grid resident at once (one CTA per SM).
+  if (plan.coop) {
+    int dev = 0, sms = 0;
+    ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
+    ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (!cooperative_launch_supported() || plan.cluster != 1 || plan.splits_dx < 2 || plan.ctas_dx % plan.splits_dx || plan.grid > sms)
+      fail("linear_backward_launch", __FILE__, __LINE__, "a cooperative plan the device cannot hold at once");
+  }
   cudaLaunchAttribute attr;
-  // The CTAs of a split dX tile in one cluster (co-scheduled); clusters of 1 otherwise.
-  const cudaLaunchConfig_t cfg = cluster_config(plan.cluster, plan.grid, stream, attr);
+  // The CTAs of a split dX tile in one cluster (co-scheduled); clusters of 1 otherwise (cooperative where the
+  // plan says so).
+  cudaLaunchConfig_t cfg = cluster_config(plan.cluster, plan.grid, stream, attr);
+  if (plan.coop) {
+    attr = cudaLaunchAttribute{};
+    attr.id = cudaLaunchAttributeCooperative;
+    attr.val.cooperative = 1;
+  }
   if (grouped)
     ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_backward_grouped_kernel, a_dx, b_dx[0], a_dw, b_dw, out_dx,
                                           out_dw[0], b_dx[1], b_dx[2], out_dw[1], out_dw[2], prm, seg1, seg2));
-  else if (plan.cluster > 1)
+  else if (plan.cluster > 1 || plan.coop)
     ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_backward_kernel, a_dx, b_dx[0], a_dw, b_dw, out_dx, out_dw[0], prm));
   else
     linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx[0], a_dw, b_dw, out_dx, out_dw[0], prm);

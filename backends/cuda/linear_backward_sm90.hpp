@@ -49,7 +49,10 @@ struct LinearBackwardPlan {
   int ctas_dx = 0;                    // of which the first ctas_dx work on dX, the others on dW
   int cluster = 1;                    // > 1: launched in clusters of this size = splits_dx, which reduce
                                       // each split dX tile together
+  bool coop = false;                  // a cooperative launch (every CTA resident at once, clusters of 1) whose
+                                      // split dX tiles are reduced by their CTAs together (SplitReduce::CoResident)
   bool dx_only = false;               // the launch computes dX alone (dW elsewhere, e.g. cuBLASLt)
+  double model_time = 0;             // the planner's finish time (k-block times of one SM) of the plan
   std::size_t workspace_bytes = 0;    // split-K partial sums (fp32)
   std::size_t counters = 0;           // per-tile arrival counters (unsigned)
 };
@@ -59,9 +62,15 @@ struct LinearBackwardPlan {
 std::string linear_backward_unsupported(const LinearBackward& p);
 
 // How split-K partials of dX are summed: by the CTAs of a cluster together (each CTA stores a quarter
-// or half of the tile), or by the last CTA of the tile to arrive (all partials through one SM; the
-// split-K of dW always works this way).
-enum class SplitReduce { Cluster, LastArrival };
+// or half of the tile), by the last CTA of the tile to arrive (all partials through one SM; the
+// split-K of dW always works this way), or by the tile's CTAs together as in Cluster, in a cooperative launch
+// instead of clusters (CoResident: the launch guarantees that every CTA is resident at once, which is all the
+// reduction needs; without clusters the grid is not limited to the whole clusters that fit the GPCs: 132 CTAs
+// on an H200 against 120 in clusters of 4).
+enum class SplitReduce { Cluster, LastArrival, CoResident };
+
+// Whether the current device takes cooperative launches (SplitReduce::CoResident plans).
+bool cooperative_launch_supported();
 
 // The work split for this problem on a GPU with `sms` multiprocessors (the current device).
 LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms,

@@ -14,15 +14,18 @@
 // thin-T kernel of linear_thin_sm90.cu, which streams W in and dW out together; measured on an H200 at T = 256,
 // 21.3 µs per call against auto's 17.7 (its fourth version, 2026-12-02), so never chosen by auto); forcing sm90, hybrid or thin where the kernel
 // cannot run is an Error naming the variable.
-// ATTNBWD_CUDA_OUT_PROJ_SPLITK=cluster|last: how the kernel sums a split-K over dX (small T): by the
-// CTAs of a cluster together (default) or by the last CTA of each tile to arrive. Auto takes the kernel
-// for plans without split-K and for cluster plans (2 or 4 splits); last-arrival split plans go to the
+// ATTNBWD_CUDA_OUT_PROJ_SPLITK=auto|cluster|last|coop: how the kernel sums a split-K over dX (small T): by the
+// CTAs of a cluster together, by the last CTA of each tile to arrive, or by the tile's CTAs together in a
+// cooperative launch (no clusters: one CTA per SM); auto: the cluster's plan, or the cooperative one where the
+// planner's model puts it clearly ahead (auto_plan below). Auto takes the kernel
+// for plans without split-K and for cluster or cooperative plans (2 or 4 splits); last-arrival split plans go to the
 // cuBLASLt pair unless sm90 is forced (measured on an H200, 2026-12-01: the last-arrival reduction loses
 // to the pair at T = 512 and 256). The hybrid is never chosen by auto since the twenty-third session
 // (2026-12-03): by the CUPTI span of the call's kernels (spec §7) the kernel alone wins at T = 256.
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "check.hpp"
@@ -52,9 +55,29 @@ Path forced_path() {
   return static_cast<Path>(env_switch("ATTNBWD_CUDA_OUT_PROJ", {"auto", "sm90", "cublaslt", "hybrid", "thin"}));
 }
 
-sm90::SplitReduce split_reduce() {
-  return env_switch("ATTNBWD_CUDA_OUT_PROJ_SPLITK", {"cluster", "last"}) == 0 ? sm90::SplitReduce::Cluster
-                                                                             : sm90::SplitReduce::LastArrival;
+// The reduction asked for by ATTNBWD_CUDA_OUT_PROJ_SPLITK; auto (empty) decides per plan in run_sm90.
+std::optional<sm90::SplitReduce> split_reduce() {
+  switch (env_switch("ATTNBWD_CUDA_OUT_PROJ_SPLITK", {"auto", "cluster", "last", "coop"})) {
+    case 1: return sm90::SplitReduce::Cluster;
+    case 2: return sm90::SplitReduce::LastArrival;
+    case 3:
+      if (!sm90::cooperative_launch_supported())
+        throw Error("ATTNBWD_CUDA_OUT_PROJ_SPLITK", "coop asked for on a device without cooperative launches");
+      return sm90::SplitReduce::CoResident;
+    default: return std::nullopt;
+  }
+}
+
+// Auto's plan: the cluster reduction's, or the cooperative launch's where the device takes it and the planner's
+// model puts it clearly ahead (at T = 256: dX in 4 splits, whose clusters of 4 leave 120 CTAs on an H200's 132
+// SMs, 56 of them for dW's 128 tiles, so 16 dW CTAs run a third unit; one CTA per SM leaves 68 dW CTAs, at most
+// two units each). Where the models tie (T = 512: 2 splits, whose clusters of 2 fill the SMs) the cluster plan
+// stays: there the cooperative launch measured 2 % slower (H200, twenty-ninth session, perf/NOTES.md).
+sm90::LinearBackwardPlan auto_plan(const sm90::LinearBackward& p, int sms) {
+  const sm90::LinearBackwardPlan by_cluster = sm90::linear_backward_plan(p, sms, sm90::SplitReduce::Cluster);
+  if (by_cluster.splits_dx < 2 || !sm90::cooperative_launch_supported()) return by_cluster;
+  const sm90::LinearBackwardPlan by_coop = sm90::linear_backward_plan(p, sms, sm90::SplitReduce::CoResident);
+  return by_coop.coop && by_coop.model_time < 0.9 * by_cluster.model_time ? by_coop : by_cluster;
 }
 
 // The problem as the sm_90a kernel sees it.
@@ -101,10 +124,11 @@ void run_hybrid(Context& ctx, const OutProjShape& s, const OutProjArgs& a, const
 
 // The hand-tuned kernel for both GEMMs, when the device and the problem suit it. Returns false to fall back.
 bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool forced,
-              sm90::SplitReduce reduce) {
+              std::optional<sm90::SplitReduce> reduce) {
   const sm90::LinearBackward p = kernel_problem(s, a);
   if (!kernel_takes(ctx, p, forced)) return false;
-  const sm90::LinearBackwardPlan plan = sm90::linear_backward_plan(p, ctx.sm_count(), reduce);
+  const sm90::LinearBackwardPlan plan =
+      reduce ? sm90::linear_backward_plan(p, ctx.sm_count(), *reduce) : auto_plan(p, ctx.sm_count());
   // Measured (perf/NOTES.md, H200): without split-K the kernel is at par with the cuBLASLt pair or
   // ahead; with split-K summed by clusters it is the fastest path at T = 512 and T = 256 by the spec's
   // measure (the CUPTI span of the call's GPU work, twenty-third session: T = 256 17.9 µs, against the
@@ -112,7 +136,7 @@ bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
   // kernels; CUDA events around the call had ranked the hybrid first, 17.6 against 20.2, as they count
   // the launch gap before the first kernel instead); the last-arrival reduction lost to the pair (22.7 vs
   // 18.5 µs at T = 256, events), so such plans go to the pair.
-  if (!forced && plan.splits_dx > 1 && plan.cluster == 1) return false;
+  if (!forced && plan.splits_dx > 1 && plan.cluster == 1 && !plan.coop) return false;
   void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
   sm90::linear_backward_launch(p, plan, ws, ctx.counters(plan.counters, stream), stream);
   return true;
@@ -150,7 +174,7 @@ void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cud
 void run(const OutProjShape& s, const OutProjArgs& a, const Options& o, cudaStream_t stream) {
   Context& ctx = Context::current();
   const Path path = forced_path();
-  const sm90::SplitReduce reduce = split_reduce();
+  const std::optional<sm90::SplitReduce> reduce = split_reduce();
   ctx.claim(stream, !o.deterministic);
   const auto key = [&] {
     // path and reduce come from ATTNBWD_* switches, which enqueue adds to the key.

@@ -51,10 +51,12 @@ TEST(CudaDeterminism, OutProjHundredRerunsAreBitIdentical) {
   ATTNBWD_SEED_TRACE();
   reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(900));
   reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 2}, {"seq_len", 512}}, fresh_seed(901));
-  if (is_sm90()) {  // the sm_90a kernel with split-K summed by the last CTA to arrive (auto: the cluster)
+  if (is_sm90()) {  // the sm_90a kernel with split-K summed by the last CTA to arrive, and by a cooperative launch
     const ScopedEnv path("ATTNBWD_CUDA_OUT_PROJ", "sm90");
-    const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", "last");
-    reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(904));
+    for (const char* reduce : {"last", "coop"}) {
+      const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", reduce);
+      reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(904));
+    }
   }
 }
 

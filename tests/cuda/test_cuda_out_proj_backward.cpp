@@ -147,8 +147,9 @@ TEST(CudaOutProj, Sm90KernelMatchesTheOracleOnEveryPath) {
   };
   // Store paths: TMA boxes (S and D multiples of 64), 16-byte stores (S = 131, 65, 200), bf16 pairs
   // (D = 2, 6); split-K over dX for small T (T = 7, 262, 256: 4 splits; T = 512: 2), each summed by
-  // the tile's cluster (ATTNBWD_CUDA_OUT_PROJ_SPLITK=cluster, the default) and by the last CTA to
-  // arrive (=last); M, N and K tails; each shape twice on the same buffers.
+  // the tile's cluster (ATTNBWD_CUDA_OUT_PROJ_SPLITK=cluster, the default), by the last CTA to
+  // arrive (=last) and by the tile's CTAs in a cooperative launch (=coop); M, N and K tails; each shape twice on
+  // the same buffers.
   const Shape shapes[] = {{1, 1, 2, 8, "pairs"},          {1, 9, 4, 2, "pairs"},
                           {2, 33, 4, 6, "pairs"},         {1, 7, 32, 64, "16-byte, split-K"},
                           {3, 65, 4, 64, "16-byte"},      {2, 131, 8, 64, "16-byte, split-K"},
@@ -157,7 +158,7 @@ TEST(CudaOutProj, Sm90KernelMatchesTheOracleOnEveryPath) {
                           {2, 256, 32, 64, "TMA, split-K"}};
   ForcePath force("sm90");
   int tag = 0;
-  for (const char* reduce : {"cluster", "last"}) {
+  for (const char* reduce : {"cluster", "last", "coop"}) {
     const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", reduce);
     for (const auto& s : shapes) {
       Case c = make_case(s.B, s.S, s.H, s.D, fresh_seed(300 + tag++));
@@ -165,6 +166,41 @@ TEST(CudaOutProj, Sm90KernelMatchesTheOracleOnEveryPath) {
                                          " S=" + std::to_string(s.S) + " H=" + std::to_string(s.H) +
                                          " D=" + std::to_string(s.D));
     }
+  }
+}
+
+TEST(CudaOutProj, CooperativeReductionGivesTheClusterBits) {
+  if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
+  ATTNBWD_SEED_TRACE();
+  // The same plan (4 dX splits, forced) reduced by clusters and by a cooperative launch: the same sums in the same
+  // order, so the same bits; only the grid differs (clusters of 4 fit 120 CTAs on an H200, the cooperative launch one
+  // per SM, so more dW CTAs).
+  ForcePath force("sm90");
+  const ScopedEnv plan("ATTNBWD_SM90_LINEAR_PLAN", "4,1,64");
+  const std::array<std::int64_t, 4> shapes[] = {{1, 256, 32, 64}, {2, 131, 8, 64}, {1, 7, 32, 64}};
+  int tag = 0;
+  for (const auto& [B, S, H, D] : shapes) {
+    const std::string what =
+        "B=" + std::to_string(B) + " S=" + std::to_string(S) + " H=" + std::to_string(H) + " D=" + std::to_string(D);
+    SCOPED_TRACE(what);
+    Case c = make_case(B, S, H, D, fresh_seed(320 + tag++));
+    {
+      const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", "cluster");
+      ASSERT_EQ(run_cuda(c.args), Backend::Cuda);
+    }
+    const std::vector<bf16> dx = c.dx, dw = c.dw;
+    poison(c);
+    {
+      const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", "coop");
+      ASSERT_EQ(run_cuda(c.args), Backend::Cuda);
+    }
+    std::size_t differ_dx = 0, differ_dw = 0;
+    for (std::size_t i = 0; i < dx.size(); ++i) differ_dx += dx[i].bits != c.dx[i].bits;
+    for (std::size_t i = 0; i < dw.size(); ++i) differ_dw += dw[i].bits != c.dw[i].bits;
+    EXPECT_EQ(differ_dx, 0u) << "grad_attn_output elements that differ";
+    EXPECT_EQ(differ_dw, 0u) << "grad_weight elements that differ";
+    // and the cooperative result against the oracle (a poisoned or unwritten element fails here as well)
+    expect_matches_oracle(c, 1e-5, "coop " + what);
   }
 }
 
