@@ -18,11 +18,12 @@
 // Work units: every (GEMM, 128x256 tile, K range). The host picks how many K ranges (split-K) each GEMM
 // gets so that the units of both GEMMs, longest first, dealt round-robin to one CTA per SM, finish
 // together (small T: dX has few tiles but K = out; dW has many tiles with K = T). Split-K partials are
-// fp32 in the workspace. dX's splits (SplitReduce::Cluster, the default) are the 2 or 4 CTAs of one
-// thread-block cluster, co-scheduled: each publishes the part of its partial the others own, they meet
-// on the tile's counter, and each sums and stores a half or quarter of the tile. Otherwise (dW, and dX
-// with SplitReduce::LastArrival) the last unit of a tile to arrive (per-tile counter) sums all partials
-// in split order and stores the bf16 result. Both orders are fixed: the results are deterministic.
+// fp32 in the workspace. dX's splits (SplitReduce::Cluster, and CoResident) are 2 or 4 CTAs resident together
+// (one thread-block cluster, or consecutive CTAs of a cooperative launch, whose whole grid is resident): each
+// publishes the part of its partial the others own, they meet on the tile's counter, and each sums and stores a
+// half or quarter of the tile. Otherwise (dW, and dX with SplitReduce::LastArrival) the last unit of a tile to
+// arrive (per-tile counter) sums all partials in split order and stores the bf16 result. Both orders are fixed:
+// the results are deterministic.
 //
 // Grouped launches (LinearBackward::segments > 1, gqa's q/k/v projections): W and dW are up to three row
 // blocks in separate allocations. They run in their own kernel instantiation (linear_backward_grouped_kernel,
@@ -135,7 +136,8 @@ struct GemmDesc {
   long long stride_b, stride_r, stride_h;
   float* partial;      // [tiles][splits][kTileFloats] when splits > 1
   unsigned* counters;  // [tiles]
-  int cluster_reduce;  // splits > 1: the splits of a tile are the CTAs of one cluster and reduce together
+  int cluster_reduce;  // splits > 1: the splits of a tile are resident together (one cluster, or a cooperative
+                       // launch) and reduce together
 };
 
 struct Params {
@@ -380,7 +382,8 @@ __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma
 // Consumer warpgroup `ci` (rows 64·ci.. of each tile): wgmma over the ring, then the epilogue.
 // TransA: 0 = A K-major (dX), 1 = A M-major (dW). One instantiation per CTA, so no branch separates
 // the wgmma instructions of a CTA (ptxas serialises wgmma behind branches it cannot prove uniform).
-// ClusterReduce: split-K summed by the tile's cluster (g.cluster_reduce); a separate instantiation, so
+// ClusterReduce: split-K summed by the tile's co-resident CTAs (g.cluster_reduce: a cluster, or a cooperative
+// launch); a separate instantiation, so
 // the code of the other paths stays as it was (measured on an H200: with the cluster branch in the same
 // instantiation every unsplit call took ~1.6 µs longer; as its own instantiation, 0.991-1.001x of main).
 // Grouped (dW of a grouped launch): rows from sg.seg1 (seg2) on are stored through sg.out_dw1 (out_dw2),
@@ -449,10 +452,11 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, i
       continue;
     }
     if constexpr (ClusterReduce) {
-      // Split-K by the g.splits CTAs of this cluster (co-scheduled, same tile, split = rank): CTA `split`
-      // owns the 64-column chunks [q0, q1) of the tile. Each CTA publishes the rest of its partial
-      // (fp32, fragment order), the CTAs meet on the tile's counter (a spin that cannot deadlock: a
-      // cluster's CTAs run together), and each adds the others' partials, in split order, to its own
+      // Split-K by the g.splits consecutive CTAs of this tile (co-resident: one cluster, or a cooperative grid
+      // with ctas_dx a multiple of the splits, so a tile's splits are in the same round of each; split = rank):
+      // CTA `split` owns the 64-column chunks [q0, q1) of the tile. Each CTA publishes the rest of its partial
+      // (fp32, fragment order), the CTAs meet on the tile's counter (a spin that cannot deadlock: the tile's
+      // CTAs run together), and each adds the others' partials, in split order, to its own
       // registers (a fixed order per element: deterministic) and stores its chunks. Traffic per CTA:
       // (splits-1)/splits of a tile each way, against all `splits` partials through one SM for the
       // last-arrival reduction below.
@@ -820,7 +824,7 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   const bool grouped = p.segments > 1;
   const auto key = std::make_tuple(T, out, in, sms, dev, static_cast<int>(dx_reduce), grouped);
   const double fixed_dw = grouped ? kGroupedDwFixed : kFixed;
-  // ATTNBWD_SM90_LINEAR_PLAN="sx,sw,cx" (diagnostic, for plan measurements; cluster reduction only): dX split sx
+  // ATTNBWD_SM90_LINEAR_PLAN="sx,sw,cx" (diagnostic, for plan measurements; cluster or cooperative reduction): dX split sx
   // ways (1, 2 or 4, by clusters), dW sw ways, cx CTAs on dX (at most its units and all but one cluster); the
   // rest of the resident CTAs on dW. The search below then keeps only that candidate. Read on every call, never
   // cached.
@@ -874,7 +878,7 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
     }
   }
   if (force && best.grid == 0)
-    throw Error("ATTNBWD_SM90_LINEAR_PLAN", "fewer than two clusters of this size are resident at once");
+    throw Error("ATTNBWD_SM90_LINEAR_PLAN", "fewer than two clusters (or split groups) of this size are resident at once");
   best.model_time = best_t;
   const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
   std::size_t bytes = 0;
@@ -886,6 +890,13 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   if (cache.size() > 256) cache.clear();  // bounded: shapes vary little in practice
   cache.emplace(key, best);
   return best;
+}
+
+LinearBackwardPlan linear_backward_auto_plan(const LinearBackward& p, int sms) {
+  const LinearBackwardPlan by_cluster = linear_backward_plan(p, sms, SplitReduce::Cluster);
+  if (by_cluster.splits_dx < 2 || !cooperative_launch_supported()) return by_cluster;
+  const LinearBackwardPlan by_coop = linear_backward_plan(p, sms, SplitReduce::CoResident);
+  return by_coop.coop && by_coop.model_time < 0.9 * by_cluster.model_time ? by_coop : by_cluster;
 }
 
 LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms, int ctas) {

@@ -76,6 +76,12 @@ bool cooperative_launch_supported();
 LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms,
                                         SplitReduce dx_reduce = SplitReduce::Cluster);
 
+// The plan out_proj's auto takes: the cluster reduction's, or the cooperative launch's (SplitReduce::CoResident) where
+// the device takes cooperative launches and the planner's model puts it ≥ 10 % ahead (at out_proj's sizes: T = 256,
+// whose 4 dX splits in clusters of 4 leave 120 CTAs on an H200; at T = 512 the two tie and the cluster plan stays,
+// where the cooperative launch measured 2 % slower: perf/NOTES.md, twenty-ninth session).
+LinearBackwardPlan linear_backward_auto_plan(const LinearBackward& p, int sms);
+
 // A plan for dX alone on at most `ctas` CTAs (dW computed by someone else, concurrently): split-K over
 // dX summed by clusters, the splits chosen by the same cost model.
 LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms, int ctas);

@@ -17,7 +17,7 @@
 // ATTNBWD_CUDA_OUT_PROJ_SPLITK=auto|cluster|last|coop: how the kernel sums a split-K over dX (small T): by the
 // CTAs of a cluster together, by the last CTA of each tile to arrive, or by the tile's CTAs together in a
 // cooperative launch (no clusters: one CTA per SM); auto: the cluster's plan, or the cooperative one where the
-// planner's model puts it clearly ahead (auto_plan below). Auto takes the kernel
+// planner's model puts it clearly ahead (sm90::linear_backward_auto_plan). Auto takes the kernel
 // for plans without split-K and for cluster or cooperative plans (2 or 4 splits); last-arrival split plans go to the
 // cuBLASLt pair unless sm90 is forced (measured on an H200, 2026-12-01: the last-arrival reduction loses
 // to the pair at T = 512 and 256). The hybrid is never chosen by auto since the twenty-third session
@@ -68,18 +68,6 @@ std::optional<sm90::SplitReduce> split_reduce() {
   }
 }
 
-// Auto's plan: the cluster reduction's, or the cooperative launch's where the device takes it and the planner's
-// model puts it clearly ahead (at T = 256: dX in 4 splits, whose clusters of 4 leave 120 CTAs on an H200's 132
-// SMs, 56 of them for dW's 128 tiles, so 16 dW CTAs run a third unit; one CTA per SM leaves 68 dW CTAs, at most
-// two units each). Where the models tie (T = 512: 2 splits, whose clusters of 2 fill the SMs) the cluster plan
-// stays: there the cooperative launch measured 2 % slower (H200, twenty-ninth session, perf/NOTES.md).
-sm90::LinearBackwardPlan auto_plan(const sm90::LinearBackward& p, int sms) {
-  const sm90::LinearBackwardPlan by_cluster = sm90::linear_backward_plan(p, sms, sm90::SplitReduce::Cluster);
-  if (by_cluster.splits_dx < 2 || !sm90::cooperative_launch_supported()) return by_cluster;
-  const sm90::LinearBackwardPlan by_coop = sm90::linear_backward_plan(p, sms, sm90::SplitReduce::CoResident);
-  return by_coop.coop && by_coop.model_time < 0.9 * by_cluster.model_time ? by_coop : by_cluster;
-}
-
 // The problem as the sm_90a kernel sees it.
 sm90::LinearBackward kernel_problem(const OutProjShape& s, const OutProjArgs& a) {
   sm90::LinearBackward p;
@@ -128,7 +116,7 @@ bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
   const sm90::LinearBackward p = kernel_problem(s, a);
   if (!kernel_takes(ctx, p, forced)) return false;
   const sm90::LinearBackwardPlan plan =
-      reduce ? sm90::linear_backward_plan(p, ctx.sm_count(), *reduce) : auto_plan(p, ctx.sm_count());
+      reduce ? sm90::linear_backward_plan(p, ctx.sm_count(), *reduce) : sm90::linear_backward_auto_plan(p, ctx.sm_count());
   // Measured (perf/NOTES.md, H200): without split-K the kernel is at par with the cuBLASLt pair or
   // ahead; with split-K summed by clusters it is the fastest path at T = 512 and T = 256 by the spec's
   // measure (the CUPTI span of the call's GPU work, twenty-third session: T = 256 17.9 µs, against the

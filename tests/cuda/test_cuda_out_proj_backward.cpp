@@ -29,7 +29,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "tests/common/cuda_case.hpp"  // is_sm90
+#include "cuda/linear_backward_sm90.hpp"  // the planner and launch, for the cooperative plan's own test
+#include "tests/common/cuda_case.hpp"       // is_sm90
 
 namespace attnbwd::test {
 namespace {
@@ -202,6 +203,106 @@ TEST(CudaOutProj, CooperativeReductionGivesTheClusterBits) {
     // and the cooperative result against the oracle (a poisoned or unwritten element fails here as well)
     expect_matches_oracle(c, 1e-5, "coop " + what);
   }
+}
+
+// The planner's cooperative plans keep the co-residency the reduction relies on (a tile's splits consecutive CTAs in
+// one round: dX CTAs a multiple of the splits; the grid at most one CTA per SM; no clusters), on this device and as
+// if it had fewer SMs; auto takes the cooperative plan at T = 256 on an H200-sized GPU and the cluster plan at
+// T = 512; and the launch really is cooperative, with the plan's grid and no cluster dimension (the kernel node of a
+// captured launch, then the graph run once).
+TEST(CudaOutProj, CooperativePlansAndTheirLaunch) {
+  if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
+  namespace sm90 = cuda::sm90;
+  if (!sm90::cooperative_launch_supported()) GTEST_SKIP() << "no cooperative launches on this device";
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  const auto problem = [](std::int64_t T, std::int64_t hidden) {
+    sm90::LinearBackward p;
+    p.out_features = p.in_features = hidden;
+    p.batch = 1, p.seq_len = T, p.heads = hidden / 64, p.head_dim = 64;
+    return p;
+  };
+  int coop_plans = 0;
+  for (const int n : {sms, 114, 78})
+    for (const std::int64_t hidden : {256, 2048})
+      for (const std::int64_t T : {7, 131, 256, 262, 512, 1024, 2048}) {
+        const sm90::LinearBackward p = problem(T, hidden);
+        const sm90::LinearBackwardPlan c = sm90::linear_backward_plan(p, n, sm90::SplitReduce::CoResident);
+        const std::string what = "sms=" + std::to_string(n) + " hidden=" + std::to_string(hidden) +
+                                 " T=" + std::to_string(T);
+        EXPECT_EQ(c.coop, c.splits_dx > 1) << what;
+        EXPECT_EQ(c.cluster, 1) << what;
+        EXPECT_LE(c.grid, n) << what;
+        EXPECT_GT(c.grid, c.ctas_dx) << what;
+        EXPECT_EQ(c.ctas_dx % c.splits_dx, 0) << what;
+        const sm90::LinearBackwardPlan k = sm90::linear_backward_plan(p, n, sm90::SplitReduce::Cluster);
+        // the cooperative candidates include the cluster ones (its CTA cap is at least theirs): never a worse model
+        EXPECT_LE(c.model_time, k.model_time * (1 + 1e-9)) << what;
+        coop_plans += c.coop;
+      }
+  EXPECT_GT(coop_plans, 0);
+  if (sms == 132) {  // an H200 (or H100 SXM): the choices measured (perf/NOTES.md, twenty-ninth session)
+    const sm90::LinearBackwardPlan a256 = sm90::linear_backward_auto_plan(problem(256, 2048), sms);
+    EXPECT_TRUE(a256.coop);
+    EXPECT_EQ(a256.grid, 132);
+    EXPECT_EQ(a256.splits_dx, 4);
+    const sm90::LinearBackwardPlan a512 = sm90::linear_backward_auto_plan(problem(512, 2048), sms);
+    EXPECT_FALSE(a512.coop);
+    EXPECT_GT(a512.cluster, 1);
+  }
+
+  // The launch at T = 256, hidden 2048, captured.
+  sm90::LinearBackward p = problem(256, 2048);
+  const sm90::LinearBackwardPlan plan = sm90::linear_backward_plan(p, sms, sm90::SplitReduce::CoResident);
+  ASSERT_TRUE(plan.coop);
+  const std::size_t act = 256 * 2048 * 2, wgt = 2048 * 2048 * 2;
+  void *dy = nullptr, *x = nullptr, *w = nullptr, *dx = nullptr, *dw = nullptr, *ws = nullptr, *cnt = nullptr;
+  for (auto [ptr, bytes] : {std::pair{&dy, act}, {&x, act}, {&w, wgt}, {&dx, act}, {&dw, wgt},
+                            {&ws, plan.workspace_bytes}, {&cnt, plan.counters * sizeof(unsigned)}}) {
+    ASSERT_EQ(cudaMalloc(ptr, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(*ptr, 0, bytes), cudaSuccess);
+  }
+  p.grad_output = dy, p.input = x, p.weight = w, p.grad_input = dx, p.grad_weight = dw;
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  sm90::linear_backward_launch(p, plan, ws, static_cast<unsigned*>(cnt), s);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  std::size_t n = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &n), cudaSuccess);
+  std::vector<cudaGraphNode_t> nodes(n);
+  ASSERT_EQ(cudaGraphGetNodes(graph, nodes.data(), &n), cudaSuccess);
+  int kernels = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    ASSERT_EQ(cudaGraphNodeGetType(node, &type), cudaSuccess);
+    if (type != cudaGraphNodeTypeKernel) continue;
+    ++kernels;
+    cudaKernelNodeParams kp{};
+    ASSERT_EQ(cudaGraphKernelNodeGetParams(node, &kp), cudaSuccess);
+    EXPECT_EQ(static_cast<int>(kp.gridDim.x), plan.grid);
+    cudaLaunchAttributeValue v{};
+    ASSERT_EQ(cudaGraphKernelNodeGetAttribute(node, cudaLaunchAttributeCooperative, &v), cudaSuccess);
+    EXPECT_EQ(v.cooperative, 1);
+    cudaLaunchAttributeValue cl{};
+    if (cudaGraphKernelNodeGetAttribute(node, cudaLaunchAttributeClusterDimension, &cl) == cudaSuccess)
+      EXPECT_LE(cl.clusterDim.x, 1u);
+  }
+  EXPECT_EQ(kernels, 1);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  std::vector<unsigned> counters(plan.counters, 1);
+  ASSERT_EQ(cudaMemcpy(counters.data(), cnt, plan.counters * sizeof(unsigned), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(std::count(counters.begin(), counters.end(), 0u), static_cast<std::ptrdiff_t>(plan.counters))
+      << "arrival counters left non-zero";
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+  for (void* ptr : {dy, x, w, dx, dw, ws, cnt}) cudaFree(ptr);
 }
 
 // Each shape {B, S, H, D} through the forced path ATTNBWD_CUDA_OUT_PROJ=`path`, twice on the same buffers.
