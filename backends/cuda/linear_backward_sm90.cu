@@ -721,7 +721,8 @@ cudaLaunchConfig_t cluster_config(int size, int grid, cudaStream_t stream, cudaL
 }
 
 // How many CTAs of the kernel can be resident at once when launched in clusters of `size` (1: one per
-// SM), on the current device; cached per device and size.
+// SM), on the current device, at most `sms`; the device's count is cached per device and size (not the bound: a
+// planner asked for fewer SMs than the device has gets its own bound, not the first caller's).
 int resident_ctas(int size, int sms) {
   if (size == 1) return sms;
   static std::mutex mu;
@@ -729,15 +730,16 @@ int resident_ctas(int size, int sms) {
   int dev = 0;
   ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
   const std::lock_guard<std::mutex> lock(mu);
-  if (const auto hit = known.find({dev, size}); hit != known.end()) return hit->second;
-  allow_max_smem();
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = cluster_config(size, size, nullptr, attr);
-  int clusters = 0;
-  ATTNBWD_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, linear_backward_kernel, &cfg));
-  const int n = std::min(sms, clusters * size);
-  known.emplace(std::make_pair(dev, size), n);
-  return n;
+  auto hit = known.find({dev, size});
+  if (hit == known.end()) {
+    allow_max_smem();
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = cluster_config(size, size, nullptr, attr);
+    int clusters = 0;
+    ATTNBWD_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, linear_backward_kernel, &cfg));
+    hit = known.emplace(std::make_pair(dev, size), clusters * size).first;
+  }
+  return std::min(sms, hit->second);
 }
 
 }  // namespace
