@@ -97,28 +97,9 @@ void window(cudaStream_t s, const void* p, std::size_t bytes) {
   CK(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v));
 }
 
-// Median (µs) of reps: prep() untimed, then f() between two events.
+// Median (µs) of reps: prep() untimed, then f() between two events (lt_probe.cuh's timer).
 float timed(cudaStream_t s, const std::function<void()>& prep, const std::function<void()>& f, int reps = 15) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  prep();
-  f();
-  std::vector<float> ts;
-  for (int i = 0; i < reps; ++i) {
-    prep();
-    cudaEventRecord(e0, s);
-    f();
-    cudaEventRecord(e1, s);
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    ts.push_back(ms * 1000);
-  }
-  std::sort(ts.begin(), ts.end());
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return ts[ts.size() / 2];
+  return lt_time(s, prep, f, reps);
 }
 
 }  // namespace

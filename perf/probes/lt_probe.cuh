@@ -57,17 +57,18 @@ inline LtAlgoConfig lt_config(const cublasLtMatmulAlgo_t& algo) {
   return c;
 }
 
-// Median of `reps` event-timed calls of f() on stream s, each after a write of `flush_bytes` at `flush` (cold L2; the
-// write is not timed), after one untimed call; in microseconds.
-template <class F>
-float lt_time_cold(cudaStream_t s, void* flush, std::size_t flush_bytes, F&& f, int reps) {
+// Median of `reps` event-timed calls of f() on stream s, each after an untimed prep() (after one untimed prep() and
+// call first); in microseconds.
+template <class P, class F>
+float lt_time(cudaStream_t s, P&& prep, F&& f, int reps) {
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
+  prep();
   f();
   std::vector<float> ts;
   for (int i = 0; i < reps; ++i) {
-    cudaMemsetAsync(flush, i, flush_bytes, s);
+    prep();
     cudaEventRecord(e0, s);
     f();
     cudaEventRecord(e1, s);
@@ -80,6 +81,13 @@ float lt_time_cold(cudaStream_t s, void* flush, std::size_t flush_bytes, F&& f, 
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   return ts[ts.size() / 2];
+}
+
+// lt_time with a write of `flush_bytes` at `flush` before every call (cold L2; the write is not timed).
+template <class F>
+float lt_time_cold(cudaStream_t s, void* flush, std::size_t flush_bytes, F&& f, int reps) {
+  int i = 0;
+  return lt_time(s, [&] { cudaMemsetAsync(flush, i++, flush_bytes, s); }, f, reps);
 }
 
 // The handle, the GEMMs' workspace and the flush buffer every probe sets up first.
