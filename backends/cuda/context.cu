@@ -8,13 +8,55 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "attnbwd/error.hpp"
 #include "check.hpp"
 #include "switches.hpp"
 
 namespace attnbwd::cuda {
+
+namespace {
+// cuBLASLt handles outlive the Contexts that used them. A Context lives in a thread_local map and is destroyed at its
+// thread's exit; cuBLASLt keeps thread-local state of its own, created lazily inside cublasLtCreate (after our map,
+// so destroyed before it), and destroying a handle after that state is gone is a known class of rare crashes at
+// thread exit (other projects' fix: do not destroy vendor handles there). So a Context takes a handle from this
+// per-device pool and gives it back when it dies; a later thread's Context reuses it (a handle may move between
+// threads, one user at a time). The pool is never freed, so nothing is destroyed at process exit either.
+struct LtPool {
+  std::mutex m;
+  std::map<int, std::vector<cublasLtHandle_t>> idle;
+};
+LtPool& lt_pool() {
+  static auto* pool = new LtPool;
+  return *pool;
+}
+cublasLtHandle_t take_lt(int device) {
+  LtPool& pool = lt_pool();
+  {
+    const std::lock_guard<std::mutex> lock(pool.m);
+    auto& idle = pool.idle[device];
+    if (!idle.empty()) {
+      const cublasLtHandle_t h = idle.back();
+      idle.pop_back();
+      return h;
+    }
+  }
+  cublasLtHandle_t h = nullptr;
+  ATTNBWD_CUBLAS_CHECK(cublasLtCreate(&h));
+  return h;
+}
+void give_back_lt(int device, cublasLtHandle_t h) noexcept {
+  try {
+    LtPool& pool = lt_pool();
+    const std::lock_guard<std::mutex> lock(pool.m);
+    pool.idle[device].push_back(h);
+  } catch (...) {  // out of memory at thread exit: the handle is leaked, which is what the pool does anyway
+  }
+}
+}  // namespace
 
 Context& Context::current() {
   int device = 0;
@@ -30,7 +72,7 @@ Context::Context(int device) : device_(device) {
   ATTNBWD_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
   cc_ = 10 * p.major + p.minor;
   sms_ = p.multiProcessorCount;
-  ATTNBWD_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  lt_ = take_lt(device);
   ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
   ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
@@ -63,7 +105,7 @@ Context::~Context() {
   if (mark_) cudaEventDestroy(mark_);
   if (side_) cudaStreamDestroy(side_);
   if (capture_) cudaStreamDestroy(capture_);
-  if (lt_) cublasLtDestroy(lt_);
+  if (lt_) give_back_lt(device_, lt_);  // not cublasLtDestroy: see LtPool
 }
 
 void Context::fork(cudaStream_t main) {
