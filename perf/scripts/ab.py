@@ -10,6 +10,9 @@ and, per workload, the median time over the rounds and its ratio to the first va
         --variant old=/tmp/attnbwd_perf_old --variant new=build/cuda/perf/attnbwd_perf \\
         --variant off=build/cuda/perf/attnbwd_perf,ATTNBWD_SM90_LINEAR_LEAD=0 --out ab.json
 
+The JSON (--out) also records, per variant, what its first run's benchmark JSON says of itself (GPU, driver, the
+binary's commit, the clock, the date), so that a file copied under perf/results names them.
+
 --isolate runs each workload in a process of its own (one attnbwd_perf run per workload and variant) instead of
 all workloads in one process, as the suite does. Use both: a change of one kernel can move the times of other
 workloads of the same process (perf/NOTES.md, twenty-eighth session: a second kernel launched at one workload made
@@ -39,6 +42,18 @@ def parse_variant(text):
     return name, binary, env
 
 
+# The keys of attnbwd_perf's JSON context that identify a run: the GPU, its driver, the binary's commit, the clock
+# and the date (perf/results files must name them).
+CONTEXT_KEYS = ("attnbwd_gpu", "attnbwd_gpu_driver", "attnbwd_binary_commit", "attnbwd_cuda_clock", "date")
+
+
+def run_context(path):
+    """CONTEXT_KEYS of the benchmark JSON at `path` (those present)."""
+    with open(path, encoding="utf-8") as f:
+        ctx = json.load(f).get("context", {})
+    return {k: ctx[k] for k in CONTEXT_KEYS if k in ctx}
+
+
 def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
@@ -64,17 +79,21 @@ def main(argv):
     groups = a.workloads.split(",") if a.isolate else [a.workloads]
     runs = {n: [] for n in names}  # per variant: per round {workload: (µs, E)}, or None where every run failed
     errors = {}
+    contexts = {}  # per variant: what its first successful run says of itself (GPU, driver, binary's commit, date)
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
             for i, (name, binary, env) in enumerate(variants):
                 merged = {}
                 for j, wl in enumerate(groups):
-                    res, why = run_perf(binary, a.op, wl, env, os.path.join(tmp, f"r{r}-v{i}-g{j}.json"), a.timeout, "ab")
+                    path = os.path.join(tmp, f"r{r}-v{i}-g{j}.json")
+                    res, why = run_perf(binary, a.op, wl, env, path, a.timeout, "ab")
                     if res is None:
                         errors.setdefault(name, why)
                         print(f"round {r + 1} {name} [{wl}]: FAILED {why}", file=sys.stderr)
                         continue
                     merged.update(res)
+                    if name not in contexts:
+                        contexts[name] = run_context(path)
                 runs[name].append(merged or None)
                 print(f"round {r + 1} {name}: {len(merged)} workloads", file=sys.stderr)
     base = names[0]
@@ -86,8 +105,8 @@ def main(argv):
     print(f"{a.op}: {len(names)} variants, {a.rounds} rounds, {mode}")
     print("geomean E per round:")
     summary = {"op": a.op, "rounds": a.rounds, "isolate": a.isolate,
-               "variants": {n: {"binary": b, "env": e} for n, b, e in variants}, "geomean_E": {}, "us": {},
-               "errors": errors}
+               "variants": {n: {"binary": b, "env": e, "context": contexts.get(n, {})} for n, b, e in variants},
+               "geomean_E": {}, "us": {}, "errors": errors}
     for n in names:
         per_round = []
         for x in runs[n]:

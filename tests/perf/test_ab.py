@@ -39,7 +39,8 @@ for w in wl:
     benches.append({"name": "op/w%02d/cuda/iterations:1/manual_time" % int(w), "run_type": "iteration",
                     "real_time": t, "time_unit": "us", "E": 100.0 / t})
 with open(args["--benchmark_out"], "w") as f:
-    json.dump({"context": {}, "benchmarks": benches}, f)
+    json.dump({"context": {"attnbwd_gpu": "Fake GPU", "attnbwd_binary_commit": name, "date": "2026-12-04T00:00:00",
+                           "num_cpus": 2}, "benchmarks": benches}, f)
 '''
 
 
@@ -84,6 +85,10 @@ class AB(unittest.TestCase):
         # medians 101.5 and 51.5: x = 101.5 / 51.5
         self.assertIn(f"x{101.5 / 51.5:.3f}", r.stdout)
         self.assertIn(f"x{101.5 / 61.5:.3f}", r.stdout)
+        # each variant's run context, the identifying keys only
+        self.assertEqual(data["variants"]["old"]["context"],
+                         {"attnbwd_gpu": "Fake GPU", "attnbwd_binary_commit": "slow_perf", "date": "2026-12-04T00:00:00"})
+        self.assertEqual(data["variants"]["off"]["context"]["attnbwd_binary_commit"], "fast_perf")
 
     def test_isolate_runs_one_process_per_workload(self):
         r = self.ab("--workloads", "0,2", "--rounds", "1", "--isolate", "--variant", f"a={self.d / 'slow_perf'}",
@@ -107,6 +112,7 @@ class AB(unittest.TestCase):
         self.assertIn("FAILED rc=1 attnbwd::Error something refused", r.stderr)
         data = json.loads(self.out.read_text())
         self.assertEqual(data["geomean_E"]["b"], [None])
+        self.assertEqual(data["variants"]["b"]["context"], {})  # no run of it succeeded
         self.assertIn("failed", r.stdout)
 
     def test_the_first_variant_failing_is_fatal(self):
