@@ -26,6 +26,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/context.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "cuda/stages.hpp"
 #include "tests/common/cuda_case.hpp"  // expect_same_bits
@@ -174,6 +175,45 @@ TEST(CudaConcurrency, VisionVarlenRopeFromFourThreadsAndFourStreams) {
                                                     {"head_dim", 128},
                                                     {"hidden_size", 256}},
                                         fresh_seed(704));
+}
+
+// A thread's Context gives its cuBLASLt handle back to the pool when the thread exits (it is not destroyed there:
+// cuBLASLt's own thread-local state may be gone by then), and the next thread's Context takes it again; handles of
+// living Contexts are never shared.
+TEST(CudaConcurrency, ExitedThreadsGiveTheirCublasLtHandlesBack) {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const auto handle_of_a_thread = [&] {
+    cublasLtHandle_t h = nullptr;
+    std::thread t([&] {
+      if (cudaSetDevice(device) == cudaSuccess) h = cuda::Context::current().lt();
+    });
+    t.join();
+    return h;
+  };
+  const cublasLtHandle_t first = handle_of_a_thread();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(handle_of_a_thread(), first) << "the second thread's Context should reuse the first one's handle";
+  // Two threads alive at once hold two handles, and this thread's own Context holds another.
+  const cublasLtHandle_t mine = cuda::Context::current().lt();
+  cublasLtHandle_t a = nullptr, b = nullptr;
+  std::atomic<int> made{0};
+  std::atomic<bool> done{false};
+  const auto hold = [&](cublasLtHandle_t* out) {
+    if (cudaSetDevice(device) == cudaSuccess) *out = cuda::Context::current().lt();
+    ++made;  // (a null handle fails the assertions below)
+    while (!done.load()) std::this_thread::yield();
+  };
+  std::thread ta(hold, &a), tb(hold, &b);
+  while (made.load() < 2) std::this_thread::yield();
+  done = true;
+  ta.join();
+  tb.join();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, mine);
+  EXPECT_NE(b, mine);
 }
 
 // ATTNBWD_CUDA_STREAMS (read by the ops' StageTimer): one sends the side-stream work of gqa, mha and varlen to the
