@@ -806,12 +806,29 @@ std::string linear_backward_unsupported(const LinearBackward& p) {
   return {};
 }
 
-bool cooperative_launch_supported() {
-  int dev = 0, ok = 0;
+namespace {
+// The current device's SM count and whether it takes cooperative launches, queried once per device and thread (out_proj
+// asks on every call at T ≤ 512: its auto plan and the launch's check).
+struct DeviceLimits {
+  int sms = 0;
+  bool cooperative = false;
+};
+DeviceLimits device_limits() {
+  int dev = 0;
   ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
-  ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&ok, cudaDevAttrCooperativeLaunch, dev));
-  return ok != 0;
+  thread_local std::map<int, DeviceLimits> known;
+  if (const auto hit = known.find(dev); hit != known.end()) return hit->second;
+  DeviceLimits d;
+  int coop = 0;
+  ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
+  ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+  d.cooperative = coop != 0;
+  known.emplace(dev, d);
+  return d;
 }
+}  // namespace
+
+bool cooperative_launch_supported() { return device_limits().cooperative; }
 
 LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitReduce dx_reduce) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
@@ -1029,10 +1046,8 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   // A cooperative plan: a tile's splits are consecutive CTAs in the same round of every dX CTA (ctas_dx a multiple
   // of the splits), and the whole grid resident at once (one CTA per SM).
   if (plan.coop) {
-    int dev = 0, sms = 0;
-    ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
-    ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    if (!cooperative_launch_supported() || plan.cluster != 1 || plan.splits_dx < 2 || plan.ctas_dx % plan.splits_dx || plan.grid > sms)
+    const DeviceLimits d = device_limits();
+    if (!d.cooperative || plan.cluster != 1 || plan.splits_dx < 2 || plan.ctas_dx % plan.splits_dx || plan.grid > d.sms)
       fail("linear_backward_launch", __FILE__, __LINE__, "a cooperative plan the device cannot hold at once");
   }
   cudaLaunchAttribute attr;
