@@ -19,14 +19,13 @@ void say(const char* s) {
 }
 
 extern "C" void on_fatal_signal(int sig) {
-  char num[16];
-  int n = 0;
-  for (int v = sig; n < 15 && (n == 0 || v > 0); v /= 10) num[n++] = static_cast<char>('0' + v % 10);
-  char rev[16];
-  for (int i = 0; i < n; ++i) rev[i] = num[n - 1 - i];
-  rev[n] = '\0';
+  char num[12];  // sig in decimal, written from the end
+  char* d = num + sizeof num;
+  *--d = '\0';
+  for (unsigned v = static_cast<unsigned>(sig); d == num + sizeof num - 1 || v > 0; v /= 10)
+    *--d = static_cast<char>('0' + v % 10);
   say("\n*** attnbwd_tests: fatal signal ");
-  say(rev);
+  say(d);
   // Not async-signal-safe, but the process is going down anyway; the test's name is worth the risk.
   if (const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info()) {
     say(" in ");
