@@ -25,9 +25,12 @@ namespace {
 // thread exit (other projects' fix: do not destroy vendor handles there). So a Context takes a handle from this
 // per-device pool and gives it back when it dies; a later thread's Context reuses it (a handle may move between
 // threads, one user at a time). The pool is never freed, so nothing is destroyed at process exit either.
+// (cuBLASLt 13 gives the same handle value from every cublasLtCreate of a process: measured on an H200, session 30
+// call 1. So the pool counts the handles it created; the values cannot tell them apart.)
 struct LtPool {
   std::mutex m;
   std::map<int, std::vector<cublasLtHandle_t>> idle;
+  std::map<int, int> created;
 };
 LtPool& lt_pool() {
   static auto* pool = new LtPool;
@@ -46,6 +49,8 @@ cublasLtHandle_t take_lt(int device) {
   }
   cublasLtHandle_t h = nullptr;
   ATTNBWD_CUBLAS_CHECK(cublasLtCreate(&h));
+  const std::lock_guard<std::mutex> lock(pool.m);
+  ++pool.created[device];
   return h;
 }
 void give_back_lt(int device, cublasLtHandle_t h) noexcept {
@@ -57,6 +62,15 @@ void give_back_lt(int device, cublasLtHandle_t h) noexcept {
   }
 }
 }  // namespace
+
+LtPoolCounts lt_pool_counts(int device) {
+  LtPool& pool = lt_pool();
+  const std::lock_guard<std::mutex> lock(pool.m);
+  LtPoolCounts c;
+  c.created = pool.created[device];
+  c.idle = static_cast<int>(pool.idle[device].size());
+  return c;
+}
 
 Context& Context::current() {
   int device = 0;

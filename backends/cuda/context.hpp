@@ -23,6 +23,14 @@ namespace attnbwd::cuda {
 // or 10.x siblings such as 10.3).
 constexpr bool has_fatbin_code(int cc) { return cc == 90 || cc == 100; }
 
+// The per-device pool of cuBLASLt handles (context.cu): how many handles it created, and how many are idle (given
+// back by Contexts that died). For tests.
+struct LtPoolCounts {
+  int created = 0;
+  int idle = 0;
+};
+LtPoolCounts lt_pool_counts(int device);
+
 class Context {
  public:
   // The calling thread's context for the current CUDA device.

@@ -178,42 +178,53 @@ TEST(CudaConcurrency, VisionVarlenRopeFromFourThreadsAndFourStreams) {
 }
 
 // A thread's Context gives its cuBLASLt handle back to the pool when the thread exits (it is not destroyed there:
-// cuBLASLt's own thread-local state may be gone by then), and the next thread's Context takes it again; handles of
-// living Contexts are never shared.
+// cuBLASLt's own thread-local state may be gone by then), and the next thread's Context takes it again; Contexts alive
+// at once hold handles of their own. The handle values cannot show this (cuBLASLt 13 returns the same value from
+// every cublasLtCreate of a process: this test's first run, H200, 2026-12-04), so the pool's counts are checked.
 TEST(CudaConcurrency, ExitedThreadsGiveTheirCublasLtHandlesBack) {
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  const auto handle_of_a_thread = [&] {
-    cublasLtHandle_t h = nullptr;
+  (void)cuda::Context::current();  // this thread's Context holds a handle throughout
+  const auto run_thread = [&] {
+    bool got = false;
     std::thread t([&] {
-      if (cudaSetDevice(device) == cudaSuccess) h = cuda::Context::current().lt();
+      if (cudaSetDevice(device) == cudaSuccess) got = cuda::Context::current().lt() != nullptr;
     });
     t.join();
-    return h;
+    return got;
   };
-  const cublasLtHandle_t first = handle_of_a_thread();
-  ASSERT_NE(first, nullptr);
-  EXPECT_EQ(handle_of_a_thread(), first) << "the second thread's Context should reuse the first one's handle";
-  // Two threads alive at once hold two handles, and this thread's own Context holds another.
-  const cublasLtHandle_t mine = cuda::Context::current().lt();
-  cublasLtHandle_t a = nullptr, b = nullptr;
+  ASSERT_TRUE(run_thread());
+  // Now at least one handle is idle (the exited thread's), and threads one after another create no more.
+  const cuda::LtPoolCounts after_one = cuda::lt_pool_counts(device);
+  ASSERT_GE(after_one.idle, 1);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(run_thread());
+  const cuda::LtPoolCounts after_six = cuda::lt_pool_counts(device);
+  EXPECT_EQ(after_six.created, after_one.created) << "threads one after another should reuse one handle";
+  EXPECT_EQ(after_six.idle, after_one.idle);
+  // Two threads alive at once hold two handles: the idle ones are taken first, the rest created; both come back.
   std::atomic<int> made{0};
   std::atomic<bool> done{false};
-  const auto hold = [&](cublasLtHandle_t* out) {
-    if (cudaSetDevice(device) == cudaSuccess) *out = cuda::Context::current().lt();
-    ++made;  // (a null handle fails the assertions below)
+  std::atomic<int> null_handles{0};
+  const auto hold = [&] {
+    if (cudaSetDevice(device) != cudaSuccess || cuda::Context::current().lt() == nullptr) ++null_handles;
+    ++made;
     while (!done.load()) std::this_thread::yield();
   };
-  std::thread ta(hold, &a), tb(hold, &b);
+  std::thread ta(hold), tb(hold);
   while (made.load() < 2) std::this_thread::yield();
+  const cuda::LtPoolCounts during = cuda::lt_pool_counts(device);
   done = true;
   ta.join();
   tb.join();
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
-  EXPECT_NE(a, b);
-  EXPECT_NE(a, mine);
-  EXPECT_NE(b, mine);
+  EXPECT_EQ(null_handles.load(), 0);
+  const int taken = after_six.idle - during.idle, made_new = during.created - after_six.created;
+  EXPECT_GE(taken, 0);
+  EXPECT_GE(made_new, 0);
+  EXPECT_EQ(taken + made_new, 2) << "two living Contexts should hold two handles (idle " << after_six.idle << " -> "
+                                 << during.idle << ", created " << after_six.created << " -> " << during.created << ")";
+  const cuda::LtPoolCounts after = cuda::lt_pool_counts(device);
+  EXPECT_EQ(after.created, during.created);
+  EXPECT_EQ(after.idle, during.idle + 2) << "both exited threads should give their handles back";
 }
 
 // ATTNBWD_CUDA_STREAMS (read by the ops' StageTimer): one sends the side-stream work of gqa, mha and varlen to the
