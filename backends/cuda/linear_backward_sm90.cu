@@ -143,6 +143,7 @@ struct GemmDesc {
 struct Params {
   GemmDesc dx, dw;
   int ctas_dx;  // CTAs [0, ctas_dx) take dX units, the others dW units
+  int dx_n128;  // dX tiles of 128 x 128 (ungrouped launches with the co-resident reduction; at most 2 splits)
 };
 
 // A grouped launch's extra tensor maps and segment starts: the first row of out_features in segments 1 and
@@ -174,7 +175,8 @@ struct Unit {
 // col0 + 8·j (j < 32) and the next one. Only 32-bit divisions, two per call: the head index of the
 // columns advances incrementally (64-bit divisions per element cost more than the whole mainloop).
 // Only the 8-column groups j in [j0, j1) (a split-K CTA of a cluster stores its share of the tile).
-__device__ __forceinline__ void store_tile(const GemmDesc& g, const float (&acc)[128], int row0, int col0, int j0,
+template <int R>
+__device__ __forceinline__ void store_tile(const GemmDesc& g, const float (&acc)[R], int row0, int col0, int j0,
                                            int j1) {
   long long roff[2];
   bool rok[2];
@@ -188,7 +190,7 @@ __device__ __forceinline__ void store_tile(const GemmDesc& g, const float (&acc)
   int h = col0 / g.cols_per_h;
   int c = col0 - h * g.cols_per_h;
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
+  for (int j = 0; j < R / 4; ++j) {
     if (j >= j0 && j < j1 && col0 + 8 * j < g.N) {
       const long long coff = h * g.stride_h + c;
 #pragma unroll
@@ -219,8 +221,8 @@ struct Smem {
 // Converts the 64-column chunk q of this thread's accumulator fragment to bf16 into staging buffer b (64 rows x 128
 // bytes, the TMA box layout with the 128-byte swizzle: 16-byte chunk c of row r at chunk c ^ (r % 8), which also
 // makes the fragment's 4-byte writes, 8 rows x 4 lanes per instruction, hit 32 distinct banks).
-template <int Q>
-__device__ __forceinline__ void stage_chunk(const float (&acc)[128], std::uint8_t* b) {
+template <int Q, int R>
+__device__ __forceinline__ void stage_chunk(const float (&acc)[R], std::uint8_t* b) {
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fc = 2 * (lane % 4);
 #pragma unroll
@@ -236,8 +238,8 @@ __device__ __forceinline__ void stage_chunk(const float (&acc)[128], std::uint8_
 }
 
 // g.tma_store: chunk Q of store_slice's TMA path (staged, handed to the store thread; cx, cy, cz its coordinates).
-template <int Q>
-__device__ __forceinline__ void tma_chunk(const GemmDesc& g, int map_sel, const float (&acc)[128], int col_base,
+template <int Q, int R>
+__device__ __forceinline__ void tma_chunk(const GemmDesc& g, int map_sel, const float (&acc)[R], int col_base,
                                           std::uint8_t* stg, int& nj, int q0, int q1, const Smem& sm, int& cx, int cy,
                                           int& cz, Trace& tr) {
   if (col_base + 64 * Q >= g.N) return;
@@ -250,7 +252,7 @@ __device__ __forceinline__ void tma_chunk(const GemmDesc& g, int map_sel, const 
   std::uint8_t* b = stg + (nj % kStagingBufs) * kStagingBuf;
   mbar_wait(&sm.sempty[slot], ((nj / kStagingBufs) & 1) ^ 1);  // its last store has read it
   tr.mark(10);
-  stage_chunk<Q>(acc, b);
+  stage_chunk<Q, R>(acc, b);
   fence_proxy_async_smem();
   if (threadIdx.x % 128 == 0) sm.jobs[slot] = make_int4(cx, cy, cz, map_sel);
   mbar_arrive(&sm.sfull[slot]);
@@ -266,30 +268,35 @@ __device__ __forceinline__ void tma_chunk(const GemmDesc& g, int map_sel, const 
 // path's loop, so that its code is contiguous (+2.3 % on out_proj on an H200: perf/NOTES.md, twenty-eighth session).
 // map_sel: the output map (Smem::jobs); c0: tma_coords of the slice.
 // nj: the warpgroup's chunks staged so far (TMA path); buf: the next staging buffer (16-byte path).
-__device__ __forceinline__ void store_slice(const GemmDesc& g, int map_sel, const float (&acc)[128],
+template <int R>
+__device__ __forceinline__ void store_slice(const GemmDesc& g, int map_sel, const float (&acc)[R],
                                             int row_base, int col_base, std::uint8_t* stg, int barrier_id, int& buf,
                                             int& nj, int q0, int q1, const Smem& sm, int3 c0, Trace& tr) {
   if (row_base >= g.M) return;
   if (g.tma_store) {
     int cx = c0.x, cz = c0.z;
-    tma_chunk<0>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
-    tma_chunk<1>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
-    tma_chunk<2>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
-    tma_chunk<3>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
+    tma_chunk<0, R>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
+    tma_chunk<1, R>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
+    if constexpr (R == 128) {
+      tma_chunk<2, R>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
+      tma_chunk<3, R>(g, map_sel, acc, col_base, stg, nj, q0, q1, sm, cx, c0.y, cz, tr);
+    }
     return;
   }
   const int t = threadIdx.x % 128;
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {
+  for (int q = 0; q < R / 32; ++q) {
     const int col = col_base + 64 * q;
     if (col >= g.N) break;
     if (q < q0 || q >= q1) continue;
     std::uint8_t* b = stg + buf * kStagingBuf;
     named_barrier(barrier_id, 128);
-    if (q == 0) stage_chunk<0>(acc, b);
-    if (q == 1) stage_chunk<1>(acc, b);
-    if (q == 2) stage_chunk<2>(acc, b);
-    if (q == 3) stage_chunk<3>(acc, b);
+    if (q == 0) stage_chunk<0, R>(acc, b);
+    if (q == 1) stage_chunk<1, R>(acc, b);
+    if constexpr (R == 128) {
+      if (q == 2) stage_chunk<2, R>(acc, b);
+      if (q == 3) stage_chunk<3, R>(acc, b);
+    }
     named_barrier(barrier_id, 128);
 #pragma unroll
     for (int it = 0; it < 4; ++it) {
@@ -345,7 +352,8 @@ __device__ __forceinline__ void store_chunks(int ci, const CUtensorMap* map0, co
 // Producer: one thread streams the k-blocks of this CTA's units (cta, cta + ncta, ...) of GEMM g.
 // Grouped (dX of a grouped launch): B's rows from sg.seg1 (seg2) on come from sg.b_dx1 (b_dx2), counted from
 // the segment's first row.
-template <bool Grouped>
+// BN: the tile's columns (256; 128 for dX under Params::dx_n128).
+template <bool Grouped, int BN>
 __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma, const CUtensorMap* mb,
                                         const Segments& sg, int cta, int ncta, const Smem& sm) {
   int stage = 0;
@@ -356,7 +364,7 @@ __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma
       mbar_wait(&sm.empty[stage], phase ^ 1);
       std::uint8_t* sa = sm.tiles + stage * kStageBytes;
       std::uint8_t* sb = sa + kABytes;
-      mbar_arrive_expect_tx(&sm.full[stage], kStageBytes);
+      mbar_arrive_expect_tx(&sm.full[stage], kABytes + kBK * BN * 2);
       if (g.a_kmajor) {
         tma_load_2d(sa, ma, &sm.full[stage], kb * kBK, w.tm * kBM);  // box {64 k, 128 m}
       } else {
@@ -372,8 +380,8 @@ __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma
         kr = k >= sg.seg2 ? k - sg.seg2 : k >= sg.seg1 ? k - sg.seg1 : k;
       }
 #pragma unroll
-      for (int c = 0; c < kBN / 64; ++c)  // box {64 n, 64 k}
-        tma_load_2d(sb + c * kChunkBytes, m, &sm.full[stage], w.tn * kBN + 64 * c, kr);
+      for (int c = 0; c < BN / 64; ++c)  // box {64 n, 64 k}
+        tma_load_2d(sb + c * kChunkBytes, m, &sm.full[stage], w.tn * BN + 64 * c, kr);
       if (++stage == kStages) stage = 0, phase ^= 1;
     }
   }
@@ -388,14 +396,19 @@ __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma
 // instantiation every unsplit call took ~1.6 µs longer; as its own instantiation, 0.991-1.001x of main).
 // Grouped (dW of a grouped launch): rows from sg.seg1 (seg2) on are stored through sg.out_dw1 (out_dw2),
 // counted from the segment's first row.
-template <int TransA, bool ClusterReduce, bool Grouped>
+// BN: the tile's columns, 256 (m64n256k16 products, 128 accumulators per thread) or 128 (dX under Params::dx_n128:
+// m64n128k16, 64 accumulators; with ClusterReduce only, at most 2 splits).
+template <int TransA, bool ClusterReduce, bool Grouped, int BN>
 __device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, int cta, int ncta, const Smem& sm) {
+  static_assert(BN == 256 || (BN == 128 && ClusterReduce && !Grouped), "n128 tiles: dX with ClusterReduce only");
+  constexpr int R = BN / 2, NJ = BN / 8, NQ = BN / 64;  // accumulators, 8-column groups, 64-column chunks
+  constexpr int kTile = kBM * BN;                       // fp32 partial of one tile
   const int ci = threadIdx.x / 128 - 1;
   const int t = threadIdx.x % 128;   // thread in warpgroup
   const int ct = threadIdx.x - 128;  // thread among the 256 consumers
   const bool leader = t == 0;
   const int warp = t / 32, lane = t % 32;
-  float acc[128];
+  float acc[R];
   int stage = 0, buf = 0, nj = 0;
   std::uint32_t phase = 0;
   Trace tr;
@@ -409,7 +422,7 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, i
       sel = r >= sg.seg2 ? 2 : r >= sg.seg1 ? 1 : 0;
       shift = r >= sg.seg2 ? sg.seg2 : r >= sg.seg1 ? sg.seg1 : 0;
     }
-    const int3 c0 = g.tma_store ? tma_coords(g, w.tm * kBM + ci * 64, w.tn * kBN, shift) : make_int3(0, 0, 0);
+    const int3 c0 = g.tma_store ? tma_coords(g, w.tm * kBM + ci * 64, w.tn * BN, shift) : make_int3(0, 0, 0);
     fence_regs(acc);
     int prev = -1;
     for (int kb = w.kb0; kb < w.kb1; ++kb) {
@@ -422,8 +435,11 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, i
       for (int kk = 0; kk < 4; ++kk) {
         const std::uint64_t da = TransA == 0 ? smem_desc(sa + ci * 64 * 128 + 32 * kk, 16, 1024)
                                              : smem_desc(sa + ci * kChunkBytes + 2048 * kk, kChunkBytes, 1024);
-        wgmma_m64n256k16_bf16<TransA, 1>(acc, da, smem_desc(sb + 2048 * kk, kChunkBytes, 1024),
-                                         kb > w.kb0 || kk > 0);
+        if constexpr (BN == 256)
+          wgmma_m64n256k16_bf16<TransA, 1>(acc, da, smem_desc(sb + 2048 * kk, kChunkBytes, 1024),
+                                           kb > w.kb0 || kk > 0);
+        else
+          wgmma_m64n128k16_bf16<TransA>(acc, da, smem_desc(sb + 2048 * kk, kChunkBytes, 1024), kb > w.kb0 || kk > 0);
       }
       wgmma_commit();
       wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
@@ -437,17 +453,17 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, i
     tr.mark(3);
 
     const int row0 = w.tm * kBM + ci * 64 + warp * 16 + lane / 4;
-    const int col0 = w.tn * kBN + 2 * (lane % 4);
+    const int col0 = w.tn * BN + 2 * (lane % 4);
     // Stores the 64-column chunks [q0, q1) of the tile.
     auto store = [&](int q0, int q1) {
       if (g.tma_store || g.vec16)
-        store_slice(g, sel, acc, w.tm * kBM + ci * 64, w.tn * kBN, sm.staging + ci * kStagingBytes, 2 + ci, buf, nj,
+        store_slice(g, sel, acc, w.tm * kBM + ci * 64, w.tn * BN, sm.staging + ci * kStagingBytes, 2 + ci, buf, nj,
                     q0, q1, sm, c0, tr);
       else
         store_tile(g, acc, row0, col0, 8 * q0, 8 * q1);
     };
     if (g.splits == 1) {
-      store(0, 4);
+      store(0, NQ);
       tr.mark(4);
       continue;
     }
@@ -460,11 +476,11 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, i
       // registers (a fixed order per element: deterministic) and stores its chunks. Traffic per CTA:
       // (splits-1)/splits of a tile each way, against all `splits` partials through one SM for the
       // last-arrival reduction below.
-      const int per = 4 / g.splits, q0 = w.split * per, q1 = q0 + per;
-      float* part = g.partial + static_cast<std::size_t>(w.tile) * g.splits * kTileFloats;
-      float4* mine = reinterpret_cast<float4*>(part + static_cast<std::size_t>(w.split) * kTileFloats);
+      const int per = NQ / g.splits, q0 = w.split * per, q1 = q0 + per;
+      float* part = g.partial + static_cast<std::size_t>(w.tile) * g.splits * kTile;
+      float4* mine = reinterpret_cast<float4*>(part + static_cast<std::size_t>(w.split) * kTile);
 #pragma unroll
-      for (int j = 0; j < 32; ++j)
+      for (int j = 0; j < NJ; ++j)
         if (j < 8 * q0 || j >= 8 * q1)
           __stcg(mine + j * 256 + ct, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
       __threadfence();
@@ -481,12 +497,12 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, i
       named_barrier(1, 256);
       tr.mark(6);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {  // a chunk (8 loads in flight) at a time: acc already holds 128 registers
+      for (int q = 0; q < NQ; ++q) {  // a chunk (8 loads in flight) at a time: acc already holds R registers
         if (q < q0 || q >= q1) continue;
 #pragma unroll 1
         for (int k = 0; k < g.splits; ++k) {
           if (k == w.split) continue;
-          const float4* pk = reinterpret_cast<const float4*>(part + static_cast<std::size_t>(k) * kTileFloats);
+          const float4* pk = reinterpret_cast<const float4*>(part + static_cast<std::size_t>(k) * kTile);
           float4 v[8];
 #pragma unroll
           for (int jj = 0; jj < 8; ++jj) v[jj] = __ldcg(pk + (8 * q + jj) * 256 + ct);
@@ -503,10 +519,10 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, i
       continue;
     }
     // Split-K: publish this unit's partial, count arrivals; the last one reduces in split order.
-    float* part = g.partial + static_cast<std::size_t>(w.tile) * g.splits * kTileFloats;
-    float4* mine = reinterpret_cast<float4*>(part + static_cast<std::size_t>(w.split) * kTileFloats);
+    float* part = g.partial + static_cast<std::size_t>(w.tile) * g.splits * kTile;
+    float4* mine = reinterpret_cast<float4*>(part + static_cast<std::size_t>(w.split) * kTile);
 #pragma unroll
-    for (int j = 0; j < 32; ++j)
+    for (int j = 0; j < NJ; ++j)
       __stcg(mine + j * 256 + ct, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
     __threadfence();
     named_barrier(1, 256);
@@ -517,19 +533,19 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, i
     // Sum in split order; each pass has its 32 loads in flight together.
     const float4* parts = reinterpret_cast<const float4*>(part);
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
+    for (int j = 0; j < NJ; ++j) {
       const float4 v = __ldcg(parts + j * 256 + ct);
       acc[4 * j] = v.x, acc[4 * j + 1] = v.y, acc[4 * j + 2] = v.z, acc[4 * j + 3] = v.w;
     }
     for (int k = 1; k < g.splits; ++k) {
-      const float4* pk = parts + static_cast<std::size_t>(k) * (kTileFloats / 4);
+      const float4* pk = parts + static_cast<std::size_t>(k) * (kTile / 4);
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
+      for (int j = 0; j < NJ; ++j) {
         const float4 v = __ldcg(pk + j * 256 + ct);
         acc[4 * j] += v.x, acc[4 * j + 1] += v.y, acc[4 * j + 2] += v.z, acc[4 * j + 3] += v.w;
       }
     }
-    store(0, 4);
+    store(0, NQ);
     tr.mark(4);
     if (ct == 0) g.counters[w.tile] = 0;  // ready for the next call
   }
@@ -580,10 +596,12 @@ __device__ __forceinline__ void kernel_body(const CUtensorMap* map_a_dx, const C
   if (threadIdx.x < 128) {
     setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
-      if (is_dx)
-        produce<Grouped>(g, map_a_dx, map_b_dx, sg, cta, ncta, sm);
+      if (!Grouped && is_dx && p.dx_n128)
+        produce<false, 128>(g, map_a_dx, map_b_dx, sg, cta, ncta, sm);
+      else if (is_dx)
+        produce<Grouped, 256>(g, map_a_dx, map_b_dx, sg, cta, ncta, sm);
       else
-        produce<false>(g, map_a_dw, map_b_dw, sg, cta, ncta, sm);
+        produce<false, 256>(g, map_a_dw, map_b_dw, sg, cta, ncta, sm);
     } else if ((threadIdx.x == 32 || threadIdx.x == 64) && g.tma_store) {  // the store threads (warps 1 and 2)
       if (is_dx)
         store_chunks(threadIdx.x / 32 - 1, map_out_dx, map_out_dx, map_out_dx, sm);
@@ -594,12 +612,14 @@ __device__ __forceinline__ void kernel_body(const CUtensorMap* map_a_dx, const C
     }
   } else {
     setmaxnreg_inc<232>();
-    if (is_dx && g.cluster_reduce)
-      consume<0, true, false>(g, sg, cta, ncta, sm);
+    if (!Grouped && is_dx && p.dx_n128)
+      consume<0, true, false, 128>(g, sg, cta, ncta, sm);
+    else if (is_dx && g.cluster_reduce)
+      consume<0, true, false, 256>(g, sg, cta, ncta, sm);
     else if (is_dx)
-      consume<0, false, false>(g, sg, cta, ncta, sm);
+      consume<0, false, false, 256>(g, sg, cta, ncta, sm);
     else
-      consume<1, false, Grouped>(g, sg, cta, ncta, sm);
+      consume<1, false, Grouped, 256>(g, sg, cta, ncta, sm);
   }
 }
 
@@ -707,11 +727,13 @@ void allow_max_smem() {
 // fixed: the per-unit cost beyond its k-blocks; 1.5 for every unit but the dW units of a grouped launch, for which
 // kGroupedDwFixed was fitted to measured plans (perf/NOTES.md, tenth session of 2026-12-01: gqa's q/k/v launch at
 // T = 128, 131 and 256 with every plan forced, H200: its 64 KB epilogue per short unit costs ~5 k-block times).
+// kbt: the time of one of the unit's k-blocks, 1 for 128x256 tiles, 0.5 for 128x128 (half the products; the split
+// cost, the partial's bytes, also halves).
 constexpr double kFixed = 1.5, kGroupedDwFixed = 5.0;
-double finish(int units, int kb, int splits, int ctas, bool cluster, double fixed = kFixed) {
+double finish(int units, int kb, int splits, int ctas, bool cluster, double fixed = kFixed, double kbt = 1.0) {
   const double split_cost = cluster ? 1.0 + 2.0 * (splits - 1) / splits : 1.0 + 0.75 * splits;
   const int rounds = (units + ctas - 1) / ctas;
-  return rounds * (kb + fixed + (splits > 1 ? split_cost : 0.0));
+  return rounds * (kb * kbt + fixed + (splits > 1 ? split_cost * kbt : 0.0));
 }
 
 // A launch configuration of the kernel in clusters of `size` CTAs along x; `attr` holds the cluster
@@ -830,18 +852,23 @@ DeviceLimits device_limits() {
 
 bool cooperative_launch_supported() { return device_limits().cooperative; }
 
-LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitReduce dx_reduce) {
+LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitReduce dx_reduce, int dx_tile_n) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   // coop: the splits of a dX tile reduce together as in a cluster, in a cooperative launch of clusters of 1.
   const bool coop = dx_reduce == SplitReduce::CoResident;
   const bool cluster = dx_reduce == SplitReduce::Cluster || coop;
+  const bool n128 = dx_tile_n == 128;
+  if ((dx_tile_n != 128 && dx_tile_n != 256) || (n128 && (!cluster || p.segments > 1)))
+    fail("linear_backward_plan", __FILE__, __LINE__,
+         "dX tiles of 128 columns need an ungrouped launch with the co-resident reduction; else 256");
   int dev = 0;
   ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
   // The search below costs ~5 µs of host time: once per shape, device and thread.
-  thread_local std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, int, bool>, LinearBackwardPlan>
+  thread_local std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, int, bool, int>,
+                        LinearBackwardPlan>
       cache;
   const bool grouped = p.segments > 1;
-  const auto key = std::make_tuple(T, out, in, sms, dev, static_cast<int>(dx_reduce), grouped);
+  const auto key = std::make_tuple(T, out, in, sms, dev, static_cast<int>(dx_reduce), grouped, dx_tile_n);
   const double fixed_dw = grouped ? kGroupedDwFixed : kFixed;
   // ATTNBWD_SM90_LINEAR_PLAN="sx,sw,cx" (diagnostic, for plan measurements; cluster or cooperative reduction): dX split sx
   // ways (1, 2 or 4, by clusters), dW sw ways, cx CTAs on dX (at most its units and all but one cluster); the
@@ -857,16 +884,19 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
                 fsw < 1 || fsw > 4 || fcx < fsx || fcx % fsx != 0))
     throw Error("ATTNBWD_SM90_LINEAR_PLAN",
                 std::string("expected \"sx,sw,cx\" with sx in 1, 2, 4 dividing cx, got \"") + forced + "\"");
-  const int tiles_dx = ceil_div(T, kBM) * ceil_div(in, kBN), kb_dx = ceil_div(out, kBK);
+  if (force && n128 && fsx == 4)
+    throw Error("ATTNBWD_SM90_LINEAR_PLAN", "dX tiles of 128 columns take at most 2 splits");
+  const int tiles_dx = ceil_div(T, kBM) * ceil_div(in, dx_tile_n), kb_dx = ceil_div(out, kBK);
   const int tiles_dw = ceil_div(out, kBM) * ceil_div(in, kBN), kb_dw = ceil_div(T, kBK);
   LinearBackwardPlan best;
   double best_t = 1e300;
   // Split-K over dX reduced by a cluster: 2 or 4 splits (each CTA stores whole 64-column chunks of the
-  // 256-column tile), the dX CTAs in whole clusters, the grid a whole number of clusters that can all
-  // be resident at once.
+  // 256-column tile; 2 of a 128-column tile), the dX CTAs in whole clusters, the grid a whole number of clusters
+  // that can all be resident at once.
   static constexpr int kClusterSplits[] = {1, 2, 4}, kLastArrivalSplits[] = {1, 2, 4, 8};
   const int* const dx_splits = cluster ? kClusterSplits : kLastArrivalSplits;
-  const int n_dx_splits = cluster ? 3 : 4;
+  const int n_dx_splits = n128 ? 2 : cluster ? 3 : 4;
+  const double kbt = n128 ? 0.5 : 1.0;
   for (int i = 0; i < n_dx_splits; ++i) {
     const int sx = dx_splits[i];
     if (force && sx != fsx) continue;
@@ -885,13 +915,15 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
       for (int gx = csize; gx < cap; gx += csize) {
         if (force && gx != std::min({fcx, ux, cap - csize})) continue;
         const int cx = std::min(gx, ux), cw = std::min(cap - gx, uw);
-        const double t = std::max(finish(ux, kx, sx, cx, cluster), finish(uw, kw, sw, cw, false, fixed_dw));
+        const double t =
+            std::max(finish(ux, kx, sx, cx, cluster, kFixed, kbt), finish(uw, kw, sw, cw, false, fixed_dw));
         if (force || t < best_t * 0.999) {  // ties: fewer splits (tried first)
           best_t = t;
           best.splits_dx = sx, best.splits_dw = sw, best.ctas_dx = cx;
           best.cluster = lsize;
           best.coop = coop && sx > 1;
           best.grid = coop ? cx + cw : (cx + cw + csize - 1) / csize * csize;  // extra dW CTAs find no units
+          best.dx_tile_n = dx_tile_n;
         }
       }
     }
@@ -901,7 +933,7 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   best.model_time = best_t;
   const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
   std::size_t bytes = 0;
-  if (best.splits_dx > 1) bytes += part * tiles_dx * best.splits_dx;
+  if (best.splits_dx > 1) bytes += part / (kBN / dx_tile_n) * tiles_dx * best.splits_dx;
   if (best.splits_dw > 1) bytes += part * tiles_dw * best.splits_dw;
   best.workspace_bytes = bytes;
   best.counters = static_cast<std::size_t>(tiles_dx + tiles_dw);
@@ -911,11 +943,18 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   return best;
 }
 
-LinearBackwardPlan linear_backward_auto_plan(const LinearBackward& p, int sms) {
-  const LinearBackwardPlan by_cluster = linear_backward_plan(p, sms, SplitReduce::Cluster);
-  if (by_cluster.splits_dx < 2 || !cooperative_launch_supported()) return by_cluster;
-  const LinearBackwardPlan by_coop = linear_backward_plan(p, sms, SplitReduce::CoResident);
-  return by_coop.coop && by_coop.model_time < 0.9 * by_cluster.model_time ? by_coop : by_cluster;
+LinearBackwardPlan linear_backward_auto_plan(const LinearBackward& p, int sms, int dx_tile_n) {
+  if (dx_tile_n == 128) return linear_backward_plan(p, sms, SplitReduce::Cluster, 128);
+  LinearBackwardPlan best = linear_backward_plan(p, sms, SplitReduce::Cluster);
+  if (best.splits_dx > 1 && cooperative_launch_supported()) {
+    const LinearBackwardPlan by_coop = linear_backward_plan(p, sms, SplitReduce::CoResident);
+    if (by_coop.coop && by_coop.model_time < 0.9 * best.model_time) best = by_coop;
+  }
+  if (dx_tile_n == 0 && best.splits_dx > 1 && p.segments == 1) {  // auto: 128-column dX tiles where they model faster
+    const LinearBackwardPlan by_n128 = linear_backward_plan(p, sms, SplitReduce::Cluster, 128);
+    if (by_n128.model_time < 0.999 * best.model_time) best = by_n128;
+  }
+  return best;
 }
 
 LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms, int ctas) {
@@ -980,7 +1019,10 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
 
   GemmDesc dx{};
   dx.M = static_cast<int>(T), dx.N = static_cast<int>(in), dx.kb_total = ceil_div(out, kBK);
-  dx.tiles_n = ceil_div(in, kBN), dx.splits = plan.splits_dx;
+  if (plan.dx_tile_n != 256 && (plan.dx_tile_n != 128 || plan.splits_dx > 2 || p.segments > 1 ||
+                                (plan.splits_dx > 1 && plan.cluster == 1 && !plan.coop) || plan.dx_only))
+    fail("linear_backward_launch", __FILE__, __LINE__, "a plan with 128-column dX tiles the kernel cannot run");
+  dx.tiles_n = ceil_div(in, plan.dx_tile_n), dx.splits = plan.splits_dx;
   dx.kb_per_split = ceil_div(dx.kb_total, dx.splits);
   dx.units = ceil_div(T, kBM) * dx.tiles_n * dx.splits;
   dx.a_kmajor = 1;
@@ -1011,7 +1053,7 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   auto* ws = static_cast<std::uint8_t*>(workspace);
   std::size_t off = 0;
   const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
-  if (dx.splits > 1) dx.partial = reinterpret_cast<float*>(ws + off), off += part * dx.units;
+  if (dx.splits > 1) dx.partial = reinterpret_cast<float*>(ws + off), off += part / (kBN / plan.dx_tile_n) * dx.units;
   if (dw.splits > 1) dw.partial = reinterpret_cast<float*>(ws + off), off += part * dw.units;
   dx.counters = counters;
   dw.counters = counters + dx.units / dx.splits;
@@ -1039,6 +1081,7 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   }
   if (dx.tma_store) out_dx = store_map(p.grad_input, D, S, p.batch * H);
   prm.dx = dx, prm.dw = dw, prm.ctas_dx = plan.ctas_dx;
+  prm.dx_n128 = plan.dx_tile_n == 128;
 
   allow_max_smem();
   if (plan.cluster > 1 && (plan.ctas_dx % plan.cluster || plan.grid % plan.cluster))

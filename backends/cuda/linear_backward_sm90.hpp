@@ -52,6 +52,8 @@ struct LinearBackwardPlan {
   bool coop = false;                  // a cooperative launch (every CTA resident at once, clusters of 1) whose
                                       // split dX tiles are reduced by their CTAs together (SplitReduce::CoResident)
   bool dx_only = false;               // the launch computes dX alone (dW elsewhere, e.g. cuBLASLt)
+  int dx_tile_n = 256;                // dX tiles of 128 x dx_tile_n: 256, or 128 (ungrouped, cluster or cooperative
+                                      // reduction, at most 2 splits)
   double model_time = 0;             // the planner's finish time (k-block times of one SM) of the plan
   std::size_t workspace_bytes = 0;    // split-K partial sums (fp32)
   std::size_t counters = 0;           // per-tile arrival counters (unsigned)
@@ -73,14 +75,18 @@ enum class SplitReduce { Cluster, LastArrival, CoResident };
 bool cooperative_launch_supported();
 
 // The work split for this problem on a GPU with `sms` multiprocessors (the current device).
+// dx_tile_n: dX's tile columns, 256 or 128 (128: ungrouped launches with SplitReduce::Cluster or CoResident only).
 LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms,
-                                        SplitReduce dx_reduce = SplitReduce::Cluster);
+                                        SplitReduce dx_reduce = SplitReduce::Cluster, int dx_tile_n = 256);
 
 // The plan out_proj's auto takes: the cluster reduction's, or the cooperative launch's (SplitReduce::CoResident) where
 // the device takes cooperative launches and the planner's model puts it ≥ 10 % ahead (at out_proj's sizes: T = 256,
 // whose 4 dX splits in clusters of 4 leave 120 CTAs on an H200; at T = 512 the two tie and the cluster plan stays,
 // where the cooperative launch measured 2 % slower: perf/NOTES.md, twenty-ninth session).
-LinearBackwardPlan linear_backward_auto_plan(const LinearBackward& p, int sms);
+// dx_tile_n: 0 (auto) also weighs 128-column dX tiles (clusters) for ungrouped plans whose dX is split, and takes them
+// where the model puts them ahead (at out_proj's sizes: T = 256, 2 splits in clusters of 2, and T = 512, no split;
+// perf/NOTES.md, thirtieth session); 256 or 128 fixes the tile (128: clusters; ungrouped problems only).
+LinearBackwardPlan linear_backward_auto_plan(const LinearBackward& p, int sms, int dx_tile_n = 0);
 
 // A plan for dX alone on at most `ctas` CTAs (dW computed by someone else, concurrently): split-K over
 // dX summed by clusters, the splits chosen by the same cost model.

@@ -94,17 +94,6 @@ struct Rings {
 
 #if defined(ATTNBWD_SM90_DEVICE)
 
-// D[64x128] (+)= A[64x16]·B[16x128], bf16 from shared memory, fp32 accumulators d[4·j + r] for n8 block j (the m16n8 C
-// layout: row g (r < 2) or g + 8 of the warp's 16, column 8·j + 2·t + (r & 1) for lane 4·g + t). TransA: 0 = A K-major,
-// 1 = A M-major; B N-major (two 64-column swizzle chunks, lbo apart).
-template <int TransA>
-__device__ __forceinline__ void mma_n128(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b, int accumulate) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16\n"
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, 1;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-               : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransA));
-}
-
 // 2-D tile store shared -> global (bulk group; rows/columns outside the tensor are not written).
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
@@ -219,12 +208,12 @@ __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, st
     wgmma_fence();
 #pragma unroll
     for (int kt = 0; kt < 4 * MB; ++kt)
-      mma_n128<1>(aw, smem_desc(sa + 2048 * kt, kTileBytes, 1024),
+      wgmma_m64n128k16_bf16<1>(aw, smem_desc(sa + 2048 * kt, kTileBytes, 1024),
                   smem_desc(x_base + 2048 * kt, MB * kTileBytes, 1024), kt > 0);
     if constexpr (kDx) {
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
-        mma_n128<0>(ax, smem_desc(sa + 3 * kTileBytes + 32 * kk, 16, 1024),
+        wgmma_m64n128k16_bf16<0>(ax, smem_desc(sa + 3 * kTileBytes + 32 * kk, 16, 1024),
                     smem_desc(sw + 2048 * kk, kTileBytes, 1024), i > 0 || kk > 0);
     }
     wgmma_commit();
@@ -285,7 +274,7 @@ __device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, int
       const std::uint64_t db = smem_desc(sw + 2048 * kk, kTileBytes, 1024);
 #pragma unroll
       for (int j = 0; j < kBlocks; ++j)
-        mma_n128<0>(ax[j], smem_desc(sa + (J0 + j) * kTileBytes + 32 * kk, 16, 1024), db, i > 0 || kk > 0);
+        wgmma_m64n128k16_bf16<0>(ax[j], smem_desc(sa + (J0 + j) * kTileBytes + 32 * kk, 16, 1024), db, i > 0 || kk > 0);
     }
     wgmma_commit();
     wgmma_wait<1>();  // every product of k-block i − 1 is done: release its slot

@@ -68,6 +68,17 @@ std::optional<sm90::SplitReduce> split_reduce() {
   }
 }
 
+// ATTNBWD_CUDA_OUT_PROJ_DX_TILE=auto|256|128: the kernel's dX tile columns. auto: the auto plan's choice
+// (sm90::linear_backward_auto_plan; 256 where ATTNBWD_CUDA_OUT_PROJ_SPLITK is set); 128 only with the cluster or
+// cooperative reduction (an Error naming the variable with SPLITK=last). 0 for auto.
+int dx_tile() {
+  switch (env_switch("ATTNBWD_CUDA_OUT_PROJ_DX_TILE", {"auto", "256", "128"})) {
+    case 1: return 256;
+    case 2: return 128;
+    default: return 0;
+  }
+}
+
 // The problem as the sm_90a kernel sees it.
 sm90::LinearBackward kernel_problem(const OutProjShape& s, const OutProjArgs& a) {
   sm90::LinearBackward p;
@@ -115,8 +126,11 @@ bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
               std::optional<sm90::SplitReduce> reduce) {
   const sm90::LinearBackward p = kernel_problem(s, a);
   if (!kernel_takes(ctx, p, forced)) return false;
-  const sm90::LinearBackwardPlan plan =
-      reduce ? sm90::linear_backward_plan(p, ctx.sm_count(), *reduce) : sm90::linear_backward_auto_plan(p, ctx.sm_count());
+  const int tile = dx_tile();
+  if (tile == 128 && reduce && *reduce == sm90::SplitReduce::LastArrival)
+    throw Error("ATTNBWD_CUDA_OUT_PROJ_DX_TILE", "128-column dX tiles need ATTNBWD_CUDA_OUT_PROJ_SPLITK=auto, cluster or coop");
+  const sm90::LinearBackwardPlan plan = reduce ? sm90::linear_backward_plan(p, ctx.sm_count(), *reduce, tile ? tile : 256)
+                                               : sm90::linear_backward_auto_plan(p, ctx.sm_count(), tile);
   // Measured (perf/NOTES.md, H200): without split-K the kernel is at par with the cuBLASLt pair or
   // ahead; with split-K summed by clusters it is the fastest path at T = 512 and T = 256 by the spec's
   // measure (the CUPTI span of the call's GPU work, twenty-third session: T = 256 17.9 µs, against the

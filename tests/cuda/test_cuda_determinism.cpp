@@ -57,6 +57,8 @@ TEST(CudaDeterminism, OutProjHundredRerunsAreBitIdentical) {
       const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", reduce);
       reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(904));
     }
+    const ScopedEnv tile("ATTNBWD_CUDA_OUT_PROJ_DX_TILE", "256");  // auto takes 128-column dX tiles at T = 256
+    reruns_match<OutProjArgs>("out_proj_backward", {{"batch_size", 1}, {"seq_len", 256}}, fresh_seed(905));
   }
 }
 

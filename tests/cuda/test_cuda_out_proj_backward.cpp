@@ -149,8 +149,9 @@ TEST(CudaOutProj, Sm90KernelMatchesTheOracleOnEveryPath) {
   // Store paths: TMA boxes (S and D multiples of 64), 16-byte stores (S = 131, 65, 200), bf16 pairs
   // (D = 2, 6); split-K over dX for small T (T = 7, 262, 256: 4 splits; T = 512: 2), each summed by
   // the tile's cluster (ATTNBWD_CUDA_OUT_PROJ_SPLITK=cluster, the default), by the last CTA to
-  // arrive (=last) and by the tile's CTAs in a cooperative launch (=coop); M, N and K tails; each shape twice on
-  // the same buffers.
+  // arrive (=last) and by the tile's CTAs in a cooperative launch (=coop); then the kernel's 128-column dX tiles
+  // (ATTNBWD_CUDA_OUT_PROJ_DX_TILE=128: 2 splits where the plan splits, by clusters and by a cooperative launch);
+  // M, N and K tails; each shape twice on the same buffers.
   const Shape shapes[] = {{1, 1, 2, 8, "pairs"},          {1, 9, 4, 2, "pairs"},
                           {2, 33, 4, 6, "pairs"},         {1, 7, 32, 64, "16-byte, split-K"},
                           {3, 65, 4, 64, "16-byte"},      {2, 131, 8, 64, "16-byte, split-K"},
@@ -159,13 +160,16 @@ TEST(CudaOutProj, Sm90KernelMatchesTheOracleOnEveryPath) {
                           {2, 256, 32, 64, "TMA, split-K"}};
   ForcePath force("sm90");
   int tag = 0;
-  for (const char* reduce : {"cluster", "last", "coop"}) {
+  const std::pair<const char*, const char*> variants[] = {
+      {"cluster", "256"}, {"last", "256"}, {"coop", "256"}, {"cluster", "128"}, {"coop", "128"}};
+  for (const auto& [reduce, tile] : variants) {
     const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", reduce);
+    const ScopedEnv dx_tile("ATTNBWD_CUDA_OUT_PROJ_DX_TILE", tile);
     for (const auto& s : shapes) {
       Case c = make_case(s.B, s.S, s.H, s.D, fresh_seed(300 + tag++));
-      expect_matches_oracle_twice(c, std::string(s.path) + " (" + reduce + "): B=" + std::to_string(s.B) +
-                                         " S=" + std::to_string(s.S) + " H=" + std::to_string(s.H) +
-                                         " D=" + std::to_string(s.D));
+      expect_matches_oracle_twice(c, std::string(s.path) + " (" + reduce + ", dX tile " + tile + "): B=" +
+                                         std::to_string(s.B) + " S=" + std::to_string(s.S) +
+                                         " H=" + std::to_string(s.H) + " D=" + std::to_string(s.D));
     }
   }
 }
@@ -173,16 +177,18 @@ TEST(CudaOutProj, Sm90KernelMatchesTheOracleOnEveryPath) {
 TEST(CudaOutProj, CooperativeReductionGivesTheClusterBits) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   ATTNBWD_SEED_TRACE();
-  // The same plan (4 dX splits, forced) reduced by clusters and by a cooperative launch: the same sums in the same
-  // order, so the same bits; only the grid differs (clusters of 4 fit 120 CTAs on an H200, the cooperative launch one
-  // per SM, so more dW CTAs).
+  // The same plan (4 dX splits of 256-column tiles, or 2 of 128-column tiles, forced) reduced by clusters and by a
+  // cooperative launch: the same sums in the same order, so the same bits; only the grid differs (clusters of 4 fit
+  // 120 CTAs on an H200, the cooperative launch one per SM, so more dW CTAs).
   ForcePath force("sm90");
-  const ScopedEnv plan("ATTNBWD_SM90_LINEAR_PLAN", "4,1,64");
   const std::array<std::int64_t, 4> shapes[] = {{1, 256, 32, 64}, {2, 131, 8, 64}, {1, 7, 32, 64}};
   int tag = 0;
+  for (const char* tile : {"256", "128"})
   for (const auto& [B, S, H, D] : shapes) {
-    const std::string what =
-        "B=" + std::to_string(B) + " S=" + std::to_string(S) + " H=" + std::to_string(H) + " D=" + std::to_string(D);
+    const ScopedEnv dx_tile("ATTNBWD_CUDA_OUT_PROJ_DX_TILE", tile);
+    const ScopedEnv plan("ATTNBWD_SM90_LINEAR_PLAN", std::string(tile) == "256" ? "4,1,64" : "2,1,64");
+    const std::string what = std::string("dX tile ") + tile + " B=" + std::to_string(B) + " S=" + std::to_string(S) +
+                             " H=" + std::to_string(H) + " D=" + std::to_string(D);
     SCOPED_TRACE(what);
     Case c = make_case(B, S, H, D, fresh_seed(320 + tag++));
     {
@@ -243,11 +249,11 @@ TEST(CudaOutProj, CooperativePlansAndTheirLaunch) {
       }
   EXPECT_GT(coop_plans, 0);
   if (sms == 132) {  // an H200 (or H100 SXM): the choices measured (perf/NOTES.md, twenty-ninth session)
-    const sm90::LinearBackwardPlan a256 = sm90::linear_backward_auto_plan(problem(256, 2048), sms);
+    const sm90::LinearBackwardPlan a256 = sm90::linear_backward_auto_plan(problem(256, 2048), sms, 256);
     EXPECT_TRUE(a256.coop);
     EXPECT_EQ(a256.grid, 132);
     EXPECT_EQ(a256.splits_dx, 4);
-    const sm90::LinearBackwardPlan a512 = sm90::linear_backward_auto_plan(problem(512, 2048), sms);
+    const sm90::LinearBackwardPlan a512 = sm90::linear_backward_auto_plan(problem(512, 2048), sms, 256);
     EXPECT_FALSE(a512.coop);
     EXPECT_GT(a512.cluster, 1);
   }
@@ -303,6 +309,84 @@ TEST(CudaOutProj, CooperativePlansAndTheirLaunch) {
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
   for (void* ptr : {dy, x, w, dx, dw, ws, cnt}) cudaFree(ptr);
+}
+
+// Plans with 128-column dX tiles: at most 2 splits, each split group co-resident (clusters of the split count, or a
+// cooperative launch), the workspace one 128 x 128 fp32 partial per split unit; auto takes them on a 132-SM GPU for
+// out_proj at T = 256 (2 splits in clusters of 2) and 512 (no split), and 256-column tiles from T = 1024 on, and never
+// for a grouped problem; a 128-column plan for a grouped problem or with the last-arrival reduction is refused.
+TEST(CudaOutProj, NarrowDxTilePlans) {
+  if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
+  namespace sm90 = cuda::sm90;
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  const auto problem = [](std::int64_t T, std::int64_t hidden) {
+    sm90::LinearBackward p;
+    p.out_features = p.in_features = hidden;
+    p.batch = 1, p.seq_len = T, p.heads = hidden / 64, p.head_dim = 64;
+    return p;
+  };
+  for (const int n : {sms, 114, 78})
+    for (const std::int64_t hidden : {256, 2048, 4096})
+      for (const std::int64_t T : {7, 131, 256, 262, 512, 1024, 2048})
+        for (const auto reduce : {sm90::SplitReduce::Cluster, sm90::SplitReduce::CoResident}) {
+          if (reduce == sm90::SplitReduce::CoResident && !sm90::cooperative_launch_supported()) continue;
+          const sm90::LinearBackward p = problem(T, hidden);
+          const sm90::LinearBackwardPlan c = sm90::linear_backward_plan(p, n, reduce, 128);
+          const std::string what = "sms=" + std::to_string(n) + " hidden=" + std::to_string(hidden) +
+                                   " T=" + std::to_string(T) + (c.coop ? " coop" : " cluster");
+          EXPECT_EQ(c.dx_tile_n, 128) << what;
+          EXPECT_LE(c.splits_dx, 2) << what;
+          EXPECT_EQ(c.ctas_dx % c.splits_dx, 0) << what;
+          EXPECT_LE(c.grid, n) << what;
+          if (c.splits_dx > 1) EXPECT_TRUE(c.coop || c.cluster == c.splits_dx) << what;
+          const std::size_t tiles_dx = static_cast<std::size_t>((T + 127) / 128) * ((hidden + 127) / 128);
+          const std::size_t tiles_dw = static_cast<std::size_t>((hidden + 127) / 128) * ((hidden + 255) / 256);
+          const std::size_t dx_bytes = c.splits_dx > 1 ? tiles_dx * c.splits_dx * 128 * 128 * 4 : 0;
+          const std::size_t dw_bytes = c.splits_dw > 1 ? tiles_dw * c.splits_dw * 128 * 256 * 4 : 0;
+          EXPECT_EQ(c.workspace_bytes, dx_bytes + dw_bytes) << what;
+          EXPECT_EQ(c.counters, tiles_dx + tiles_dw) << what;
+        }
+  if (sms == 132) {
+    const sm90::LinearBackwardPlan a256 = sm90::linear_backward_auto_plan(problem(256, 2048), sms);
+    EXPECT_EQ(a256.dx_tile_n, 128);
+    EXPECT_EQ(a256.splits_dx, 2);
+    EXPECT_EQ(a256.cluster, 2);
+    const sm90::LinearBackwardPlan a512 = sm90::linear_backward_auto_plan(problem(512, 2048), sms);
+    EXPECT_EQ(a512.dx_tile_n, 128);
+    EXPECT_EQ(a512.splits_dx, 1);
+    for (const std::int64_t T : {1024, 2048, 4096, 8192})
+      EXPECT_EQ(sm90::linear_backward_auto_plan(problem(T, 2048), sms).dx_tile_n, 256) << "T=" << T;
+  }
+  sm90::LinearBackward grouped = problem(256, 2048);
+  grouped.segments = 2;
+  grouped.seg_rows[0] = grouped.seg_rows[1] = 1024;
+  EXPECT_EQ(sm90::linear_backward_auto_plan(grouped, sms).dx_tile_n, 256);
+  EXPECT_ANY_THROW(sm90::linear_backward_plan(grouped, sms, sm90::SplitReduce::Cluster, 128));
+  EXPECT_ANY_THROW(sm90::linear_backward_plan(problem(256, 2048), sms, sm90::SplitReduce::LastArrival, 128));
+  // the switch: 128 with the last-arrival reduction, and an unknown width, are Errors naming their variable
+  Case c = make_case(1, 256, 32, 64, fresh_seed(330));
+  {
+    ForcePath force("sm90");
+    const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", "last");
+    const ScopedEnv tile("ATTNBWD_CUDA_OUT_PROJ_DX_TILE", "128");
+    try {
+      run_cuda(c.args);
+      ADD_FAILURE() << "expected attnbwd::Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_OUT_PROJ_DX_TILE");
+    }
+  }
+  {
+    const ScopedEnv tile("ATTNBWD_CUDA_OUT_PROJ_DX_TILE", "64");
+    try {
+      run_cuda(c.args);
+      ADD_FAILURE() << "expected attnbwd::Error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_OUT_PROJ_DX_TILE");
+    }
+  }
 }
 
 // Each shape {B, S, H, D} through the forced path ATTNBWD_CUDA_OUT_PROJ=`path`, twice on the same buffers.
