@@ -65,6 +65,14 @@ constexpr int kThreads = 384;                     // producer warpgroup + 2 cons
 constexpr int kABytes = kBM * kBK * 2;            // 16 KB
 constexpr int kBBytes = kBK * kBN * 2;            // 32 KB
 constexpr int kStageBytes = kABytes + kBBytes;    // 48 KB
+// The ring of a role with BN-column tiles: the same shared memory in stages of its own size, so 128-column dX tiles
+// (32 KB stages) keep 6 k-blocks in flight instead of 4 (their products take half as long per k-block, and at 4
+// stages the W stream from DRAM could not keep up: perf/NOTES.md, thirtieth session).
+template <int BN>
+constexpr int kStageBytesOf = kABytes + kBK * BN * 2;
+template <int BN>
+constexpr int kStagesOf = kStages * kStageBytes / kStageBytesOf<BN>;
+constexpr int kMaxStages = kStagesOf<128>;
 [[maybe_unused]] constexpr int kChunkBytes = 64 * 64 * 2;  // one 64x64 TMA box, 8 KB
 constexpr int kTileFloats = kBM * kBN;            // fp32 partial of one tile
 // Epilogue staging: per consumer warpgroup kStagingBufs buffers of 64 rows x 64 bf16 columns in the TMA box
@@ -118,7 +126,7 @@ struct Trace {  // no code (templates: nothing to warn about when unused)
 constexpr int kStagingBytes = kStagingBufs * kStagingBuf;  // per warpgroup
 // The barrier area: the ring's full and empty barriers, the staging buffers' full and empty barriers and store jobs
 // (per consumer warpgroup and buffer), the last-arrival flag; in whole 256-byte blocks (256 with the default knobs).
-constexpr int kBarrierBytes = ((2 * kStages + 4 * kStagingBufs) * 8 + 2 * kStagingBufs * 16 + 4 + 255) / 256 * 256;
+constexpr int kBarrierBytes = ((2 * kMaxStages + 4 * kStagingBufs) * 8 + 2 * kStagingBufs * 16 + 4 + 255) / 256 * 256;
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStagingBytes + 1024 /*alignment*/ + kBarrierBytes;
 static_assert(kSmemBytes <= 227 * 1024, "shared memory of one H100/H200 CTA");
 
@@ -362,7 +370,7 @@ __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma
     const Unit w = decode(g, u);
     for (int kb = w.kb0; kb < w.kb1; ++kb) {
       mbar_wait(&sm.empty[stage], phase ^ 1);
-      std::uint8_t* sa = sm.tiles + stage * kStageBytes;
+      std::uint8_t* sa = sm.tiles + stage * kStageBytesOf<BN>;
       std::uint8_t* sb = sa + kABytes;
       mbar_arrive_expect_tx(&sm.full[stage], kABytes + kBK * BN * 2);
       if (g.a_kmajor) {
@@ -382,7 +390,7 @@ __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma
 #pragma unroll
       for (int c = 0; c < BN / 64; ++c)  // box {64 n, 64 k}
         tma_load_2d(sb + c * kChunkBytes, m, &sm.full[stage], w.tn * BN + 64 * c, kr);
-      if (++stage == kStages) stage = 0, phase ^= 1;
+      if (++stage == kStagesOf<BN>) stage = 0, phase ^= 1;
     }
   }
 }
@@ -428,7 +436,7 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, i
     for (int kb = w.kb0; kb < w.kb1; ++kb) {
       mbar_wait(&sm.full[stage], phase);
       if (kb == w.kb0) tr.mark(2);
-      const std::uint32_t sa = smem_addr(sm.tiles + stage * kStageBytes);
+      const std::uint32_t sa = smem_addr(sm.tiles + stage * kStageBytesOf<BN>);
       const std::uint32_t sb = sa + kABytes;
       wgmma_fence();
 #pragma unroll
@@ -445,7 +453,7 @@ __device__ __forceinline__ void consume(const GemmDesc& g, const Segments& sg, i
       wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
       if (prev >= 0 && leader) mbar_arrive(&sm.empty[prev]);
       prev = stage;
-      if (++stage == kStages) stage = 0, phase ^= 1;
+      if (++stage == kStagesOf<BN>) stage = 0, phase ^= 1;
     }
     wgmma_wait<0>();
     fence_regs(acc);
@@ -569,8 +577,8 @@ __device__ __forceinline__ void kernel_body(const CUtensorMap* map_a_dx, const C
   sm.tiles = smem_raw + ((1024u - (static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)) & 1023u)) & 1023u);
   sm.staging = sm.tiles + kStages * kStageBytes;
   sm.full = reinterpret_cast<std::uint64_t*>(sm.staging + 2 * kStagingBytes);
-  sm.empty = sm.full + kStages;
-  sm.sfull = sm.empty + kStages;
+  sm.empty = sm.full + kMaxStages;
+  sm.sfull = sm.empty + kMaxStages;
   sm.sempty = sm.sfull + 2 * kStagingBufs;
   sm.jobs = reinterpret_cast<int4*>(sm.sempty + 2 * kStagingBufs);
   sm.flag = reinterpret_cast<unsigned*>(sm.jobs + 2 * kStagingBufs);
@@ -581,7 +589,7 @@ __device__ __forceinline__ void kernel_body(const CUtensorMap* map_a_dx, const C
   const int ncta = is_dx ? p.ctas_dx : gridDim.x - p.ctas_dx;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < kMaxStages; ++s) {
       mbar_init(&sm.full[s], 1);
       mbar_init(&sm.empty[s], 2);  // one arrival per consumer warpgroup
     }
