@@ -15,6 +15,11 @@
 // Operand majorness: dX has A = dY K-major, B = W N-major; dW has A = dYᵀ M-major (dY is [T, out]),
 // B = X N-major. Both N-major/M-major cases use wgmma's transpose bits.
 //
+// dX in 128x128 tiles (Params::dx_n128, out_proj's small-T plans: LinearBackwardPlan::dx_tile_n): the dX roles as
+// their own instantiation (m64n128k16 products, 64 accumulators per thread, the co-resident reduction with at most 2
+// splits), the ring as 6 stages of 32 KB in the same shared memory (kStagesOf), so that W's stream from DRAM keeps up
+// with products that take half as long per k-block (perf/NOTES.md, thirtieth session).
+//
 // Work units: every (GEMM, 128x256 tile, K range). The host picks how many K ranges (split-K) each GEMM
 // gets so that the units of both GEMMs, longest first, dealt round-robin to one CTA per SM, finish
 // together (small T: dX has few tiles but K = out; dW has many tiles with K = T). Split-K partials are

@@ -14,6 +14,8 @@
 // thin-T kernel of linear_thin_sm90.cu, which streams W in and dW out together; measured on an H200 at T = 256,
 // 21.3 µs per call against auto's 17.7 (its fourth version, 2026-12-02), so never chosen by auto); forcing sm90, hybrid or thin where the kernel
 // cannot run is an Error naming the variable.
+// ATTNBWD_CUDA_OUT_PROJ_DX_TILE=auto|256|128 (dx_tile below): the kernel's dX tile columns; auto takes 128 where dX
+// would be split and the model puts them ahead (T = 256 and 512 at out_proj's sizes: perf/NOTES.md, thirtieth session).
 // ATTNBWD_CUDA_OUT_PROJ_SPLITK=auto|cluster|last|coop: how the kernel sums a split-K over dX (small T): by the
 // CTAs of a cluster together, by the last CTA of each tile to arrive, or by the tile's CTAs together in a
 // cooperative launch (no clusters: one CTA per SM); auto: the cluster's plan, or the cooperative one where the
