@@ -211,6 +211,34 @@ TEST(CudaOutProj, CooperativeReductionGivesTheClusterBits) {
   }
 }
 
+// The current device's SM count (0 where the runtime cannot say).
+int device_sms() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 0;
+  return sms;
+}
+
+// The planner's view of out_proj at T tokens (one sequence) and hidden size `hidden` in heads of 64 (no pointers:
+// for plans only, or filled in before a launch).
+cuda::sm90::LinearBackward problem(std::int64_t T, std::int64_t hidden) {
+  cuda::sm90::LinearBackward p;
+  p.out_features = p.in_features = hidden;
+  p.batch = 1, p.seq_len = T, p.heads = hidden / 64, p.head_dim = 64;
+  return p;
+}
+
+// A CUDA call of case c that must fail with an attnbwd::Error naming `var`.
+void expect_error_naming(Case& c, const char* var) {
+  try {
+    run_cuda(c.args);
+    ADD_FAILURE() << "expected attnbwd::Error naming " << var;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), var);
+  }
+}
+
 // The planner's cooperative plans keep the co-residency the reduction relies on (a tile's splits consecutive CTAs in
 // one round: dX CTAs a multiple of the splits; the grid at most one CTA per SM; no clusters), on this device and as
 // if it had fewer SMs; auto takes the cooperative plan at T = 256 on an H200-sized GPU and the cluster plan at
@@ -220,15 +248,8 @@ TEST(CudaOutProj, CooperativePlansAndTheirLaunch) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   namespace sm90 = cuda::sm90;
   if (!sm90::cooperative_launch_supported()) GTEST_SKIP() << "no cooperative launches on this device";
-  int dev = 0, sms = 0;
-  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  const auto problem = [](std::int64_t T, std::int64_t hidden) {
-    sm90::LinearBackward p;
-    p.out_features = p.in_features = hidden;
-    p.batch = 1, p.seq_len = T, p.heads = hidden / 64, p.head_dim = 64;
-    return p;
-  };
+  const int sms = device_sms();
+  if (sms == 0) FAIL() << "no SM count for the current device";
   int coop_plans = 0;
   for (const int n : {sms, 114, 78})
     for (const std::int64_t hidden : {256, 2048})
@@ -318,15 +339,8 @@ TEST(CudaOutProj, CooperativePlansAndTheirLaunch) {
 TEST(CudaOutProj, NarrowDxTilePlans) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   namespace sm90 = cuda::sm90;
-  int dev = 0, sms = 0;
-  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  const auto problem = [](std::int64_t T, std::int64_t hidden) {
-    sm90::LinearBackward p;
-    p.out_features = p.in_features = hidden;
-    p.batch = 1, p.seq_len = T, p.heads = hidden / 64, p.head_dim = 64;
-    return p;
-  };
+  const int sms = device_sms();
+  if (sms == 0) FAIL() << "no SM count for the current device";
   for (const int n : {sms, 114, 78})
     for (const std::int64_t hidden : {256, 2048, 4096})
       for (const std::int64_t T : {7, 131, 256, 262, 512, 1024, 2048})
@@ -371,22 +385,10 @@ TEST(CudaOutProj, NarrowDxTilePlans) {
     ForcePath force("sm90");
     const ScopedEnv split("ATTNBWD_CUDA_OUT_PROJ_SPLITK", "last");
     const ScopedEnv tile("ATTNBWD_CUDA_OUT_PROJ_DX_TILE", "128");
-    try {
-      run_cuda(c.args);
-      ADD_FAILURE() << "expected attnbwd::Error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_OUT_PROJ_DX_TILE");
-    }
+    expect_error_naming(c, "ATTNBWD_CUDA_OUT_PROJ_DX_TILE");
   }
-  {
-    const ScopedEnv tile("ATTNBWD_CUDA_OUT_PROJ_DX_TILE", "64");
-    try {
-      run_cuda(c.args);
-      ADD_FAILURE() << "expected attnbwd::Error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_OUT_PROJ_DX_TILE");
-    }
-  }
+  const ScopedEnv tile("ATTNBWD_CUDA_OUT_PROJ_DX_TILE", "64");
+  expect_error_naming(c, "ATTNBWD_CUDA_OUT_PROJ_DX_TILE");
 }
 
 // Each shape {B, S, H, D} through the forced path ATTNBWD_CUDA_OUT_PROJ=`path`, twice on the same buffers.
@@ -436,12 +438,7 @@ TEST(CudaOutProj, ForcingTheSm90KernelWhereItCannotRunIsAnError) {
   for (const char* path : {"sm90", "hybrid", "thin"}) {
     SCOPED_TRACE(std::string("ATTNBWD_CUDA_OUT_PROJ=") + path);
     ForcePath force(path);
-    try {
-      run_cuda(c.args);
-      ADD_FAILURE() << "expected attnbwd::Error";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_OUT_PROJ");
-    }
+    expect_error_naming(c, "ATTNBWD_CUDA_OUT_PROJ");
   }
   ForcePath bad("fastest");
   EXPECT_THROW(run_cuda(c.args), Error);
