@@ -61,6 +61,18 @@ void give_back_lt(int device, cublasLtHandle_t h) noexcept {
   } catch (...) {  // out of memory at thread exit: the handle is leaked, which is what the pool does anyway
   }
 }
+// CUDA graph captures against Context set-up and teardown, process-wide. Measured on an H200 (driver 580.159.04,
+// thirtieth session): with four threads each calling ops under ATTNBWD_CUDA_GRAPHS=auto, one thread's capture
+// (cudaStreamCaptureModeThreadLocal) crashed the driver inside cudaEventRecord, or the exiting thread's Context
+// destructor crashed inside cudaDeviceSynchronize, in 6 of 6 processes of 20 test repetitions; with graphs off none
+// crashed in 480. So a capture (begin to instantiate), the dropping of graphs, and a Context's construction and
+// destruction (allocations, frees and their synchronisations) never overlap across this process's threads; each is
+// rare (a capture once per key and Context), so serialising them costs nothing in steady state. The destructor also
+// waits only for this Context's own work, not the whole device.
+std::recursive_mutex& capture_gate() {
+  static auto* m = new std::recursive_mutex;
+  return *m;
+}
 }  // namespace
 
 LtPoolCounts lt_pool_counts(int device) {
@@ -82,6 +94,7 @@ Context& Context::current() {
 }
 
 Context::Context(int device) : device_(device) {
+  const std::lock_guard<std::recursive_mutex> gate(capture_gate());
   cudaDeviceProp p{};
   ATTNBWD_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
   cc_ = 10 * p.major + p.minor;
@@ -97,8 +110,8 @@ Context::Context(int device) : device_(device) {
   // with and without the vendor kernels instrumented); the results do not depend on them, but their
   // contents are then defined and the same on every run. Unlike the scratch buffers (zeroed only with
   // ATTNBWD_CUDA_SANITIZE_INIT=1, as they may be reallocated per call) this costs once per Context.
-  for (auto& ws : lt_ws_) {
-    ATTNBWD_CUDA_CHECK(cudaMalloc(&ws, kLtWorkspaceBytes));
+  for (auto& ws : lt_ws_) {  // stream-ordered, so that the destructor frees them without a device synchronisation
+    ATTNBWD_CUDA_CHECK(cudaMallocAsync(&ws, kLtWorkspaceBytes, side_));
     ATTNBWD_CUDA_CHECK(cudaMemsetAsync(ws, 0, kLtWorkspaceBytes, side_));
   }
   ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(side_));  // done before any stream of the caller's uses them
@@ -106,11 +119,19 @@ Context::Context(int device) : device_(device) {
 
 Context::~Context() {
   // Destructors must not throw: errors here (e.g. at process exit after the driver shut down) are
-  // ignored on purpose.
-  cudaDeviceSynchronize();
-  for (auto* p : scratch_) cudaFree(p);
-  for (auto* p : lt_ws_) cudaFree(p);
-  if (counters_) cudaFree(counters_);
+  // ignored on purpose. This Context's work is over once its last op's handoff_ (recorded on the caller's stream
+  // after everything the op queued, the side stream's work joined) and its own streams are; every allocation is
+  // stream-ordered, so freed on the side stream, which is then synchronised.
+  const std::lock_guard<std::recursive_mutex> gate(capture_gate());
+  if (claimed_) cudaEventSynchronize(handoff_);
+  if (capture_) cudaStreamSynchronize(capture_);
+  cudaStreamSynchronize(side_);
+  for (auto* p : scratch_)
+    if (p) cudaFreeAsync(p, side_);
+  for (auto* p : lt_ws_)
+    if (p) cudaFreeAsync(p, side_);
+  if (counters_) cudaFreeAsync(counters_, side_);
+  if (side_) cudaStreamSynchronize(side_);
   for (auto& g : graphs_)
     if (g.second.exec) cudaGraphExecDestroy(g.second.exec);
   if (handoff_) cudaEventDestroy(handoff_);
@@ -223,6 +244,7 @@ std::uint64_t attnbwd_env_hash() {
 void Context::drop_graphs(cudaStream_t stream) {
   // Before an executable graph is destroyed every launch of it must be over: `stream` already waits for this
   // context's previous op (claim), so synchronising it is enough.
+  const std::lock_guard<std::recursive_mutex> gate(capture_gate());
   ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (auto& entry : graphs_) {
     Graph& g = entry.second;
@@ -235,6 +257,7 @@ void Context::drop_graphs(cudaStream_t stream) {
 }
 
 void Context::reset_graphs() {
+  const std::lock_guard<std::recursive_mutex> gate(capture_gate());
   ATTNBWD_CUDA_CHECK(cudaDeviceSynchronize());
   for (auto& entry : graphs_)
     if (entry.second.exec) cudaGraphExecDestroy(entry.second.exec);
@@ -287,6 +310,8 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
     // (nothing runs during a capture), so the caller's stream may be the legacy default stream,
     // which cannot be captured; the graph is launched on the caller's. Where capturing fails, the
     // key runs directly from then on.
+    // (capture_gate: no other thread of this process captures, or sets up or tears down a Context, meanwhile.)
+    std::unique_lock<std::recursive_mutex> gate(capture_gate());
     if (!capture_) ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
     ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
     capturing_ = true;
@@ -302,6 +327,7 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
     if (ok && end == cudaSuccess && graph != nullptr && cudaGraphInstantiate(&g.exec, graph, 0) != cudaSuccess)
       g.exec = nullptr;
     if (graph) cudaGraphDestroy(graph);
+    gate.unlock();
     if (!ok || end != cudaSuccess || g.exec == nullptr) {
       cudaGetLastError();  // clear a capture error
       g.exec = nullptr;
