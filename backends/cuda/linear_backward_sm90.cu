@@ -79,7 +79,6 @@ template <int BN>
 constexpr int kStagesOf = kStages * kStageBytes / kStageBytesOf<BN>;
 constexpr int kMaxStages = kStagesOf<128>;
 [[maybe_unused]] constexpr int kChunkBytes = 64 * 64 * 2;  // one 64x64 TMA box, 8 KB
-constexpr int kTileFloats = kBM * kBN;            // fp32 partial of one tile
 // Epilogue staging: per consumer warpgroup kStagingBufs buffers of 64 rows x 64 bf16 columns in the TMA box
 // layout with the 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which also makes
 // the fragment's 4-byte writes (8 rows x 4 lanes per instruction) hit 32 distinct banks.
@@ -147,7 +146,7 @@ struct GemmDesc {
   int tma_store;               // 64x64 blocks of the tile are boxes of the output tensor map
   int heads;                   // output map: z = (m / rows_per_b)·heads + n / cols_per_h
   long long stride_b, stride_r, stride_h;
-  float* partial;      // [tiles][splits][kTileFloats] when splits > 1
+  float* partial;      // [tiles][splits][128 x tile columns] when splits > 1
   unsigned* counters;  // [tiles]
   int cluster_reduce;  // splits > 1: the splits of a tile are resident together (one cluster, or a cooperative
                        // launch) and reduce together
@@ -377,7 +376,7 @@ __device__ __forceinline__ void produce(const GemmDesc& g, const CUtensorMap* ma
       mbar_wait(&sm.empty[stage], phase ^ 1);
       std::uint8_t* sa = sm.tiles + stage * kStageBytesOf<BN>;
       std::uint8_t* sb = sa + kABytes;
-      mbar_arrive_expect_tx(&sm.full[stage], kABytes + kBK * BN * 2);
+      mbar_arrive_expect_tx(&sm.full[stage], kStageBytesOf<BN>);
       if (g.a_kmajor) {
         tma_load_2d(sa, ma, &sm.full[stage], kb * kBK, w.tm * kBM);  // box {64 k, 128 m}
       } else {
@@ -726,6 +725,9 @@ CUtensorMap store_map(void* base, std::int64_t d0, std::int64_t d1, std::int64_t
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
+// The fp32 split-K partial of one 128 x tile_n tile, in bytes (the kernel's kTile floats).
+constexpr std::size_t partial_bytes(int tile_n) { return static_cast<std::size_t>(kBM) * tile_n * sizeof(float); }
+
 // The kernels' shared-memory opt-in (once per device).
 void allow_max_smem() {
   allow_smem(reinterpret_cast<const void*>(linear_backward_kernel), kSmemBytes);
@@ -944,10 +946,9 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms, SplitR
   if (force && best.grid == 0)
     throw Error("ATTNBWD_SM90_LINEAR_PLAN", "fewer than two clusters (or split groups) of this size are resident at once");
   best.model_time = best_t;
-  const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
   std::size_t bytes = 0;
-  if (best.splits_dx > 1) bytes += part / (kBN / dx_tile_n) * tiles_dx * best.splits_dx;
-  if (best.splits_dw > 1) bytes += part * tiles_dw * best.splits_dw;
+  if (best.splits_dx > 1) bytes += partial_bytes(dx_tile_n) * tiles_dx * best.splits_dx;
+  if (best.splits_dw > 1) bytes += partial_bytes(kBN) * tiles_dw * best.splits_dw;
   best.workspace_bytes = bytes;
   best.counters = static_cast<std::size_t>(tiles_dx + tiles_dw);
   if (forced) return best;  // not cached
@@ -988,8 +989,7 @@ LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms
       best.splits_dx = sx, best.ctas_dx = cx, best.grid = cx, best.cluster = sx;
     }
   }
-  const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
-  best.workspace_bytes = best.splits_dx > 1 ? part * tiles_dx * best.splits_dx : 0;
+  best.workspace_bytes = best.splits_dx > 1 ? partial_bytes(kBN) * tiles_dx * best.splits_dx : 0;
   best.counters = static_cast<std::size_t>(tiles_dx);
   return best;
 }
@@ -1065,9 +1065,8 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
 
   auto* ws = static_cast<std::uint8_t*>(workspace);
   std::size_t off = 0;
-  const std::size_t part = static_cast<std::size_t>(kTileFloats) * sizeof(float);
-  if (dx.splits > 1) dx.partial = reinterpret_cast<float*>(ws + off), off += part / (kBN / plan.dx_tile_n) * dx.units;
-  if (dw.splits > 1) dw.partial = reinterpret_cast<float*>(ws + off), off += part * dw.units;
+  if (dx.splits > 1) dx.partial = reinterpret_cast<float*>(ws + off), off += partial_bytes(plan.dx_tile_n) * dx.units;
+  if (dw.splits > 1) dw.partial = reinterpret_cast<float*>(ws + off), off += partial_bytes(kBN) * dw.units;
   dx.counters = counters;
   dw.counters = counters + dx.units / dx.splits;
   dx.cluster_reduce = (plan.cluster > 1 || plan.coop) && dx.splits > 1;
