@@ -120,12 +120,11 @@ Context::Context(int device) : device_(device) {
 Context::~Context() {
   // Destructors must not throw: errors here (e.g. at process exit after the driver shut down) are
   // ignored on purpose. This Context's work is over once its last op's handoff_ (recorded on the caller's stream
-  // after everything the op queued, the side stream's work joined) and its own streams are; every allocation is
-  // stream-ordered, so freed on the side stream, which is then synchronised.
+  // after everything the op queued, the side stream's work joined) and its side stream are (the capture stream only
+  // records, it never runs work); every allocation is stream-ordered, so freed on the side stream after its work,
+  // which is then synchronised once.
   const std::lock_guard<std::recursive_mutex> gate(capture_gate());
   if (claimed_) cudaEventSynchronize(handoff_);
-  if (capture_) cudaStreamSynchronize(capture_);
-  cudaStreamSynchronize(side_);
   for (auto* p : scratch_)
     if (p) cudaFreeAsync(p, side_);
   for (auto* p : lt_ws_)
