@@ -118,7 +118,7 @@ def main(argv):
     med = {n: {} for n in names}
     for n in names:
         for w in workloads:
-            ts = [x[w][0] for x in runs[n] if x and w in x]
+            ts = [x[w][0] for x in runs[n] if x and w in x and x[w][0] > 0]  # 0: the run reported an error
             if ts:
                 med[n][w] = statistics.median(ts)
     print("median µs per workload (x = first variant / this one):")
