@@ -372,12 +372,13 @@ enum class ProjPath { Auto, Sm90, CublasLt };
 // per workload (most on small S: #7 1.09x, #0 1.06x, #2 1.05x) except #6 (B=1, S=2048) 0.99x.
 bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on", "off"}) != 2; }
 
-// ATTNBWD_CUDA_GQA_QKV=auto|separate|grouped: the q, k, v projection pairs as separate GEMMs (cuBLASLt, or
+// ATTNBWD_CUDA_GQA_QKV=auto|separate|grouped|thin|groupeddx: the q, k, v projection pairs as separate GEMMs (cuBLASLt, or
 // three sm_90a launches with ATTNBWD_CUDA_GQA_PROJ=sm90) followed by the three-way add, or as one grouped
 // sm_90a launch (grouped: dX = Σ_s dXp_s·W_s summed in fp32 over all gradient columns with one rounding, so
 // no dXk/dXv and no add; the three weight gradients by row segment; sm_90 only). auto (with
 // ATTNBWD_CUDA_GQA_PROJ=auto, where the kernels take the call): thin (below) for 128 ≤ T ≤ 256, grouped for
-// T < 128 and 256 < T ≤ 384, else separate. The history of those limits: measured on an
+// T < 128 and 256 < T ≤ 384, groupeddx (below) from 3072 tokens where its tiles fill the SMs' rounds, else separate.
+// The history of those limits: measured on an
 // H200 (2026-12-01, eighth session, all 16 workloads, two runs each): grouped 1.14x at T = 128 (#11),
 // 1.00-1.02x at T = 131 and 256, 0.88-0.97x at T ≥ 512 (there cuBLASLt's weight gradients on the side
 // stream beside its dX GEMMs beat one launch of both). With the planner's fitted dW cost (tenth session)
@@ -396,11 +397,20 @@ bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on"
 // (twenty-seventh and twenty-eighth sessions), auto = grouped up to 384 tokens (three 128-row tiles of dX, as at
 // 293): H200, two interleaved suite pairs (perf/NOTES.md, twenty-eighth session): #7 (T = 293) 173.1 / 173.1 µs
 // grouped against 181.1 / 180.1 separate; grouped still lost at T = 512 (237.9 against 229.3) and above.
-enum class QkvPath { Auto, Separate, Grouped, Thin };
-constexpr int64_t kGroupedMaxTokens = 384;
+//
+// groupeddx: dX of the three pairs as one grouped dX-only sm_90a launch (dX = Σ_s dXp_s·W_s over all 6144 gradient
+// columns, one rounding, straight into grad_hidden_states: no dXk / dXv, no add3), the weight gradients by cuBLASLt on
+// the side stream as on the separate path. auto takes it from kGroupedDxMinTokens tokens where the launch's 128 × 256
+// dX tiles fill their last round of CTAs to at least kGroupedDxMinFill (one CTA per SM). Measured on an H200
+// (thirty-first session, perf/NOTES.md, two interleaved rounds): T = 3072 1.025x, T = 4096 1.014x (#3, #9) per call;
+// T = 2048 0.969-0.979x (320 tiles on 132 SMs: the third round 42 % full), T = 512-1024 0.91-0.98x.
+enum class QkvPath { Auto, Separate, Grouped, Thin, GroupedDx };
+constexpr int64_t kGroupedMaxTokens = 384, kGroupedDxMinTokens = 3072;
+constexpr double kGroupedDxMinFill = 0.85;
 constexpr int64_t kThinMinTokens = 128;  // auto: thin for kThinMinTokens ≤ T ≤ 256 (its limit), else grouped
 QkvPath qkv_path() {
-  return static_cast<QkvPath>(env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped", "thin"}));
+  return static_cast<QkvPath>(
+      env_switch("ATTNBWD_CUDA_GQA_QKV", {"auto", "separate", "grouped", "thin", "groupeddx"}));
 }
 
 // ATTNBWD_CUDA_GQA_ATTN=auto|gemm|kv|kvws|small: steps 3-5 as cuBLASLt GEMMs around the softmax-backward row kernel
@@ -619,6 +629,32 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       grouped = why.empty();  // auto: the separate GEMMs where the kernel cannot take the call
       if (grouped) gj = {q, sm90::linear_backward_plan(q, ctx.sm_count())};
     }
+  }
+  // groupeddx (QkvPath::GroupedDx above): dX of the three pairs as one grouped dX-only sm_90a launch, the weight
+  // gradients by cuBLASLt on the side stream (step 9).
+  Sm90Proj gx;
+  bool grouped_dx = false;
+  const auto dx_fill = [&] {  // how full the last round of the grouped dX launch's tiles is, one CTA per SM
+    const int64_t tiles = (T + 127) / 128 * ((HS + 255) / 256), sms = ctx.sm_count();
+    return static_cast<double>(tiles) / static_cast<double>((tiles + sms - 1) / sms * sms);
+  };
+  const bool gdx_auto = qkv == QkvPath::Auto && path == ProjPath::Auto && !grouped && !thin && ctx.cc() == 90 &&
+                        T >= kGroupedDxMinTokens && dx_fill() >= kGroupedDxMinFill;
+  if ((qkv == QkvPath::GroupedDx || gdx_auto) && !all_sm90) {
+    sm90::LinearBackward q;
+    q.grad_output = dQKVp, q.input = a.hidden_states.data, q.grad_input = a.grad_hidden_states.data;
+    q.out_features = QKV, q.in_features = HS, q.ld_grad_output = QKV;
+    q.batch = 1, q.seq_len = T, q.heads = 1, q.head_dim = HS;
+    q.segments = 3;
+    q.seg_weight[0] = a.q_weight.data, q.seg_weight[1] = a.k_weight.data, q.seg_weight[2] = a.v_weight.data;
+    q.seg_grad_weight[0] = a.grad_q_weight.data, q.seg_grad_weight[1] = a.grad_k_weight.data;
+    q.seg_grad_weight[2] = a.grad_v_weight.data;
+    q.seg_rows[0] = QP, q.seg_rows[1] = KP, q.seg_rows[2] = KP;
+    const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(q);
+    if (!why.empty() && !gdx_auto)
+      throw Error("ATTNBWD_CUDA_GQA_QKV", "grouped sm90 launch cannot take this call: " + why);
+    grouped_dx = why.empty();  // auto: the separate GEMMs where the kernel cannot take the call
+    if (grouped_dx) gx = {q, sm90::linear_backward_plan_dx_only(q, ctx.sm_count(), ctx.sm_count())};
   }
   Sm90Proj pj[3];
   if (all_sm90 && !grouped && !thin) {
@@ -907,7 +943,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       gemm(ctx, 1, side, g, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
       stages.mark("dW_qkv");
     }
-    {
+    if (grouped_dx) {
+      sm90_launch(ctx, gx, stream);
+      stages.mark("dX_qkv_grouped");
+    } else {
       Gemm g;
       g.M = T, g.N = HS, g.lda = QKV, g.ldb = HS, g.ldc = HS;
       g.K = QP;
@@ -919,7 +958,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     }
   }
   // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv) (the grouped and thin launches summed them already).
-  if (!grouped && !thin) {
+  if (!grouped && !thin && !grouped_dx) {
     bf* h = m(a.grad_hidden_states.data);
     const int threads = 256;
     const int64_t n = T * HS;  // HS % 8 == 0

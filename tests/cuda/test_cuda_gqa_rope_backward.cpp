@@ -78,6 +78,7 @@ struct Mode {
   const char* small_split = "";
   bool needs_sm90() const {
     return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
+           std::string(qkv) == "groupeddx" ||
            std::string(attn).rfind("kv", 0) == 0 || std::string(da) == "thin";
   }
   // The key-major kernel takes head_dim 128 and S % 64 == 0 only, its warp-specialised form S % 128 == 0
@@ -119,7 +120,7 @@ constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublas
     kPadOff{"", "", "", "split", "off", "", "", "gemm"},
     kDoView{"", "", "", "view", "off", "", "", "gemm"}, kMergeScalar{"", "", "", "", "", "scalar"},
     kGroupedQkv{"", "", "", "", "", "", "grouped"}, kSeparateQkv{"", "", "", "", "", "", "separate"},
-    kThinQkv{"", "", "", "", "", "", "thin"},
+    kThinQkv{"", "", "", "", "", "", "thin"}, kGroupedDxQkv{"", "", "", "", "", "", "groupeddx"},
     kKv{"", "", "", "", "", "", "", "kv"}, kKvSplit{"", "", "", "split", "", "", "", "kv"},
     kKvWs{"", "", "", "", "", "", "", "kvws"}, kKvWsSplit{"", "", "", "split", "", "", "", "kvws"},
     kSmall{"", "", "", "", "", "", "", "small"}, kSmallSplit{"", "", "", "split", "", "", "", "small"},
@@ -221,7 +222,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
           smallest_atol(kOp),
           {kDefault, kGemm, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv,
            kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallSm90, kSmallMergeFused,
-           kSmallOneWarp, kGroup, kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt, kDaThinView});
+           kSmallOneWarp, kGroup, kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt, kDaThinView, kGroupedDxQkv});
   }
 }
 
@@ -233,7 +234,7 @@ TEST(CudaGqaRope, RealWorkloadsMatchTheOracle) {
     check(tools::generate_inputs(kOp, w.axes, fresh_seed(100 + w.index), w.scalars), w.axes, w.atol,
           {kDefault, kGemm, kFused, kSm90Proj, kCublasProj, kOverlap, kSerial, kPadOff, kDoView, kGroupedQkv,
            kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallMergeFused,
-           kSmallOneWarp, kGroup, kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt});
+           kSmallOneWarp, kGroup, kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt, kGroupedDxQkv});
   }
 }
 
