@@ -377,7 +377,7 @@ bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on"
 // sm_90a launch (grouped: dX = Σ_s dXp_s·W_s summed in fp32 over all gradient columns with one rounding, so
 // no dXk/dXv and no add; the three weight gradients by row segment; sm_90 only). auto (with
 // ATTNBWD_CUDA_GQA_PROJ=auto, where the kernels take the call): thin (below) for 128 ≤ T ≤ 256, grouped for
-// T < 128 and 256 < T ≤ 384, groupeddx (below) from 3072 tokens where its tiles fill the SMs' rounds, else separate.
+// T < 128 and 256 < T ≤ 384, groupeddx (below) from 2048 tokens where its tiles fill the SMs' rounds, else separate.
 // The history of those limits: measured on an
 // H200 (2026-12-01, eighth session, all 16 workloads, two runs each): grouped 1.14x at T = 128 (#11),
 // 1.00-1.02x at T = 131 and 256, 0.88-0.97x at T ≥ 512 (there cuBLASLt's weight gradients on the side
@@ -401,12 +401,13 @@ bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on"
 // groupeddx: dX of the three pairs as one grouped dX-only sm_90a launch (dX = Σ_s dXp_s·W_s over all 6144 gradient
 // columns, one rounding, straight into grad_hidden_states: no dXk / dXv, no add3), the weight gradients by cuBLASLt on
 // the side stream as on the separate path. auto takes it from kGroupedDxMinTokens tokens where the launch's 128 × 256
-// dX tiles fill their last round of CTAs to at least kGroupedDxMinFill (one CTA per SM). Measured on an H200
-// (thirty-first session, perf/NOTES.md, two interleaved rounds): T = 3072 1.025x, T = 4096 1.014x (#3, #9) per call;
-// T = 2048 0.969-0.979x (320 tiles on 132 SMs: the third round 42 % full), T = 512-1024 0.91-0.98x.
+// dX tiles (unsplit) fill their rounds of CTAs to at least kGroupedDxMinFill on average (one CTA per SM). Measured on
+// an H200 (thirty-first session, perf/NOTES.md, interleaved rounds): T = 3072 1.025x, T = 4096 1.014-1.019x (#3, #9,
+// #10) per call; T = 2048 1.012-1.017x unsplit (#6, #8, #14, #15; 320 tiles on 132 SMs, fill 0.81) where the
+// planner's two-way split gave 0.97-0.98x; T = 1024 0.995x unsplit (160 tiles, fill 0.61), T = 512-898 0.91-1.0x.
 enum class QkvPath { Auto, Separate, Grouped, Thin, GroupedDx };
-constexpr int64_t kGroupedMaxTokens = 384, kGroupedDxMinTokens = 3072;
-constexpr double kGroupedDxMinFill = 0.85;
+constexpr int64_t kGroupedMaxTokens = 384, kGroupedDxMinTokens = 2048;
+constexpr double kGroupedDxMinFill = 0.75;
 constexpr int64_t kThinMinTokens = 128;  // auto: thin for kThinMinTokens ≤ T ≤ 256 (its limit), else grouped
 QkvPath qkv_path() {
   return static_cast<QkvPath>(
@@ -634,7 +635,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // gradients by cuBLASLt on the side stream (step 9).
   Sm90Proj gx;
   bool grouped_dx = false;
-  const auto dx_fill = [&] {  // how full the last round of the grouped dX launch's tiles is, one CTA per SM
+  const auto dx_fill = [&] {  // the grouped dX launch's tiles over its rounds of CTAs (one CTA per SM, unsplit)
     const int64_t tiles = (T + 127) / 128 * ((HS + 255) / 256), sms = ctx.sm_count();
     return static_cast<double>(tiles) / static_cast<double>((tiles + sms - 1) / sms * sms);
   };
@@ -654,7 +655,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     if (!why.empty() && !gdx_auto)
       throw Error("ATTNBWD_CUDA_GQA_QKV", "grouped sm90 launch cannot take this call: " + why);
     grouped_dx = why.empty();  // auto: the separate GEMMs where the kernel cannot take the call
-    if (grouped_dx) gx = {q, sm90::linear_backward_plan_dx_only(q, ctx.sm_count(), ctx.sm_count())};
+    // Unsplit: at T = 2048 the planner's two-way split measured 0.97-0.98x of the separate path, unsplit 1.012-1.017x.
+    if (grouped_dx) gx = {q, sm90::linear_backward_plan_dx_only(q, ctx.sm_count(), ctx.sm_count(), /*max_splits=*/1)};
   }
   Sm90Proj pj[3];
   if (all_sm90 && !grouped && !thin) {

@@ -971,13 +971,14 @@ LinearBackwardPlan linear_backward_auto_plan(const LinearBackward& p, int sms, i
   return best;
 }
 
-LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms, int ctas) {
+LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms, int ctas, int max_splits) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   const int tiles_dx = ceil_div(T, kBM) * ceil_div(in, kBN), kb_dx = ceil_div(out, kBK);
   LinearBackwardPlan best;
   best.dx_only = true;
   double best_t = 1e300;
   for (int sx : {1, 2, 4}) {
+    if (sx > max_splits) break;
     const int kx = ceil_div(kb_dx, sx);
     if ((sx - 1) * kx >= kb_dx) continue;
     const int cap = std::min(ctas, resident_ctas(sx, sms)) / sx * sx;

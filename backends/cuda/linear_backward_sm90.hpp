@@ -89,8 +89,8 @@ LinearBackwardPlan linear_backward_plan(const LinearBackward& p, int sms,
 LinearBackwardPlan linear_backward_auto_plan(const LinearBackward& p, int sms, int dx_tile_n = 0);
 
 // A plan for dX alone on at most `ctas` CTAs (dW computed by someone else, concurrently): split-K over
-// dX summed by clusters, the splits chosen by the same cost model.
-LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms, int ctas);
+// dX summed by clusters, the splits (at most max_splits: 1, 2 or 4) chosen by the same cost model.
+LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms, int ctas, int max_splits = 4);
 
 // Enqueues the kernel on `stream`. `workspace` holds plan.workspace_bytes; `counters` holds
 // plan.counters zeros (the kernel leaves them zero again for the next call).
