@@ -603,20 +603,25 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // (steps 1-2) as one sm_90a launch or cuBLASLt.
   const bool all_sm90 = path == ProjPath::Sm90;
   const QkvPath qkv = qkv_path();
-  Sm90Proj gj;  // grouped or thin: the three pairs in one launch, dX straight into grad_hidden_states (thin: gj.p)
-  bool grouped = false, thin = false;
-  sm90::ThinPlan thin_plan;
-  if (qkv == QkvPath::Grouped || qkv == QkvPath::Thin ||
-      (qkv == QkvPath::Auto && path == ProjPath::Auto && T <= kGroupedMaxTokens && ctx.cc() == 90)) {
+  // The three pairs as one grouped problem: dX = Σ_s dXp_s·W_s plain [T, HS] into grad_hidden_states, dW by segment.
+  const auto qkv_pairs = [&] {
     sm90::LinearBackward q;
     q.grad_output = dQKVp, q.input = a.hidden_states.data, q.grad_input = a.grad_hidden_states.data;
     q.out_features = QKV, q.in_features = HS, q.ld_grad_output = QKV;
-    q.batch = 1, q.seq_len = T, q.heads = 1, q.head_dim = HS;  // dX plain [T, HS]
+    q.batch = 1, q.seq_len = T, q.heads = 1, q.head_dim = HS;
     q.segments = 3;
     q.seg_weight[0] = a.q_weight.data, q.seg_weight[1] = a.k_weight.data, q.seg_weight[2] = a.v_weight.data;
     q.seg_grad_weight[0] = a.grad_q_weight.data, q.seg_grad_weight[1] = a.grad_k_weight.data;
     q.seg_grad_weight[2] = a.grad_v_weight.data;
     q.seg_rows[0] = QP, q.seg_rows[1] = KP, q.seg_rows[2] = KP;
+    return q;
+  };
+  Sm90Proj gj;  // grouped or thin: the three pairs in one launch, dX straight into grad_hidden_states (thin: gj.p)
+  bool grouped = false, thin = false;
+  sm90::ThinPlan thin_plan;
+  if (qkv == QkvPath::Grouped || qkv == QkvPath::Thin ||
+      (qkv == QkvPath::Auto && path == ProjPath::Auto && T <= kGroupedMaxTokens && ctx.cc() == 90)) {
+    const sm90::LinearBackward q = qkv_pairs();
     const std::string thin_why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_thin_unsupported(q);
     if (qkv == QkvPath::Thin || (qkv == QkvPath::Auto && T >= kThinMinTokens && thin_why.empty())) {
       if (!thin_why.empty())
@@ -642,15 +647,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool gdx_auto = qkv == QkvPath::Auto && path == ProjPath::Auto && !grouped && !thin && ctx.cc() == 90 &&
                         T >= kGroupedDxMinTokens && dx_fill() >= kGroupedDxMinFill;
   if ((qkv == QkvPath::GroupedDx || gdx_auto) && !all_sm90) {
-    sm90::LinearBackward q;
-    q.grad_output = dQKVp, q.input = a.hidden_states.data, q.grad_input = a.grad_hidden_states.data;
-    q.out_features = QKV, q.in_features = HS, q.ld_grad_output = QKV;
-    q.batch = 1, q.seq_len = T, q.heads = 1, q.head_dim = HS;
-    q.segments = 3;
-    q.seg_weight[0] = a.q_weight.data, q.seg_weight[1] = a.k_weight.data, q.seg_weight[2] = a.v_weight.data;
-    q.seg_grad_weight[0] = a.grad_q_weight.data, q.seg_grad_weight[1] = a.grad_k_weight.data;
-    q.seg_grad_weight[2] = a.grad_v_weight.data;
-    q.seg_rows[0] = QP, q.seg_rows[1] = KP, q.seg_rows[2] = KP;
+    const sm90::LinearBackward q = qkv_pairs();
     const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(q);
     if (!why.empty() && !gdx_auto)
       throw Error("ATTNBWD_CUDA_GQA_QKV", "grouped sm90 launch cannot take this call: " + why);

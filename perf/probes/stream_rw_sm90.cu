@@ -23,37 +23,18 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                               \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
+#include "probe_check.cuh"
 
 namespace {
 
 constexpr int kRows = 6144, kCols = 5120, kT = 192, kTile = 64 * 128 * 2, kATile = 64 * kT * 2;
 constexpr int kSlices = kCols / 128, kKb = kRows / 64;
 
-__device__ __forceinline__ std::uint32_t sa(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void bar_init(std::uint64_t* b, unsigned n) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sa(b)), "r"(n) : "memory");
 }
 __device__ __forceinline__ void bar_expect(std::uint64_t* b, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bar_wait(std::uint64_t* b, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(done)
-                 : "r"(sa(b)), "r"(parity)
-                 : "memory");
-  } while (!done);
 }
 __device__ __forceinline__ void load2d(void* dst, const CUtensorMap* m, std::uint64_t* b, int c0, int c1) {
   asm volatile(

@@ -22,21 +22,27 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "probe_check.cuh"
 
 namespace {
 
 constexpr int kRows = 2048, kCols = 4096;
 
-__device__ __forceinline__ std::uint32_t sa(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+
+// Runs the ring: `slots` stages issued, then each waited for, `after(s)` (its release), and reissued `slots` later;
+// returns the SM cycles the loop took.
+template <class Issue, class After>
+__device__ __forceinline__ unsigned long long run_ring(Issue&& issue, After&& after, std::uint64_t* full, int slots,
+                                                       int steps) {
+  const unsigned long long t0 = clock64();
+  for (int i = 0; i < slots && i < steps; ++i) issue(i);
+  for (int i = 0; i < steps; ++i) {
+    const int s = i % slots;
+    bar_wait(&full[s], (i / slots) & 1);
+    after(s);
+    if (i + slots < steps) issue(i + slots);
+  }
+  return clock64() - t0;
 }
 
 struct Shape {
@@ -83,20 +89,7 @@ __global__ void __launch_bounds__(32) tma_kernel(const __grid_constant__ CUtenso
             : "memory");
     }
   };
-  const unsigned long long t0 = clock64();
-  for (int i = 0; i < slots && i < steps; ++i) issue(i);
-  for (int i = 0; i < steps; ++i) {
-    const int s = i % slots;
-    unsigned done = 0;
-    do {
-      asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                   : "=r"(done)
-                   : "r"(sa(&full[s])), "r"((i / slots) & 1)
-                   : "memory");
-    } while (!done);
-    if (i + slots < steps) issue(i + slots);
-  }
-  cycles[blockIdx.x] = clock64() - t0;
+  cycles[blockIdx.x] = run_ring(issue, [](int) {}, full, slots, steps);
 }
 
 // The same stream in clusters of 2: each CTA issues half of every stage's boxes (per / 2 of them) with .multicast::cluster
@@ -130,13 +123,7 @@ __global__ void __launch_bounds__(32) tma_mc_kernel(const __grid_constant__ CUte
     const int s = i % slots, kb = (i + static_cast<int>(blockIdx.x / 2)) % kbs;
     std::uint8_t* dst = base + s * stage_bytes;
     if (i >= slots) {  // both CTAs have seen this slot's previous fill complete
-      unsigned done = 0;
-      do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                     : "=r"(done)
-                     : "r"(sa(&empty[s])), "r"(((i / slots) - 1) & 1)
-                     : "memory");
-      } while (!done);
+      bar_wait(&empty[s], ((i / slots) - 1) & 1);
     }
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(&full[s])), "r"(stage_bytes)
                  : "memory");
@@ -149,25 +136,14 @@ __global__ void __launch_bounds__(32) tma_mc_kernel(const __grid_constant__ CUte
           "r"(kb * sh.box_rows), "h"(mask)
           : "memory");
   };
-  const unsigned long long t0 = clock64();
-  for (int i = 0; i < slots && i < steps; ++i) issue(i);
-  for (int i = 0; i < steps; ++i) {
-    const int s = i % slots;
-    unsigned done = 0;
-    do {
-      asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                   : "=r"(done)
-                   : "r"(sa(&full[s])), "r"((i / slots) & 1)
-                   : "memory");
-    } while (!done);
-    // release the slot in both CTAs: the own empty barrier and the peer's (its multicast writes here too)
+  // each stage released in both CTAs: the own empty barrier and the peer's (its multicast writes here too)
+  const auto release = [&](int s) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(&empty[s])) : "memory");
     unsigned remote;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(sa(&empty[s])), "r"(rank ^ 1u));
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-    if (i + slots < steps) issue(i + slots);
-  }
-  cycles[blockIdx.x] = clock64() - t0;
+  };
+  cycles[blockIdx.x] = run_ring(issue, release, full, slots, steps);
   // neither CTA may exit while the peer can still arrive on its barriers or multicast into it
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
@@ -190,6 +166,32 @@ bool make_map(CUtensorMap* m, void* p, const Shape& sh) {
   }
   if (r != CUDA_SUCCESS) std::printf("%-28s cuTensorMapEncodeTiled refused it (%d)\n", sh.name, static_cast<int>(r));
   return r == CUDA_SUCCESS;
+}
+
+// One warm-up launch, then one timed by events: its milliseconds and the median CTA's cycles (cyc[0, grid)).
+struct Timed {
+  float ms;
+  double cycles;
+};
+template <class Launch>
+Timed timed(Launch&& launch, const unsigned long long* cyc, int grid) {
+  launch();
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventRecord(e0));
+  launch();
+  CK(cudaEventRecord(e1));
+  CK(cudaEventSynchronize(e1));
+  CK(cudaGetLastError());
+  Timed t{};
+  CK(cudaEventElapsedTime(&t.ms, e0, e1));
+  std::vector<unsigned long long> c(grid);
+  CK(cudaMemcpy(c.data(), cyc, grid * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+  std::sort(c.begin(), c.end());
+  t.cycles = static_cast<double>(c[grid / 2]);
+  return t;
 }
 
 }  // namespace
@@ -225,24 +227,10 @@ int main() {
       attr.val.clusterDim.x = 2, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
       cudaLaunchConfig_t cfg{};
       cfg.gridDim = dim3(grid), cfg.blockDim = dim3(32), cfg.dynamicSmemBytes = smem, cfg.attrs = &attr, cfg.numAttrs = 1;
-      CK(cudaLaunchKernelEx(&cfg, tma_mc_kernel, m, sh, slots, steps, cyc));
-      CK(cudaDeviceSynchronize());
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
-      CK(cudaEventRecord(e0));
-      CK(cudaLaunchKernelEx(&cfg, tma_mc_kernel, m, sh, slots, steps, cyc));
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      CK(cudaGetLastError());
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      std::vector<unsigned long long> c(grid);
-      CK(cudaMemcpy(c.data(), cyc, grid * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-      std::sort(c.begin(), c.end());
+      const Timed t = timed([&] { CK(cudaLaunchKernelEx(&cfg, tma_mc_kernel, m, sh, slots, steps, cyc)); }, cyc, grid);
       const double bytes = static_cast<double>(stage) * steps;  // received per SM
       std::printf("%-30s slots %d stage %6d B: %6.1f B/cycle per SM received (median CTA), %7.0f GB/s received\n",
-                  sh.name, slots, stage, bytes / c[grid / 2], bytes * grid / (ms * 1e-3) * 1e-9);
+                  sh.name, slots, stage, bytes / t.cycles, bytes * grid / (t.ms * 1e-3) * 1e-9);
       std::fflush(stdout);
     }
   }
@@ -255,26 +243,12 @@ int main() {
       if (slots * stage + 1024 + 64 > 227 * 1024) continue;
       const int steps = 4096;
       const std::size_t smem = static_cast<std::size_t>(slots) * stage + 1024 + 64;
-      tma_kernel<<<sms, 32, smem>>>(m, sh, slots, steps, cyc);  // warm-up
-      CK(cudaDeviceSynchronize());
-      cudaEvent_t e0, e1;
-      CK(cudaEventCreate(&e0));
-      CK(cudaEventCreate(&e1));
-      CK(cudaEventRecord(e0));
-      tma_kernel<<<sms, 32, smem>>>(m, sh, slots, steps, cyc);
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      CK(cudaGetLastError());
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      std::vector<unsigned long long> c(sms);
-      CK(cudaMemcpy(c.data(), cyc, sms * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-      std::sort(c.begin(), c.end());
+      const Timed t = timed([&] { tma_kernel<<<sms, 32, smem>>>(m, sh, slots, steps, cyc); }, cyc, sms);
       const double bytes = static_cast<double>(stage) * steps;
       std::printf("%-30s slots %d stage %6d B: %6.1f B/cycle per SM (median CTA), %7.0f GB/s aggregate, %6.1f cycles "
                   "per TMA instruction\n",
-                  sh.name, slots, stage, bytes / c[sms / 2], bytes * sms / (ms * 1e-3) * 1e-9,
-                  static_cast<double>(c[sms / 2]) / steps / (sh.dims == 3 ? 1 : sh.per));
+                  sh.name, slots, stage, bytes / t.cycles, bytes * sms / (t.ms * 1e-3) * 1e-9,
+                  t.cycles / steps / (sh.dims == 3 ? 1 : sh.per));
       std::fflush(stdout);
     }
   }
