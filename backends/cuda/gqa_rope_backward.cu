@@ -646,6 +646,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   };
   const bool gdx_auto = qkv == QkvPath::Auto && path == ProjPath::Auto && !grouped && !thin && ctx.cc() == 90 &&
                         T >= kGroupedDxMinTokens && dx_fill() >= kGroupedDxMinFill;
+  if (qkv == QkvPath::GroupedDx && all_sm90)
+    throw Error("ATTNBWD_CUDA_GQA_QKV", "groupeddx takes the weight gradients from cuBLASLt: not with "
+                                         "ATTNBWD_CUDA_GQA_PROJ=sm90");
   if ((qkv == QkvPath::GroupedDx || gdx_auto) && !all_sm90) {
     const sm90::LinearBackward q = qkv_pairs();
     const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(q);

@@ -331,6 +331,25 @@ TEST(CudaGqaRope, ThinQkvIsDeterministicAndRefusesLongInputs) {
                                    "the thin launch at T = 257");
 }
 
+// q/k/v dX by the grouped dX-only launch (unsplit: every output one CTA's sum in a fixed order) gives the same bits on
+// two runs (T = 600, two query-head groups of 4: all three segments in the K loop); asked for together with the sm_90a
+// projection pairs (which would leave it no cuBLASLt weight gradients) it raises an Error naming the switch.
+TEST(CudaGqaRope, GroupedDxIsDeterministicAndRefusesSm90Pairs) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the grouped launch runs on sm_90 only";
+  const Mode with_sm90_pairs{"", "sm90", "", "", "", "", "groupeddx"};
+  {
+    UseMode mode(kGroupedDxQkv);
+    const tools::Axes axes = axes_of(2, 300, 8, 2, 128, 256);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(349), tools::default_scalars(kOp));
+    HostCase<Args> first(in, axes);
+    expect_rerun_bits(first, in, axes, kGroupedDxQkv.name());
+  }
+  UseMode mode(with_sm90_pairs);
+  expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(352), "ATTNBWD_CUDA_GQA_QKV",
+                 "groupeddx with ATTNBWD_CUDA_GQA_PROJ=sm90");
+}
+
 // dA by the thin kernel's dX-only form: the same bits on two runs at shapes whose partial sums are added by the
 // slice's cluster (hidden 256: 8 slices of 4 ranges) and by the second launch (Mistral's hidden 5120 and 32 heads: 32
 // slices of 4 ranges, more clusters than fit at once); forced at T > 256 it raises an Error naming the switch.
