@@ -364,7 +364,8 @@ namespace {
 // overlaps (grad_o_weight runs on the side stream under the whole attention stage), and the forced
 // kernel path is 9-34% slower on every workload (0.80x geomean, seventh session). A hybrid (only the dX
 // GEMMs through the kernel's dX-only plans on half the SMs, the weight gradients in cuBLASLt on the side
-// stream) measured 0.74-0.95x on all 16 (eighth session) and was removed.
+// stream) measured 0.74-0.95x on all 16 (eighth session) and was removed; its q/k/v half came back for large T with
+// the kernel of today, on all SMs and unsplit: ATTNBWD_CUDA_GQA_QKV=groupeddx (below).
 enum class ProjPath { Auto, Sm90, CublasLt };
 
 // ATTNBWD_CUDA_GQA_OVERLAP=auto|on|off: steps 3-5 on two streams (auto, on) or all on the caller's (off).
@@ -402,8 +403,8 @@ bool gqa_overlap() { return env_switch("ATTNBWD_CUDA_GQA_OVERLAP", {"auto", "on"
 // columns, one rounding, straight into grad_hidden_states: no dXk / dXv, no add3), the weight gradients by cuBLASLt on
 // the side stream as on the separate path. auto takes it from kGroupedDxMinTokens tokens where the launch's 128 × 256
 // dX tiles (unsplit) fill their rounds of CTAs to at least kGroupedDxMinFill on average (one CTA per SM). Measured on
-// an H200 (thirty-first session, perf/NOTES.md, interleaved rounds): T = 3072 1.025x, T = 4096 1.014-1.019x (#3, #9,
-// #10) per call; T = 2048 1.012-1.017x unsplit (#6, #8, #14, #15; 320 tiles on 132 SMs, fill 0.81) where the
+// an H200 (thirty-first session, perf/NOTES.md, interleaved rounds): T = 3072 (#10) 1.025x, T = 4096 (#3, #9)
+// 1.014-1.019x per call; T = 2048 1.012-1.017x unsplit (#6, #8, #14, #15; 320 tiles on 132 SMs, fill 0.81) where the
 // planner's two-way split gave 0.97-0.98x; T = 1024 0.995x unsplit (160 tiles, fill 0.61), T = 512-898 0.91-1.0x.
 enum class QkvPath { Auto, Separate, Grouped, Thin, GroupedDx };
 constexpr int64_t kGroupedMaxTokens = 384, kGroupedDxMinTokens = 2048;
@@ -638,7 +639,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   }
   // groupeddx (QkvPath::GroupedDx above): dX of the three pairs as one grouped dX-only sm_90a launch, the weight
   // gradients by cuBLASLt on the side stream (step 9).
-  Sm90Proj gx;
+  Sm90Proj gdx;
   bool grouped_dx = false;
   const auto dx_fill = [&] {  // the grouped dX launch's tiles over its rounds of CTAs (one CTA per SM, unsplit)
     const int64_t tiles = (T + 127) / 128 * ((HS + 255) / 256), sms = ctx.sm_count();
@@ -656,7 +657,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       throw Error("ATTNBWD_CUDA_GQA_QKV", "grouped sm90 launch cannot take this call: " + why);
     grouped_dx = why.empty();  // auto: the separate GEMMs where the kernel cannot take the call
     // Unsplit: at T = 2048 the planner's two-way split measured 0.97-0.98x of the separate path, unsplit 1.012-1.017x.
-    if (grouped_dx) gx = {q, sm90::linear_backward_plan_dx_only(q, ctx.sm_count(), ctx.sm_count(), /*max_splits=*/1)};
+    if (grouped_dx) gdx = {q, sm90::linear_backward_plan_dx_only(q, ctx.sm_count(), ctx.sm_count(), /*max_splits=*/1)};
   }
   Sm90Proj pj[3];
   if (all_sm90 && !grouped && !thin) {
@@ -920,7 +921,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   }
 
   // 9. dX{q,k,v} = dXp·W (bf16 each; dXq straight into grad_hidden_states) and the weight gradients: the
-  // path chosen at the start (gj, pj, all_sm90). Grouped: dX summed in the launch, nothing to add.
+  // path chosen at the start (gj, pj, all_sm90, gdx). Grouped: dX summed in the launch, nothing to add; grouped dX:
+  // the same sum by a dX-only launch beside the separate path's cuBLASLt weight gradients.
   if (grouped) {
     sm90_launch(ctx, gj, stream);
     stages.mark("qkv_grouped");
@@ -946,7 +948,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       stages.mark("dW_qkv");
     }
     if (grouped_dx) {
-      sm90_launch(ctx, gx, stream);
+      sm90_launch(ctx, gdx, stream);
       stages.mark("dX_qkv_grouped");
     } else {
       Gemm g;
@@ -959,7 +961,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       stages.mark("dX_qkv");
     }
   }
-  // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv) (the grouped and thin launches summed them already).
+  // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv) (the grouped, thin and grouped-dX launches summed them
+  // already).
   if (!grouped && !thin && !grouped_dx) {
     bf* h = m(a.grad_hidden_states.data);
     const int threads = 256;

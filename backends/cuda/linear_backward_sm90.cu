@@ -972,6 +972,7 @@ LinearBackwardPlan linear_backward_auto_plan(const LinearBackward& p, int sms, i
 }
 
 LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms, int ctas, int max_splits) {
+  if (max_splits < 1) fail("linear_backward_plan_dx_only", __FILE__, __LINE__, "max_splits below 1");
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   const int tiles_dx = ceil_div(T, kBM) * ceil_div(in, kBN), kb_dx = ceil_div(out, kBK);
   LinearBackwardPlan best;

@@ -59,7 +59,8 @@ constexpr double kMaxRelL2Grouped[5] = {1e-2, 1e-2, 1e-2, 6e-3, 1e-3};
 // ATTNBWD_CUDA_GQA_PAD (attention GEMMs on copies padded to a multiple of 8 rows where S is not one),
 // ATTNBWD_CUDA_GQA_MERGE (the merge pass with 16-byte moves, scalar: one pair per thread, fused: on the small path the
 // kernels' merged epilogue), ATTNBWD_CUDA_GQA_QKV
-// (the q, k, v projection pairs as one grouped sm_90a launch) and ATTNBWD_CUDA_GQA_ATTN (the key-major
+// (the q, k, v projection pairs as one grouped sm_90a launch, the thin launch, or groupeddx: their dX alone as one
+// grouped launch beside cuBLASLt's weight gradients) and ATTNBWD_CUDA_GQA_ATTN (the key-major
 // attention kernel, kv or kvws, or the small-S kernels, small), ATTNBWD_CUDA_GQA_GROUP (dK/dV as one GEMM per KV
 // head), ATTNBWD_CUDA_GQA_DWO (grad_o_weight early or late on the side stream) and ATTNBWD_CUDA_GQA_DA (dA by
 // cuBLASLt or the thin kernel's dX-only form), "" = the default choice.
