@@ -641,12 +641,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // gradients by cuBLASLt on the side stream (step 9).
   Sm90Proj gdx;
   bool grouped_dx = false;
-  const auto dx_fill = [&] {  // the grouped dX launch's tiles over its rounds of CTAs (one CTA per SM, unsplit)
-    const int64_t tiles = (T + 127) / 128 * ((HS + 255) / 256), sms = ctx.sm_count();
-    return static_cast<double>(tiles) / static_cast<double>((tiles + sms - 1) / sms * sms);
-  };
   const bool gdx_auto = qkv == QkvPath::Auto && path == ProjPath::Auto && !grouped && !thin && ctx.cc() == 90 &&
-                        T >= kGroupedDxMinTokens && dx_fill() >= kGroupedDxMinFill;
+                        T >= kGroupedDxMinTokens &&
+                        sm90::linear_backward_dx_fill(qkv_pairs(), ctx.sm_count()) >= kGroupedDxMinFill;
   if (qkv == QkvPath::GroupedDx && all_sm90)
     throw Error("ATTNBWD_CUDA_GQA_QKV", "groupeddx takes the weight gradients from cuBLASLt: not with "
                                          "ATTNBWD_CUDA_GQA_PROJ=sm90");

@@ -996,6 +996,11 @@ LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms
   return best;
 }
 
+double linear_backward_dx_fill(const LinearBackward& p, int sms) {
+  const std::int64_t tiles = static_cast<std::int64_t>(ceil_div(p.tokens(), kBM)) * ceil_div(p.in_features, kBN);
+  return static_cast<double>(tiles) / static_cast<double>((tiles + sms - 1) / sms * sms);
+}
+
 #if ATTNBWD_SM90_LINEAR_TRACE
 // The diagnostic build's per-CTA lines (see ATTNBWD_SM90_LINEAR_TRACE): role, start relative to the earliest CTA (ns),
 // then code@cycles for each event; the arrays are cleared for the next call.

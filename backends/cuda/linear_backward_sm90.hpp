@@ -92,6 +92,10 @@ LinearBackwardPlan linear_backward_auto_plan(const LinearBackward& p, int sms, i
 // dX summed by clusters, the splits (at most max_splits: 1, 2 or 4) chosen by the same cost model.
 LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms, int ctas, int max_splits = 4);
 
+// How full the rounds of one CTA per SM (`sms` of them) are with this problem's unsplit dX tiles: tiles / (rounds ·
+// sms), 1 when the last round is full (gqa's rule for its grouped dX-only launch).
+double linear_backward_dx_fill(const LinearBackward& p, int sms);
+
 // Enqueues the kernel on `stream`. `workspace` holds plan.workspace_bytes; `counters` holds
 // plan.counters zeros (the kernel leaves them zero again for the next call).
 void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& plan, void* workspace,
