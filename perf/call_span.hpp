@@ -14,6 +14,9 @@ namespace attnbwd::perf {
 struct Activity {
   std::uint64_t start = 0, end = 0, bytes = 0;
   bool memset = false;
+  // For ATTNBWD_PERF_TIMELINE (clock.cpp) only: the kernel's (mangled) name, owned by CUPTI; the stream's id.
+  const char* name = nullptr;
+  std::uint32_t stream = 0;
 };
 
 // Seconds from the earliest start to the latest end of the call's activities. The call is preceded on its stream by
@@ -22,5 +25,9 @@ struct Activity {
 // flush; records of earlier work, delivered late, start before it). Throws std::runtime_error when there is no flush
 // record, no activity of the call, or a record that ends before it starts.
 double call_span_seconds(const std::vector<Activity>& acts, std::size_t flush_bytes);
+
+// The call's activities by the same rule (those that start once the flush has ended), in start order; empty where
+// there is no flush record.
+std::vector<Activity> call_activities(const std::vector<Activity>& acts, std::size_t flush_bytes);
 
 }  // namespace attnbwd::perf

@@ -165,17 +165,17 @@ class Activities {
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
         case CUPTI_ACTIVITY_KIND_KERNEL: {
           const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-          a.start = k->start, a.end = k->end;
+          a.start = k->start, a.end = k->end, a.name = k->name, a.stream = k->streamId;
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
           const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-          a.start = m->start, a.end = m->end, a.bytes = m->bytes, a.memset = true;
+          a.start = m->start, a.end = m->end, a.bytes = m->bytes, a.memset = true, a.stream = m->streamId;
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
           const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-          a.start = m->start, a.end = m->end, a.bytes = m->bytes;
+          a.start = m->start, a.end = m->end, a.bytes = m->bytes, a.stream = m->streamId;
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY2: {
@@ -207,7 +207,15 @@ class Activities {
 // call's events time is reported beside its span.
 class CuptiClock final : public IterationClock {
  public:
-  explicit CuptiClock(void* stream) : events_(stream), activities_(Activities::instance()) {}
+  explicit CuptiClock(void* stream) : events_(stream), activities_(Activities::instance()) {
+    // ATTNBWD_PERF_TIMELINE=<file>: every timed call's activities appended to the file (a diagnostic: where the
+    // call's time goes on each stream, with the overlap ncu's serialised launches cannot show;
+    // perf/scripts/timeline.py reads it).
+    if (const char* path = std::getenv("ATTNBWD_PERF_TIMELINE"); path && *path) {
+      timeline_.open(path, std::ios::app);
+      if (!timeline_) throw std::runtime_error(std::string("ATTNBWD_PERF_TIMELINE: cannot open ") + path);
+    }
+  }
   void flush() override {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     activities_.take();  // the warm-ups' and earlier calls' records
@@ -217,7 +225,9 @@ class CuptiClock final : public IterationClock {
   double stop() override {
     events_seconds_ = events_.stop();
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    const double span = call_span_seconds(activities_.take(), events_.flush_bytes());
+    const std::vector<Activity> acts = activities_.take();
+    const double span = call_span_seconds(acts, events_.flush_bytes());
+    if (timeline_.is_open()) write_timeline(call_activities(acts, events_.flush_bytes()), span);
     // The events bracket every activity of the call on the GPU's timeline (the side streams join before the stop
     // event), so a longer span means records of other work were taken for the call's.
     if (span > events_seconds_ + 1e-6)
@@ -231,9 +241,23 @@ class CuptiClock final : public IterationClock {
   double last_events_seconds() const override { return events_seconds_; }
 
  private:
+  // One call: "call <n> span_us <span> events_us <events>", then per activity "<start> <end> (µs from the call's
+  // first start) <stream> <kind> <name>".
+  void write_timeline(const std::vector<Activity>& call, double span) {
+    if (call.empty()) return;
+    const std::uint64_t t0 = call.front().start;
+    timeline_ << "call " << calls_++ << " span_us " << span * 1e6 << " events_us " << events_seconds_ * 1e6 << '\n';
+    for (const Activity& a : call)
+      timeline_ << (a.start - t0) * 1e-3 << ' ' << (a.end - t0) * 1e-3 << ' ' << a.stream << ' '
+                << (a.memset ? "memset" : a.name ? "kernel" : "memcpy") << ' ' << (a.name ? a.name : "-") << '\n';
+    timeline_.flush();
+  }
+
   CudaClock events_;
   Activities& activities_;
   double events_seconds_ = -1;
+  std::ofstream timeline_;
+  int calls_ = 0;
 };
 #endif  // ATTNBWD_PERF_CUPTI
 #endif

@@ -8,6 +8,7 @@
 #include "perf/call_span.hpp"
 
 using attnbwd::perf::Activity;
+using attnbwd::perf::call_activities;
 using attnbwd::perf::call_span_seconds;
 
 namespace {
@@ -45,4 +46,15 @@ TEST(PerfCallSpan, RefusesRecordsItCannotAttribute) {
   EXPECT_THROW(call_span_seconds({memset_of(0, 10, kFlush), kernel(30, 20)}, kFlush),         // end < start
                std::runtime_error);
   EXPECT_THROW(call_span_seconds({}, kFlush), std::runtime_error);
+}
+
+TEST(PerfCallSpan, ListsTheCallsActivitiesInStartOrder) {
+  // The timeline (ATTNBWD_PERF_TIMELINE) takes the same activities as the span: after the last flush, by start.
+  const std::vector<Activity> acts = {kernel(31000, 90000), memset_of(0, 30000, kFlush), kernel(160000, 170000),
+                                      memset_of(100000, 140000, kFlush), kernel(141000, 150000)};
+  const std::vector<Activity> call = call_activities(acts, kFlush);
+  ASSERT_EQ(call.size(), 2u);
+  EXPECT_EQ(call[0].start, 141000u);
+  EXPECT_EQ(call[1].start, 160000u);
+  EXPECT_TRUE(call_activities({kernel(10, 20)}, kFlush).empty());  // no flush: nothing is the call's
 }
