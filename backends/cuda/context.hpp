@@ -154,6 +154,7 @@ class Context {
   bool capture_off_ = false;
   void drop_graphs(cudaStream_t stream);
   cudaStream_t capture_ = nullptr;
+  cudaStream_t capture_hi_ = nullptr;  // the greatest priority (ATTNBWD_CUDA_GRAPH_PRIORITY)
   bool capturing_ = false;  // scratch or counters must not grow inside a capture
 };
 
