@@ -17,6 +17,8 @@ struct Activity {
   // For ATTNBWD_PERF_TIMELINE (clock.cpp) only: the kernel's (mangled) name, owned by CUPTI; the stream's id.
   const char* name = nullptr;
   std::uint32_t stream = 0;
+  std::int32_t grid[3] = {0, 0, 0}, cluster[3] = {0, 0, 0};  // kernels: CTAs and cluster shape
+  std::int32_t smem = 0;                                       // kernels: shared memory per CTA (static + dynamic)
 };
 
 // Seconds from the earliest start to the latest end of the call's activities. The call is preceded on its stream by

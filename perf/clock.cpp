@@ -166,6 +166,10 @@ class Activities {
         case CUPTI_ACTIVITY_KIND_KERNEL: {
           const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
           a.start = k->start, a.end = k->end, a.name = k->name, a.stream = k->streamId;
+          a.grid[0] = k->gridX, a.grid[1] = k->gridY, a.grid[2] = k->gridZ;
+          a.cluster[0] = static_cast<std::int32_t>(k->clusterX), a.cluster[1] = static_cast<std::int32_t>(k->clusterY),
+          a.cluster[2] = static_cast<std::int32_t>(k->clusterZ);
+          a.smem = k->staticSharedMemory + k->dynamicSharedMemory;
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -242,14 +246,16 @@ class CuptiClock final : public IterationClock {
 
  private:
   // One call: "call <n> span_us <span> events_us <events>", then per activity "<start> <end> (µs from the call's
-  // first start) <stream> <kind> <name>".
+  // first start) <stream> <kind> <name> <grid x,y,z> <cluster x,y,z> <shared bytes per CTA>".
   void write_timeline(const std::vector<Activity>& call, double span) {
     if (call.empty()) return;
     const std::uint64_t t0 = call.front().start;
     timeline_ << "call " << calls_++ << " span_us " << span * 1e6 << " events_us " << events_seconds_ * 1e6 << '\n';
     for (const Activity& a : call)
       timeline_ << (a.start - t0) * 1e-3 << ' ' << (a.end - t0) * 1e-3 << ' ' << a.stream << ' '
-                << (a.memset ? "memset" : a.name ? "kernel" : "memcpy") << ' ' << (a.name ? a.name : "-") << '\n';
+                << (a.memset ? "memset" : a.name ? "kernel" : "memcpy") << ' ' << (a.name ? a.name : "-") << ' '
+                << a.grid[0] << ',' << a.grid[1] << ',' << a.grid[2] << ' ' << a.cluster[0] << ',' << a.cluster[1]
+                << ',' << a.cluster[2] << ' ' << a.smem << '\n';
     timeline_.flush();
   }
 

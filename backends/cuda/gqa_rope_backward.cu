@@ -759,6 +759,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     Gemm g;
     g.trans_a = true;
     g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
+    if (const char* e = std::getenv("ATTNBWD_CUDA_GQA_DWO_SMS")) g.sm_target = std::atoi(e);  // EXPERIMENT
     gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
     stages.mark("dWo");
   };

@@ -28,7 +28,8 @@ def read(path):
                 cur = {"n": int(p[1]), "span": float(p[3]), "events": float(p[5]), "acts": []}
                 calls.append(cur)
             elif cur is not None and len(p) >= 5:
-                cur["acts"].append((float(p[0]), float(p[1]), p[2], p[3], p[4]))
+                extra = f" grid {p[5]} cl {p[6]} smem {int(p[7]) // 1024}K" if len(p) >= 8 and p[3] == "kernel" else ""
+                cur["acts"].append((float(p[0]), float(p[1]), p[2], p[3], p[4], extra))
     return calls
 
 
@@ -77,12 +78,12 @@ def main():
     end = max(x[1] for x in c["acts"])
     streams = sorted({x[2] for x in c["acts"]}, key=lambda s: min(x[0] for x in c["acts"] if x[2] == s))
     scale = a.width / end if end > 0 else 1
-    for s0, s1, st, kind, name in c["acts"]:
+    for s0, s1, st, kind, name, extra in c["acts"]:
         label = names.get(name, kind) if name != "-" else kind
         bar = [" "] * a.width
         for i in range(int(s0 * scale), min(a.width, max(int(s0 * scale) + 1, int(s1 * scale + 0.5)))):
             bar[i] = "#"
-        print(f"{s0:8.1f} {s1:8.1f} {s1 - s0:7.1f}  s{streams.index(st)} |{''.join(bar)}| {label[:70]}")
+        print(f"{s0:8.1f} {s1:8.1f} {s1 - s0:7.1f}  s{streams.index(st)} |{''.join(bar)}| {label[:48]}{extra}")
     for i, st in enumerate(streams):
         busy = sum(x[1] - x[0] for x in c["acts"] if x[2] == st)
         print(f"stream s{i} (id {st}): busy {busy:.1f} µs of {end:.1f}")
