@@ -686,7 +686,30 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     da_thin = dap == DaPath::Thin;
     if (da_thin) da_plan = sm90::linear_thin_plan(da, ctx.sm_count(), /*dx_only=*/true);
   }
+  // EXPERIMENT ATTNBWD_CUDA_GQA_OPAIR=sm90: the o pair as one sm_90a launch (out_proj's auto plan) writing dA plain
+  // [T, QP] as cuBLASLt's dA (then the same pad / head-split / view), dWo in the same launch: nothing on the side
+  // stream under the attention chain (cuBLASLt's dWo is a persistent 132-CTA grid that holds every SM until it ends,
+  // so the chain's next kernel waits for all of it: CUPTI timelines, thirty-second session).
+  bool opair = false;
+  if (!all_sm90 && env_switch("ATTNBWD_CUDA_GQA_OPAIR", {"auto", "sm90"}) == 1) {
+    sm90::LinearBackward o;
+    o.grad_output = a.grad_output.data, o.input = a.attn_output.data, o.weight = a.o_weight.data;
+    o.grad_input = dA, o.grad_weight = a.grad_o_weight.data;
+    o.out_features = HS, o.in_features = QP;
+    o.batch = 1, o.seq_len = T, o.heads = 1, o.head_dim = QP;
+    const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(o);
+    if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_OPAIR", "sm90 kernel cannot take this call: " + why);
+    opair = true;
+  }
   Sm90Proj oj;  // the o pair in one launch, writing dO [B,H,S,D] directly
+  if (opair) {
+    sm90::LinearBackward o;
+    o.grad_output = a.grad_output.data, o.input = a.attn_output.data, o.weight = a.o_weight.data;
+    o.grad_input = dA, o.grad_weight = a.grad_o_weight.data;
+    o.out_features = HS, o.in_features = QP;
+    o.batch = 1, o.seq_len = T, o.heads = 1, o.head_dim = QP;
+    oj = {o, sm90::linear_backward_auto_plan(o, ctx.sm_count())};
+  }
   if (all_sm90) {
     sm90::LinearBackward o;
     o.grad_output = a.grad_output.data, o.input = a.attn_output.data, o.weight = a.o_weight.data;
@@ -756,6 +779,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bool forked = false;  // work on the side stream, joined at the end
   const bool late = !all_sm90 && dwo_late();
   const auto dwo_gemm = [&] {  // grad_o_weight = dYᵀ·A on the side stream
+    if (opair) return;  // computed with dA by the o pair's launch
     Gemm g;
     g.trans_a = true;
     g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
@@ -771,7 +795,14 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       forked = true;
       dwo_gemm();
     }
-    if (da_thin) {
+    if (opair) {
+      // Slot 1 sized once for every sm_90a launch of the call (as below), so that it does not grow between them.
+      std::size_t slot1 = std::max(oj.plan.workspace_bytes, thin ? thin_plan.workspace_bytes : 0);
+      if (grouped) slot1 = std::max(slot1, gj.plan.workspace_bytes);
+      if (grouped_dx) slot1 = std::max(slot1, gdx.plan.workspace_bytes);
+      if (slot1) ctx.scratch(1, slot1, stream);
+      sm90_launch(ctx, oj, stream);
+    } else if (da_thin) {
       // Scratch slot 1 holds the partials of every sm_90a launch of the call, one after another on this stream: sized
       // here for the largest, so that it does not grow between them.
       std::size_t slot1 = std::max(da_plan.workspace_bytes, thin ? thin_plan.workspace_bytes : 0);
