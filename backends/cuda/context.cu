@@ -139,7 +139,6 @@ Context::~Context() {
   if (mark_) cudaEventDestroy(mark_);
   if (side_) cudaStreamDestroy(side_);
   if (capture_) cudaStreamDestroy(capture_);
-  if (capture_hi_) cudaStreamDestroy(capture_hi_);
   if (lt_) give_back_lt(device_, lt_);  // not cublasLtDestroy: see LtPool
 }
 
@@ -228,16 +227,6 @@ bool graphs_enabled(bool in_auto) {
   return mode == 2;
 }
 
-// ATTNBWD_CUDA_GRAPH_PRIORITY=auto|on|off: on captures the op's own stream's work on a stream of the device's greatest
-// priority and instantiates with cudaGraphInstantiateFlagUseNodePriority, so that in a replay the kernels of the
-// caller's stream (the critical path of every op: the side stream holds the weight gradients, which nothing waits for
-// until the end) are scheduled ahead of the side stream's (default priority, the least) whenever both have CTAs
-// waiting for an SM. Nothing is preempted: a side-stream CTA that runs keeps its SM until it ends. Without it a
-// side-stream GEMM of a thousand short tiles (gqa's dWo at T <= 512) takes every SM as it frees and the next kernel of
-// the chain waits for its last wave (CUPTI timelines, perf/NOTES.md, thirty-second session). Direct (uncaptured)
-// calls run on the caller's stream as they are.
-bool graph_priority() { return env_switch("ATTNBWD_CUDA_GRAPH_PRIORITY", {"auto", "on", "off"}) == 1; }
-
 // FNV-1a over every ATTNBWD_* variable of the environment (name and value): a key never replays work enqueued under
 // other variant switches, whichever of them the op's own key lists.
 std::uint64_t attnbwd_env_hash() {
@@ -322,26 +311,19 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
     // key runs directly from then on.
     // (capture_gate: no other thread of this process captures, or sets up or tears down a Context, meanwhile.)
     std::unique_lock<std::recursive_mutex> gate(capture_gate());
-    const bool hi = graph_priority();
-    cudaStream_t& cap = hi ? capture_hi_ : capture_;
-    if (!cap) {
-      int least = 0, greatest = 0;
-      if (hi) ATTNBWD_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      ATTNBWD_CUDA_CHECK(cudaStreamCreateWithPriority(&cap, cudaStreamNonBlocking, hi ? greatest : 0));
-    }
-    ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
+    if (!capture_) ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
+    ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
     capturing_ = true;
     bool ok = true;
     try {
-      work(cap);
+      work(capture_);
     } catch (const std::exception&) {
       ok = false;
     }
     capturing_ = false;
     cudaGraph_t graph = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(cap, &graph);
-    const unsigned long long flags = hi ? cudaGraphInstantiateFlagUseNodePriority : 0;
-    if (ok && end == cudaSuccess && graph != nullptr && cudaGraphInstantiateWithFlags(&g.exec, graph, flags) != cudaSuccess)
+    const cudaError_t end = cudaStreamEndCapture(capture_, &graph);
+    if (ok && end == cudaSuccess && graph != nullptr && cudaGraphInstantiate(&g.exec, graph, 0) != cudaSuccess)
       g.exec = nullptr;
     if (graph) cudaGraphDestroy(graph);
     gate.unlock();

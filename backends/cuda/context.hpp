@@ -117,7 +117,7 @@ class Context {
   static constexpr std::size_t kLtWorkspaceBytes = 32u << 20;
 
   // Algorithm cache for cuBLASLt, keyed by a GEMM's full description (lt_gemm.cu).
-  using AlgoKey = std::array<std::int64_t, 18>;
+  using AlgoKey = std::array<std::int64_t, 17>;
   struct Algo {
     cublasLtMatmulAlgo_t algo;
     cublasComputeType_t compute;  // the one asked for, or fp32 where TF32 had no algorithm
@@ -154,7 +154,6 @@ class Context {
   bool capture_off_ = false;
   void drop_graphs(cudaStream_t stream);
   cudaStream_t capture_ = nullptr;
-  cudaStream_t capture_hi_ = nullptr;  // the greatest priority (ATTNBWD_CUDA_GRAPH_PRIORITY)
   bool capturing_ = false;  // scratch or counters must not grow inside a capture
 };
 

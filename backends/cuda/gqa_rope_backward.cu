@@ -686,32 +686,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     da_thin = dap == DaPath::Thin;
     if (da_thin) da_plan = sm90::linear_thin_plan(da, ctx.sm_count(), /*dx_only=*/true);
   }
-  // EXPERIMENT ATTNBWD_CUDA_GQA_OPAIR=sm90: the o pair as one sm_90a launch (out_proj's auto plan) writing dA plain
-  // [T, QP] as cuBLASLt's dA (then the same pad / head-split / view), dWo in the same launch: nothing on the side
-  // stream under the attention chain (cuBLASLt's dWo is a persistent 132-CTA grid that holds every SM until it ends,
-  // so the chain's next kernel waits for all of it: CUPTI timelines, thirty-second session).
-  // thin: the same pair through linear_thin_sm90.cu (T <= 256; else cuBLASLt as auto, experiment only).
-  const int opair_mode = all_sm90 ? 0 : env_switch("ATTNBWD_CUDA_GQA_OPAIR", {"auto", "sm90", "thin"});
-  bool opair = false, opair_thin = false;
-  Sm90Proj oj;  // the o pair in one launch, writing dO [B,H,S,D] directly (all_sm90) or dA plain (opair)
-  sm90::ThinPlan othin_plan;
-  if (opair_mode != 0) {
-    sm90::LinearBackward o;
-    o.grad_output = a.grad_output.data, o.input = a.attn_output.data, o.weight = a.o_weight.data;
-    o.grad_input = dA, o.grad_weight = a.grad_o_weight.data;
-    o.out_features = HS, o.in_features = QP;
-    o.batch = 1, o.seq_len = T, o.heads = 1, o.head_dim = QP;
-    if (opair_mode == 1) {
-      const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(o);
-      if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_OPAIR", "sm90 kernel cannot take this call: " + why);
-      opair = true;
-      oj = {o, sm90::linear_backward_auto_plan(o, ctx.sm_count())};
-    } else if (ctx.cc() == 90 && sm90::linear_thin_unsupported(o).empty()) {
-      opair = opair_thin = true;
-      oj.p = o, othin_plan = sm90::linear_thin_plan(o, ctx.sm_count());
-      oj.plan.workspace_bytes = othin_plan.workspace_bytes;
-    }
-  }
+  Sm90Proj oj;  // the o pair in one launch, writing dO [B,H,S,D] directly
   if (all_sm90) {
     sm90::LinearBackward o;
     o.grad_output = a.grad_output.data, o.input = a.attn_output.data, o.weight = a.o_weight.data;
@@ -781,11 +756,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bool forked = false;  // work on the side stream, joined at the end
   const bool late = !all_sm90 && dwo_late();
   const auto dwo_gemm = [&] {  // grad_o_weight = dYᵀ·A on the side stream
-    if (opair) return;  // computed with dA by the o pair's launch
     Gemm g;
     g.trans_a = true;
     g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
-    if (const char* e = std::getenv("ATTNBWD_CUDA_GQA_DWO_SMS")) g.sm_target = std::atoi(e);  // EXPERIMENT
     gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
     stages.mark("dWo");
   };
@@ -797,17 +770,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       forked = true;
       dwo_gemm();
     }
-    if (opair) {
-      // Slot 1 sized once for every sm_90a launch of the call (as below), so that it does not grow between them.
-      std::size_t slot1 = std::max(oj.plan.workspace_bytes, thin ? thin_plan.workspace_bytes : 0);
-      if (grouped) slot1 = std::max(slot1, gj.plan.workspace_bytes);
-      if (grouped_dx) slot1 = std::max(slot1, gdx.plan.workspace_bytes);
-      void* ws1 = slot1 ? ctx.scratch(1, slot1, stream) : nullptr;
-      if (opair_thin)
-        sm90::linear_thin_launch(oj.p, othin_plan, ws1, stream);
-      else
-        sm90_launch(ctx, oj, stream);
-    } else if (da_thin) {
+    if (da_thin) {
       // Scratch slot 1 holds the partials of every sm_90a launch of the call, one after another on this stream: sized
       // here for the largest, so that it does not grow between them.
       std::size_t slot1 = std::max(da_plan.workspace_bytes, thin ? thin_plan.workspace_bytes : 0);

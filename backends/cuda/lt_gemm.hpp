@@ -23,7 +23,6 @@ struct Gemm {
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   int count = 1;  // strided batch
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
-  int sm_target = 0;  // > 0: CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET (a GEMM that shares the GPU with another stream)
 };
 
 // Enqueues the GEMM on `stream` using the workspace of `slot` (Context::fork/join for the side slot).
