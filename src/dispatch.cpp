@@ -14,6 +14,7 @@
 #include "attnbwd/error.hpp"
 #include "portable/portable.hpp"
 #include "serial/serial.hpp"
+#include "validate_varlen.hpp"
 #if defined(ATTNBWD_HAVE_CUDA_FAST_PATH) && defined(KOKKOS_ENABLE_CUDA)
 #include "cuda/cuda_backend.hpp"
 #define ATTNBWD_DISPATCH_CUDA 1
@@ -157,8 +158,33 @@ Backend run(const ExecSpace& exec, const VisionVarlenArgs& in, const Options& o)
   VisionVarlenArgs a = in;
   // Validation needs cu_seqlens on the host; without a host copy from the caller, make one.
   std::vector<std::int32_t> cu_host;
-  if (a.memory == Memory::Device && a.cu_seqlens_host == nullptr && a.cu_seqlens.rank == 1 &&
-      a.cu_seqlens.extent[0] > 0 && a.cu_seqlens.data != nullptr) {
+  const bool copy = a.memory == Memory::Device && a.cu_seqlens_host == nullptr && a.cu_seqlens.rank == 1 &&
+                    a.cu_seqlens.extent[0] > 0 && a.cu_seqlens.data != nullptr;
+#ifdef ATTNBWD_DISPATCH_CUDA
+  // The CUDA fast path reads cu_seqlens on the host only to validate it: the arguments but for its values validated
+  // first, the copy and the op's first part (scratch only) are queued together, the values validated while that part
+  // runs, then the rest queued or, for invalid values, nothing (every output untouched; cuda_backend.hpp, run_begin).
+  if constexpr (std::is_same_v<ExecSpace, Kokkos::Cuda>) {
+    if (copy && cuda::early_part_wanted()) {
+      const VisionVarlenShape s = validate_varlen_layout(a);
+      if (resolve(exec, s, o) == Backend::Cuda) {
+        cu_host.resize(static_cast<std::size_t>(s.num_sequences + 1));
+        cuda::run_begin(s, a, o, exec.cuda_stream());
+        try {
+          cuda::run_host_copy(cu_host.data(), s.num_sequences + 1);
+          validate_cu_seqlens(s, cu_host.data());
+        } catch (...) {
+          cuda::run_abandon(exec.cuda_stream());
+          throw;
+        }
+        a.cu_seqlens_host = cu_host.data();
+        cuda::run_finish(s, a, o, exec.cuda_stream());
+        return Backend::Cuda;
+      }
+    }
+  }
+#endif
+  if (copy) {
     cu_host.resize(static_cast<std::size_t>(a.cu_seqlens.extent[0]));
     copy_bytes(exec, cu_host.data(), true, a.cu_seqlens.data, false, cu_host.size() * sizeof(std::int32_t));
     exec.fence();

@@ -8,6 +8,7 @@
 
 #include "attnbwd/args.hpp"
 #include "attnbwd/error.hpp"
+#include "validate_varlen.hpp"
 
 namespace attnbwd {
 namespace {
@@ -218,7 +219,9 @@ VisionMhaShape validate(const VisionMhaArgs& a) {
   return s;
 }
 
-VisionVarlenShape validate(const VisionVarlenArgs& a) {
+namespace detail {
+
+VisionVarlenShape validate_varlen_layout(const VisionVarlenArgs& a) {
   require_rank("grad_output", a.grad_output, 2);
   require_rank("cos", a.cos, 2);
   require_rank("cu_seqlens", a.cu_seqlens, 1);
@@ -256,9 +259,11 @@ VisionVarlenShape validate(const VisionVarlenArgs& a) {
   c.tensor("grad_proj_weight", a.grad_proj_weight, {C, C}, true);
   c.tensor("grad_proj_bias", a.grad_proj_bias, {C}, true);
   c.no_aliasing();
+  return s;
+}
 
-  const std::int32_t* cu = a.memory == Memory::Host ? a.cu_seqlens.data : a.cu_seqlens_host;
-  if (cu == nullptr) throw Error("cu_seqlens", "device cu_seqlens needs a host copy (cu_seqlens_host)");
+void validate_cu_seqlens(const VisionVarlenShape& s, const std::int32_t* cu) {
+  const std::int64_t S = s.total_seq_len;
   if (cu[0] != 0) throw Error("cu_seqlens", "must start at 0, got " + std::to_string(cu[0]));
   for (std::int64_t i = 1; i <= s.num_sequences; ++i)
     if (cu[i] < cu[i - 1])
@@ -267,6 +272,15 @@ VisionVarlenShape validate(const VisionVarlenArgs& a) {
   if (cu[s.num_sequences] != S)
     throw Error("cu_seqlens", "must end at total_seq_len " + std::to_string(S) + ", got " +
                                   std::to_string(cu[s.num_sequences]));
+}
+
+}  // namespace detail
+
+VisionVarlenShape validate(const VisionVarlenArgs& a) {
+  const VisionVarlenShape s = detail::validate_varlen_layout(a);
+  const std::int32_t* cu = a.memory == Memory::Host ? a.cu_seqlens.data : a.cu_seqlens_host;
+  if (cu == nullptr) throw Error("cu_seqlens", "device cu_seqlens needs a host copy (cu_seqlens_host)");
+  detail::validate_cu_seqlens(s, cu);
   return s;
 }
 

@@ -139,6 +139,13 @@ Context::~Context() {
   if (mark_) cudaEventDestroy(mark_);
   if (side_) cudaStreamDestroy(side_);
   if (capture_) cudaStreamDestroy(capture_);
+  if (copy_) {
+    cudaStreamSynchronize(copy_);
+    cudaStreamDestroy(copy_);
+  }
+  if (copy_after_) cudaEventDestroy(copy_after_);
+  if (copy_done_) cudaEventDestroy(copy_done_);
+  if (pinned_) cudaFreeHost(pinned_);
   if (lt_) give_back_lt(device_, lt_);  // not cublasLtDestroy: see LtPool
 }
 
@@ -150,6 +157,32 @@ void Context::fork(cudaStream_t main) {
 void Context::join(cudaStream_t main) {
   ATTNBWD_CUDA_CHECK(cudaEventRecord(join_, side_));
   ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, join_, 0));
+}
+
+void Context::begin_host_copy(const void* src, std::size_t bytes, cudaStream_t after) {
+  if (!copy_) {
+    ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+    ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&copy_after_, cudaEventDisableTiming));
+    ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
+  }
+  if (bytes > pinned_bytes_) {
+    // The copy stream holds no copy in flight here (finish_host_copy waited for the last one).
+    if (pinned_) ATTNBWD_CUDA_CHECK(cudaFreeHost(pinned_));
+    pinned_ = nullptr, pinned_bytes_ = 0;
+    const std::size_t grown = std::max<std::size_t>(bytes, 4096);
+    ATTNBWD_CUDA_CHECK(cudaMallocHost(&pinned_, grown));
+    pinned_bytes_ = grown;
+  }
+  ATTNBWD_CUDA_CHECK(cudaEventRecord(copy_after_, after));
+  ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(copy_, copy_after_, 0));
+  ATTNBWD_CUDA_CHECK(cudaMemcpyAsync(pinned_, src, bytes, cudaMemcpyDeviceToHost, copy_));
+  ATTNBWD_CUDA_CHECK(cudaEventRecord(copy_done_, copy_));
+}
+
+void Context::finish_host_copy(void* dst, std::size_t bytes) {
+  if (!copy_ || bytes > pinned_bytes_) throw Error("cuda backend: finish_host_copy without its begin_host_copy");
+  ATTNBWD_CUDA_CHECK(cudaEventSynchronize(copy_done_));
+  std::memcpy(dst, pinned_, bytes);
 }
 
 void Context::mark_side() { ATTNBWD_CUDA_CHECK(cudaEventRecord(mark_, side_)); }
@@ -199,7 +232,7 @@ unsigned* Context::counters(std::size_t n, cudaStream_t stream) {
   return counters_;
 }
 
-void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream) {
+void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream, bool poison) {
   if (bytes > scratch_bytes_[slot]) {
     if (capturing_) throw Error("cuda backend: scratch would grow inside a CUDA graph capture");
     if (scratch_[slot]) ATTNBWD_CUDA_CHECK(cudaFreeAsync(scratch_[slot], stream));
@@ -212,7 +245,7 @@ void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream) {
   }
   // ATTNBWD_CUDA_SCRATCH=auto|poison (diagnostic, for tests): poison sets the bytes asked for to 0xff (NaN in fp32 and
   // fp16) on every call, so that work a kernel leaves undone shows in the outputs instead of last call's values.
-  if (env_switch("ATTNBWD_CUDA_SCRATCH", {"auto", "poison"}) == 1)
+  if (poison && env_switch("ATTNBWD_CUDA_SCRATCH", {"auto", "poison"}) == 1)
     ATTNBWD_CUDA_CHECK(cudaMemsetAsync(scratch_[slot], 0xff, bytes, stream));
   return scratch_[slot];
 }

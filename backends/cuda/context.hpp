@@ -69,6 +69,13 @@ class Context {
     float gain = 0.02f;      // the gain over the first answer a timed candidate needs
   };
   void claim(cudaStream_t stream, bool allowed = true);
+  // A small device→host copy that does not wait for the op's own work: begin_host_copy queues `bytes` from `src`
+  // (device) into a pinned staging buffer on the context's copy stream, ordered after everything queued on `after` so
+  // far (the caller's work that may write `src`), and not after anything queued on `after` later; finish_host_copy
+  // waits for that copy only and moves the bytes to `dst` (host). For varlen's cu_seqlens (vision_varlen_rope_backward.cu:
+  // the host validates it while the op's first stage already runs).
+  void begin_host_copy(const void* src, std::size_t bytes, cudaStream_t after);
+  void finish_host_copy(void* dst, std::size_t bytes);
   void release(cudaStream_t stream);
   const LtTune& lt_tune() const { return lt_tune_; }
 
@@ -109,8 +116,9 @@ class Context {
   // zeroed: initcheck does not see the stores of cuBLASLt's sm_90 GEMM kernels, so our kernels that
   // read a GEMM result from scratch would otherwise be reported (cmake/probes/initcheck_cublaslt.cu
   // shows it on a bare cuBLASLt call; device-check.sh runs it). With ATTNBWD_CUDA_SCRATCH=poison (tests) the `bytes`
-  // are set to 0xff on `stream` at every call.
-  void* scratch(int slot, std::size_t bytes, cudaStream_t stream);
+  // are set to 0xff on `stream` at every call (`poison` false: not this time — a later part of the same op call whose
+  // first part wrote the scratch, vision_varlen_rope_backward.cu).
+  void* scratch(int slot, std::size_t bytes, cudaStream_t stream, bool poison = true);
 
   // cuBLASLt workspace of the slot (fixed size, allocated once).
   void* lt_workspace(int slot) const { return lt_ws_[slot]; }
@@ -154,6 +162,11 @@ class Context {
   bool capture_off_ = false;
   void drop_graphs(cudaStream_t stream);
   cudaStream_t capture_ = nullptr;
+  // begin_host_copy / finish_host_copy: the copy stream (created at first use), its events and pinned staging.
+  cudaStream_t copy_ = nullptr;
+  cudaEvent_t copy_after_ = nullptr, copy_done_ = nullptr;
+  void* pinned_ = nullptr;
+  std::size_t pinned_bytes_ = 0;
   bool capturing_ = false;  // scratch or counters must not grow inside a capture
 };
 

@@ -212,10 +212,15 @@ Support supports(const VisionVarlenShape& s, const Options&) {
 
 namespace {
 
-// The op's whole GPU work on `stream` (and the side stream through fork/join): run() enqueues it directly or as a
-// captured CUDA graph (Context::enqueue).
+// Which part of the op enqueue_op enqueues: all of it, or the two parts of a call whose cu_seqlens the host reads
+// meanwhile (run_begin / run_finish): stage 1 without grad_proj_bias (scratch only: every output untouched), then the
+// rest.
+enum class Part { Whole, First, Rest };
+
+// The op's GPU work on `stream` (and the side stream through fork/join): run() enqueues it directly or as a
+// captured CUDA graph (Context::enqueue); `part` as above (the same kernels in the same order on each stream).
 void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o,
-                cudaStream_t stream) {
+                cudaStream_t stream, Part part = Part::Whole) {
   const int64_t S = s.total_seq_len, n = s.num_sequences, C = s.hidden_size, C3 = 3 * C, H = s.num_heads,
                 D = s.head_dim;
   const bool strict = o.precision == Precision::Strict;
@@ -272,7 +277,9 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
   const int64_t n_pd = half_dqkv ? round_up(slots * C3, 64) : 0;  // per-CTA dQKV column sums
   const int64_t n_dqkv = half_dqkv ? 0 : n_qkv;  // fp32 dQKV: not written when the kernels write fp16
   const int64_t total = n_qkv + n_dqkv + 2 * n_x + 2 * n_h + n_pp + n_pq + n_tab + n_half + n_pd;
-  float* base = static_cast<float*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(float), stream));
+  // Part::Rest: the first part's scratch, as it left it (same shape and switches: the same size, no growth).
+  float* base =
+      static_cast<float*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(float), stream, part != Part::Rest));
   float* qkv = base;
   float* dqkv = half_dqkv ? nullptr : qkv + n_qkv;
   float* dAO = qkv + n_qkv + n_dqkv;
@@ -339,6 +346,7 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
   const int side_slot = stages.single_stream() ? 0 : 1;
 
   // 1. side: dAO, grad_proj_bias. main: QKV, block table, bias + RoPE.
+  if (part != Part::Rest) {
   stages.fork(ctx);
   {
     Gemm g;  // dAO[S,C] = dY[S,C]·Wp[C,C]
@@ -355,8 +363,10 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
       gemm(ctx, side_slot, side, compute, g, opnd(dY, dYh), opnd(Wp, Wph), dAO);
     }
     stages.mark("dAO");
-    column_sums(dY, S, C, part_proj, a.grad_proj_bias.data, side);
-    stages.mark("proj_bias");
+    if (part == Part::Whole) {
+      column_sums(dY, S, C, part_proj, a.grad_proj_bias.data, side);
+      stages.mark("proj_bias");
+    }
   }
   if (mixed_qkv) {
     convert_to_half(X, Xh, S * C, stream);
@@ -414,6 +424,13 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
   ATTNBWD_CUDA_CHECK_LAUNCH();
   stages.mark("bias_rope");
   stages.join(ctx);
+  }  // stage 1
+  if (part == Part::First) return;
+  if (part == Part::Rest) {  // grad_proj_bias on the side stream, beside the attention forward
+    stages.fork(ctx);
+    column_sums(dY, S, C, part_proj, a.grad_proj_bias.data, side);
+    stages.mark("proj_bias");
+  }
 
   // 2. attention forward recompute.
   varlen::AttnParams p;
@@ -489,6 +506,9 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
                 (strict ? " strict" : " default"));
 }
 
+// auto captures at S <= kGraphMaxTokens only (run() below).
+constexpr int64_t kGraphMaxTokens = 1536;
+
 }  // namespace
 
 void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o, cudaStream_t stream) {
@@ -503,9 +523,48 @@ void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o
   // per side, interleaved): replayed/direct 1.02-1.04x at S = 131-1176 (#8 1.033, #11 1.036, #7 1.025, #9 1.024),
   // 0.94-1.00x at S >= 2048 (#6 0.963, #15 0.942 in noisy runs), where a call's ~25 launches are a few percent of
   // its >= 1.1 ms and there is nothing to save.
-  constexpr int64_t kGraphMaxTokens = 1536;
   ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); }, s.total_seq_len <= kGraphMaxTokens);
   ctx.release(stream);
 }
+
+bool early_part_wanted() { return env_switch("ATTNBWD_CUDA_VARLEN_EARLY", {"auto", "off"}) == 0; }
+
+void run_begin(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o, cudaStream_t stream) {
+  Context& ctx = Context::current();
+  ctx.claim(stream, !o.deterministic);
+  try {
+    const std::size_t bytes = static_cast<std::size_t>(s.num_sequences + 1) * sizeof(std::int32_t);
+    ctx.begin_host_copy(a.cu_seqlens.data, bytes, stream);  // before the first part: it waits for the caller only
+    const auto key = [&] {
+      return graph_key(4, a, {bits_of(a.scaling), static_cast<std::uint64_t>(o.precision), 1});
+    };
+    ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st, Part::First); },
+                s.total_seq_len <= kGraphMaxTokens);
+  } catch (...) {
+    ctx.release(stream);
+    throw;
+  }
+}
+
+void run_host_copy(std::int32_t* cu_host, std::int64_t count) {
+  Context::current().finish_host_copy(cu_host, static_cast<std::size_t>(count) * sizeof(std::int32_t));
+}
+
+void run_finish(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o, cudaStream_t stream) {
+  Context& ctx = Context::current();
+  try {
+    const auto key = [&] {
+      return graph_key(4, a, {bits_of(a.scaling), static_cast<std::uint64_t>(o.precision), 2});
+    };
+    ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st, Part::Rest); },
+                s.total_seq_len <= kGraphMaxTokens);
+  } catch (...) {
+    ctx.release(stream);
+    throw;
+  }
+  ctx.release(stream);
+}
+
+void run_abandon(cudaStream_t stream) { Context::current().release(stream); }
 
 }  // namespace attnbwd::cuda

@@ -141,6 +141,66 @@ TEST(CudaVisionVarlenRope, OddWithoutHostCuSeqlens) {
   check(label_of(lengths, 2) + " no host cu_seqlens", in, axes, smallest_atol(kOp), /*host_cu_seqlens=*/false);
 }
 
+// Without the caller's host copy the fast path queues the op's first part (scratch only) before the host has read
+// cu_seqlens, and the rest once it has validated it (cuda_backend.hpp, run_begin): the same kernels as the plain path
+// (ATTNBWD_CUDA_VARLEN_EARLY=off: copy, wait, validate, run), so the same bits — Default and Strict, S <= 256 (the
+// mixed-input QKV kernel on sm_90) and above, three calls each so that graphs are captured and replayed, scratch
+// poisoned on every call.
+TEST(CudaVisionVarlenRope, EarlyFirstPartGivesThePlainPathsBits) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  std::uint64_t tag = 140;
+  for (const auto& lengths : std::vector<std::vector<std::int32_t>>{{131}, {0, 7, 70, 0, 13, 1}, {300, 5, 64}}) {
+    tools::Axes axes;
+    const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(tag++), axes);
+    SCOPED_TRACE(label_of(lengths, 2));
+    for (const Precision p : {Precision::Default, Precision::Strict}) {
+      HostCase<Args> plain(in, axes);
+      {
+        const ScopedEnv off("ATTNBWD_CUDA_VARLEN_EARLY", "off");
+        run_cuda(plain, p, /*host_cu_seqlens=*/false);
+      }
+      for (int call = 0; call < 3; ++call) {
+        HostCase<Args> early(in, axes);
+        run_cuda(early, p, /*host_cu_seqlens=*/false);
+        expect_same_bits(early, plain, "early first part vs plain path, call " + std::to_string(call) + ", " +
+                                           to_string(p));
+      }
+    }
+  }
+}
+
+// An invalid device cu_seqlens without a host copy: the early path has queued the first part when the host finds the
+// values wrong, so the Error must still come before any output is written — every output keeps its NaN poison — and
+// the next valid call on the same thread (context) must run normally and match the oracle.
+TEST(CudaVisionVarlenRope, InvalidDeviceCuSeqlensLeavesEveryOutputUntouched) {
+  ATTNBWD_SEED_TRACE();
+  tools::Axes axes;
+  const std::vector<std::int32_t> lengths = {40, 100, 60};
+  const tools::TensorSet in = varlen_inputs(lengths, 2, 4.0f, fresh_seed(160), axes);
+  const std::vector<std::vector<std::int32_t>> bad = {{0, 40, 30, 200}, {1, 40, 140, 200}, {0, 40, 140, 199}};
+  for (const auto& cu : bad) {
+    tools::TensorSet broken = in;
+    std::int32_t* c = broken.find("cu_seqlens")->data<std::int32_t>();
+    for (std::size_t i = 0; i < cu.size(); ++i) c[i] = cu[i];
+    HostCase<Args> got(broken, axes);
+    got.args.cu_seqlens_host = nullptr;
+    ShiftedArgs<Args> device(got.args, 0);
+    const std::vector<std::vector<unsigned char>> before = got.outputs;
+    try {
+      detail::run(Kokkos::Cuda(), device.args, Options{});
+      ADD_FAILURE() << "no Error for cu_seqlens " << cu[0] << "," << cu[1] << "," << cu[2] << "," << cu[3];
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cu_seqlens"), std::string::npos) << e.what();
+    }
+    Kokkos::Cuda().fence();
+    device.outputs_to(got.args);
+    for (std::size_t i = 0; i < got.outputs.size(); ++i)
+      EXPECT_TRUE(got.outputs[i] == before[i]) << "output " << i << " was written before the Error";
+  }
+  check(label_of(lengths, 2) + " after the refused calls", in, axes, smallest_atol(kOp), /*host_cu_seqlens=*/false);
+}
+
 // Tensors 4 bytes past 16-byte alignment (cuBLASLt's unaligned algorithms, the scalar fp16
 // conversion); and the Default mode's variants: TF32 GEMMs and attention (ATTNBWD_CUDA_FP32_GEMM=tf32),
 // fp16 GEMMs with TF32 attention (ATTNBWD_CUDA_VARLEN_ATTN=tf32).
