@@ -159,12 +159,17 @@ void Context::join(cudaStream_t main) {
   ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, join_, 0));
 }
 
-void Context::begin_host_copy(const void* src, std::size_t bytes, cudaStream_t after) {
+void Context::host_copy_after(cudaStream_t after) {
   if (!copy_) {
     ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
     ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&copy_after_, cudaEventDisableTiming));
     ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
   }
+  ATTNBWD_CUDA_CHECK(cudaEventRecord(copy_after_, after));
+}
+
+void Context::begin_host_copy(const void* src, std::size_t bytes) {
+  if (!copy_) throw Error("cuda backend: begin_host_copy without host_copy_after");
   if (bytes > pinned_bytes_) {
     // The copy stream holds no copy in flight here (finish_host_copy waited for the last one).
     if (pinned_) ATTNBWD_CUDA_CHECK(cudaFreeHost(pinned_));
@@ -173,7 +178,6 @@ void Context::begin_host_copy(const void* src, std::size_t bytes, cudaStream_t a
     ATTNBWD_CUDA_CHECK(cudaMallocHost(&pinned_, grown));
     pinned_bytes_ = grown;
   }
-  ATTNBWD_CUDA_CHECK(cudaEventRecord(copy_after_, after));
   ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(copy_, copy_after_, 0));
   ATTNBWD_CUDA_CHECK(cudaMemcpyAsync(pinned_, src, bytes, cudaMemcpyDeviceToHost, copy_));
   ATTNBWD_CUDA_CHECK(cudaEventRecord(copy_done_, copy_));

@@ -69,12 +69,15 @@ class Context {
     float gain = 0.02f;      // the gain over the first answer a timed candidate needs
   };
   void claim(cudaStream_t stream, bool allowed = true);
-  // A small device→host copy that does not wait for the op's own work: begin_host_copy queues `bytes` from `src`
-  // (device) into a pinned staging buffer on the context's copy stream, ordered after everything queued on `after` so
-  // far (the caller's work that may write `src`), and not after anything queued on `after` later; finish_host_copy
-  // waits for that copy only and moves the bytes to `dst` (host). For varlen's cu_seqlens (vision_varlen_rope_backward.cu:
-  // the host validates it while the op's first stage already runs).
-  void begin_host_copy(const void* src, std::size_t bytes, cudaStream_t after);
+  // A small device→host copy that does not wait for the op's own work: host_copy_after(after) marks what is queued on
+  // `after` so far (the caller's work that may write the source); begin_host_copy then queues `bytes` from `src`
+  // (device) into a pinned staging buffer on the context's copy stream, ordered after that mark only (not after what
+  // was queued on `after` since); finish_host_copy waits for that copy only and moves the bytes to `dst` (host). For
+  // varlen's cu_seqlens (vision_varlen_rope_backward.cu: the host validates it while the op's first part runs; the
+  // part is queued between the mark and the copy, so that the copy, which the call's span counts, does not start
+  // before the part's first kernel).
+  void host_copy_after(cudaStream_t after);
+  void begin_host_copy(const void* src, std::size_t bytes);
   void finish_host_copy(void* dst, std::size_t bytes);
   void release(cudaStream_t stream);
   const LtTune& lt_tune() const { return lt_tune_; }

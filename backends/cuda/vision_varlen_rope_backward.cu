@@ -533,13 +533,15 @@ void run_begin(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Opti
   Context& ctx = Context::current();
   ctx.claim(stream, !o.deterministic);
   try {
-    const std::size_t bytes = static_cast<std::size_t>(s.num_sequences + 1) * sizeof(std::int32_t);
-    ctx.begin_host_copy(a.cu_seqlens.data, bytes, stream);  // before the first part: it waits for the caller only
+    // The copy waits for the caller's earlier work only, not for the first part; it is queued after the part, so that
+    // it does not open the call's span while the part's launch is still on its way (CUPTI timeline: ~16 µs at #8).
+    ctx.host_copy_after(stream);
     const auto key = [&] {
       return graph_key(4, a, {bits_of(a.scaling), static_cast<std::uint64_t>(o.precision), 1});
     };
     ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st, Part::First); },
                 s.total_seq_len <= kGraphMaxTokens);
+    ctx.begin_host_copy(a.cu_seqlens.data, static_cast<std::size_t>(s.num_sequences + 1) * sizeof(std::int32_t));
   } catch (...) {
     ctx.release(stream);
     throw;
