@@ -145,10 +145,11 @@ TEST(CudaGraphs, VisionVarlenRopeReplaysGiveTheSameBits) {
 
 // varlen's key holds cu_seqlens' address, not its values (the kernels read the boundaries from the device array on
 // every call). New boundaries written into the same array must therefore be honoured by a replayed graph: the call
-// after the write gives the bits of a graphs-off call on the new boundaries, not the old ones.
-TEST(CudaGraphs, VisionVarlenReplayReadsTheBoundariesOfEachCall) {
-  ATTNBWD_SEED_TRACE();
-  const std::uint64_t seed = fresh_seed(811);
+// after the write gives the bits of a graphs-off call on the new boundaries, not the old ones. `host_copy`: the caller
+// passes cu_seqlens_host (one graph per key); else the early path (cuda_backend.hpp, run_begin: two parts, two graphs,
+// the host reading the device array on every call).
+void varlen_replay_reads_the_boundaries(bool host_copy, std::uint64_t seed) {
+  const std::size_t parts = host_copy ? 1u : 2u;
   const GraphsOffResult<VisionVarlenArgs> old_ref("vision_varlen_rope_backward", small_varlen_axes(), seed);
   // The same inputs with other boundaries (the same S and n: the same key): [0, 17, 150, 200] instead of the even
   // split [0, 67, 134, 200].
@@ -168,24 +169,35 @@ TEST(CudaGraphs, VisionVarlenReplayReadsTheBoundariesOfEachCall) {
   cuda::Context& ctx = cuda::Context::current();
   ctx.reset_graphs();
   CudaCase<VisionVarlenArgs> got(old_ref.in, small_varlen_axes());
+  VisionVarlenArgs& dev = got.device_args();
+  if (!host_copy) dev.cu_seqlens_host = nullptr;
   for (const char* what : {"direct", "captured", "replayed"}) {
     got.run();
     expect_same_bits(got.result(), old_ref.want.result(), std::string("old boundaries, ") + what);
   }
-  ASSERT_EQ(ctx.graph_stats().graphs, 1u);
-  VisionVarlenArgs& dev = got.device_args();
+  ASSERT_EQ(ctx.graph_stats().graphs, parts);
   ASSERT_EQ(cudaMemcpy(const_cast<std::int32_t*>(dev.cu_seqlens.data), cu, 4 * sizeof(std::int32_t),
                        cudaMemcpyHostToDevice),
             cudaSuccess);
-  dev.cu_seqlens_host = cu;
+  if (host_copy) dev.cu_seqlens_host = cu;
   for (const char* what : {"first replay", "second replay"}) {
     got.run();
     expect_same_bits(got.result(), new_want.result(), std::string("new boundaries, ") + what);
   }
   const cuda::Context::GraphStats st = ctx.graph_stats();
-  EXPECT_EQ(st.keys, 1u);  // the same key throughout: the new boundaries were replayed, not captured anew
-  EXPECT_EQ(st.graphs, 1u);
+  EXPECT_EQ(st.keys, parts);  // the same key(s) throughout: the new boundaries were replayed, not captured anew
+  EXPECT_EQ(st.graphs, parts);
   ctx.reset_graphs();
+}
+
+TEST(CudaGraphs, VisionVarlenReplayReadsTheBoundariesOfEachCall) {
+  ATTNBWD_SEED_TRACE();
+  varlen_replay_reads_the_boundaries(/*host_copy=*/true, fresh_seed(811));
+}
+
+TEST(CudaGraphs, VisionVarlenEarlyPartReplayReadsTheBoundariesOfEachCall) {
+  ATTNBWD_SEED_TRACE();
+  varlen_replay_reads_the_boundaries(/*host_copy=*/false, fresh_seed(812));
 }
 
 // A tiny gqa problem (one fast-path call is a few short kernels) for the cache-bound tests below.

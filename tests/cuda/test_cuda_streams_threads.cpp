@@ -177,6 +177,71 @@ TEST(CudaConcurrency, VisionVarlenRopeFromFourThreadsAndFourStreams) {
                                         fresh_seed(704));
 }
 
+// varlen through the dispatcher with cu_seqlens on the device and no host copy (the early path: each thread's
+// Context copies cu_seqlens on its own copy stream into its own pinned buffer while the op's first part runs):
+// four threads at once, each its own Kokkos::Cuda instance on its own stream and its own device buffers, three calls
+// each; every thread's outputs have the bits of a sequential call.
+TEST(CudaConcurrency, VisionVarlenEarlyPartFromFourThreads) {
+  ATTNBWD_SEED_TRACE();
+  using Args = VisionVarlenArgs;
+  const tools::Axes axes{{"total_seq_len", 150}, {"num_sequences", 3}, {"num_heads", 2}, {"head_dim", 128},
+                         {"hidden_size", 256}};
+  const char* op = "vision_varlen_rope_backward";
+  const tools::TensorSet in = tools::generate_inputs(op, axes, fresh_seed(705), tools::default_scalars(op));
+  HostCase<Args> want(in, axes);
+  {
+    DeviceArgs<Kokkos::Cuda, Args> d(want.args);
+    d.args.cu_seqlens_host = nullptr;
+    Kokkos::fence();
+    ASSERT_EQ(detail::run(Kokkos::Cuda(), d.args, Options{}), Backend::Cuda);
+    Kokkos::fence();
+    d.outputs_to(want.args);
+  }
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  std::vector<std::unique_ptr<HostCase<Args>>> got;
+  std::vector<std::unique_ptr<DeviceArgs<Kokkos::Cuda, Args>>> dev;
+  std::vector<cudaStream_t> streams(kWays);
+  std::vector<Kokkos::Cuda> execs;
+  for (int t = 0; t < kWays; ++t) {
+    got.push_back(std::make_unique<HostCase<Args>>(in, axes));
+    dev.push_back(std::make_unique<DeviceArgs<Kokkos::Cuda, Args>>(got.back()->args));
+    dev.back()->args.cu_seqlens_host = nullptr;
+    check_cuda(cudaStreamCreateWithFlags(&streams[static_cast<std::size_t>(t)], cudaStreamNonBlocking),
+               "cudaStreamCreate");
+    execs.emplace_back(streams[static_cast<std::size_t>(t)]);
+  }
+  Kokkos::fence();
+  std::vector<std::string> errors(kWays);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kWays; ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        if (cudaSetDevice(device) != cudaSuccess) throw Error("cudaSetDevice failed");
+        ++ready;
+        while (ready.load() < kWays) std::this_thread::yield();
+        for (int rep = 0; rep < 3; ++rep)
+          if (detail::run(execs[static_cast<std::size_t>(t)], dev[static_cast<std::size_t>(t)]->args, Options{}) !=
+              Backend::Cuda)
+            throw Error("not the fast path");
+        if (cudaStreamSynchronize(streams[static_cast<std::size_t>(t)]) != cudaSuccess)
+          throw Error("cudaStreamSynchronize failed");
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(t)] = e.what();
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < kWays; ++t) {
+    EXPECT_EQ(errors[static_cast<std::size_t>(t)], "") << "thread " << t;
+    dev[static_cast<std::size_t>(t)]->outputs_to(got[static_cast<std::size_t>(t)]->args);
+    expect_same_bits(*got[static_cast<std::size_t>(t)], want, "thread " + std::to_string(t) + " vs the sequential call");
+  }
+  execs.clear();
+  for (cudaStream_t st : streams) check_cuda(cudaStreamDestroy(st), "cudaStreamDestroy");
+}
+
 // A thread's Context gives its cuBLASLt handle back to the pool when the thread exits (it is not destroyed there:
 // cuBLASLt's own thread-local state may be gone by then), and the next thread's Context takes it again; Contexts alive
 // at once hold handles of their own. The handle values cannot show this (cuBLASLt 13 returns the same value from
