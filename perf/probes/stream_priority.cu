@@ -8,20 +8,10 @@
 // Reported: B's first CTA start, B's end and A's end, in µs from A's first CTA start (globaltimer).
 // Build and run on the GPU machine:
 //   nvcc -std=c++17 -O2 -arch=sm_90a -o probe perf/probes/stream_priority.cu && ./probe
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 
-#define CK(x)                                                                                          \
-  do {                                                                                                 \
-    cudaError_t e_ = (x);                                                                              \
-    if (e_ != cudaSuccess) {                                                                           \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));          \
-      std::exit(1);                                                                                    \
-    }                                                                                                  \
-  } while (0)
+#include "probe_check.cuh"
 
 __device__ __forceinline__ std::uint64_t now() {
   std::uint64_t t;

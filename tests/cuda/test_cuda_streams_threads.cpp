@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -60,6 +61,42 @@ struct Setup {
   tools::Axes axes;
 };
 
+// Runs body(t) for t < kWays on kWays threads that start it together, each after cudaSetDevice(device); returns each
+// thread's exception text ("" where none).
+std::vector<std::string> on_threads(int device, const std::function<void(int)>& body) {
+  std::vector<std::string> errors(kWays);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < kWays; ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        if (cudaSetDevice(device) != cudaSuccess) throw Error("cudaSetDevice failed");
+        ++ready;
+        while (ready.load() < kWays) std::this_thread::yield();
+        body(t);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(t)] = e.what();
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  return errors;
+}
+
+// Each thread's outputs (dev[t], copied into got[t]) have `want`'s bits, and no thread failed.
+template <class Args>
+void expect_threads_match(const std::vector<std::string>& errors,
+                          const std::vector<std::unique_ptr<HostCase<Args>>>& got,
+                          const std::vector<std::unique_ptr<DeviceArgs<Kokkos::Cuda, Args>>>& dev,
+                          const HostCase<Args>& want) {
+  for (int t = 0; t < kWays; ++t) {
+    const std::size_t i = static_cast<std::size_t>(t);
+    EXPECT_EQ(errors[i], "") << "thread " << t;
+    dev[i]->outputs_to(got[i]->args);
+    expect_same_bits(*got[i], want, "thread " + std::to_string(t) + " vs the sequential call");
+  }
+}
+
 template <class Args>
 void threads_and_streams(const char* op, const tools::Axes& axes, std::uint64_t seed) {
   SCOPED_TRACE(std::string(op) + " " + tools::axes_to_string(axes));
@@ -83,32 +120,15 @@ void threads_and_streams(const char* op, const tools::Axes& axes, std::uint64_t 
       dev.push_back(std::make_unique<DeviceArgs<Kokkos::Cuda, Args>>(got.back()->args));
     }
     Kokkos::fence();
-    std::vector<std::string> errors(kWays);
-    std::atomic<int> ready{0};
-    std::vector<std::thread> pool;
-    for (int t = 0; t < kWays; ++t) {
-      pool.emplace_back([&, t] {
-        try {
-          if (cudaSetDevice(device) != cudaSuccess) throw Error("cudaSetDevice failed");
-          cudaStream_t st = nullptr;
-          if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) throw Error("stream");
-          ++ready;
-          while (ready.load() < kWays) std::this_thread::yield();
-          const auto shape = validate(dev[static_cast<std::size_t>(t)]->args);
-          for (int rep = 0; rep < 3; ++rep) cuda::run(shape, dev[static_cast<std::size_t>(t)]->args, Options{}, st);
-          if (cudaStreamSynchronize(st) != cudaSuccess) throw Error("cudaStreamSynchronize failed");
-          cudaStreamDestroy(st);
-        } catch (const std::exception& e) {
-          errors[static_cast<std::size_t>(t)] = e.what();
-        }
-      });
-    }
-    for (auto& th : pool) th.join();
-    for (int t = 0; t < kWays; ++t) {
-      EXPECT_EQ(errors[static_cast<std::size_t>(t)], "") << "thread " << t;
-      dev[static_cast<std::size_t>(t)]->outputs_to(got[static_cast<std::size_t>(t)]->args);
-      expect_same_bits(*got[static_cast<std::size_t>(t)], want, "thread " + std::to_string(t) + " vs the sequential call");
-    }
+    const std::vector<std::string> errors = on_threads(device, [&](int t) {
+      cudaStream_t st = nullptr;
+      if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) throw Error("stream");
+      const auto shape = validate(dev[static_cast<std::size_t>(t)]->args);
+      for (int rep = 0; rep < 3; ++rep) cuda::run(shape, dev[static_cast<std::size_t>(t)]->args, Options{}, st);
+      if (cudaStreamSynchronize(st) != cudaSuccess) throw Error("cudaStreamSynchronize failed");
+      cudaStreamDestroy(st);
+    });
+    expect_threads_match(errors, got, dev, want);
   }
 
   // One thread, four streams, no waiting between the calls.
@@ -212,32 +232,13 @@ TEST(CudaConcurrency, VisionVarlenEarlyPartFromFourThreads) {
     execs.emplace_back(streams[static_cast<std::size_t>(t)]);
   }
   Kokkos::fence();
-  std::vector<std::string> errors(kWays);
-  std::atomic<int> ready{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < kWays; ++t) {
-    pool.emplace_back([&, t] {
-      try {
-        if (cudaSetDevice(device) != cudaSuccess) throw Error("cudaSetDevice failed");
-        ++ready;
-        while (ready.load() < kWays) std::this_thread::yield();
-        for (int rep = 0; rep < 3; ++rep)
-          if (detail::run(execs[static_cast<std::size_t>(t)], dev[static_cast<std::size_t>(t)]->args, Options{}) !=
-              Backend::Cuda)
-            throw Error("not the fast path");
-        if (cudaStreamSynchronize(streams[static_cast<std::size_t>(t)]) != cudaSuccess)
-          throw Error("cudaStreamSynchronize failed");
-      } catch (const std::exception& e) {
-        errors[static_cast<std::size_t>(t)] = e.what();
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  for (int t = 0; t < kWays; ++t) {
-    EXPECT_EQ(errors[static_cast<std::size_t>(t)], "") << "thread " << t;
-    dev[static_cast<std::size_t>(t)]->outputs_to(got[static_cast<std::size_t>(t)]->args);
-    expect_same_bits(*got[static_cast<std::size_t>(t)], want, "thread " + std::to_string(t) + " vs the sequential call");
-  }
+  const std::vector<std::string> errors = on_threads(device, [&](int t) {
+    const std::size_t i = static_cast<std::size_t>(t);
+    for (int rep = 0; rep < 3; ++rep)
+      if (detail::run(execs[i], dev[i]->args, Options{}) != Backend::Cuda) throw Error("not the fast path");
+    if (cudaStreamSynchronize(streams[i]) != cudaSuccess) throw Error("cudaStreamSynchronize failed");
+  });
+  expect_threads_match(errors, got, dev, want);
   execs.clear();
   for (cudaStream_t st : streams) check_cuda(cudaStreamDestroy(st), "cudaStreamDestroy");
 }
