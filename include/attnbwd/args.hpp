@@ -160,7 +160,8 @@ struct VisionVarlenArgs {
   Tensor<const float> cos, sin;           // [S,D]
   Tensor<const std::int32_t> cu_seqlens;  // [n+1], in `memory`
   // Optional host copy of cu_seqlens (same values). When cu_seqlens lives on the device and this is
-  // null, the library copies it to the host (a device->host transfer inside the call).
+  // null, the library copies it to the host (a device->host transfer inside the call; the CUDA fast path
+  // overlaps it with the op's first part, which writes no output, and validates the values before queuing the rest).
   const std::int32_t* cu_seqlens_host = nullptr;
   double attention_dropout = 0.0;  // accepted, unused (as in the reference)
   double scaling = 0.0;            // used as float
