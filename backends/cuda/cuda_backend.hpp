@@ -35,8 +35,8 @@ Support supports(const VisionVarlenShape& s, const Options& o);
 void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o, cudaStream_t stream);
 // A varlen call whose cu_seqlens is on the device with no host copy (dispatch.cpp): the host must read it to validate
 // it, and the call's first stage needs none of its values. run_begin (arguments validated but for cu_seqlens' values;
-// `s` from them) queues a copy of cu_seqlens that waits only for the caller's earlier work, then the op's first part,
-// which writes scratch only; run_host_copy waits for the copy and writes the count values to `cu_host`; then either
+// `s` from them) queues the op's first part, which writes scratch only, then a copy of cu_seqlens that waits only for
+// the caller's earlier work (not for the part); run_host_copy waits for the copy and writes the count values to `cu_host`; then either
 // run_finish (validated: the rest of the op) or run_abandon (invalid: nothing more is queued, every output is
 // untouched). Without this the GPU idles while the host waits for the copy and then queues the whole op (~26 µs per
 // call on an H200, CUPTI timeline, perf/NOTES.md, thirty-second session). ATTNBWD_CUDA_VARLEN_EARLY=off: the plain

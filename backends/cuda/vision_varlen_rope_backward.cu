@@ -347,83 +347,83 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
 
   // 1. side: dAO, grad_proj_bias. main: QKV, block table, bias + RoPE.
   if (part != Part::Rest) {
-  stages.fork(ctx);
-  {
-    Gemm g;  // dAO[S,C] = dY[S,C]·Wp[C,C]
-    g.M = S, g.N = C, g.K = C, g.lda = C, g.ldb = C, g.ldc = C;
-    if (use_fp16) {
-      convert_to_half({{dY, dYh, S * C}, {Wp, Wph, C * C}}, side);
-      stages.mark("to_half_dY_Wp");
+    stages.fork(ctx);
+    {
+      Gemm g;  // dAO[S,C] = dY[S,C]·Wp[C,C]
+      g.M = S, g.N = C, g.K = C, g.lda = C, g.ldb = C, g.ldc = C;
+      if (use_fp16) {
+        convert_to_half({{dY, dYh, S * C}, {Wp, Wph, C * C}}, side);
+        stages.mark("to_half_dY_Wp");
+      }
+      if (half_attn) {
+        g.a_type = g.b_type = g.c_type = CUDA_R_16F;
+        g.compute = CUBLAS_COMPUTE_32F;
+        gemm(ctx, side_slot, side, g, dYh, Wph, dAOh);
+      } else {
+        gemm(ctx, side_slot, side, compute, g, opnd(dY, dYh), opnd(Wp, Wph), dAO);
+      }
+      stages.mark("dAO");
+      if (part == Part::Whole) {
+        column_sums(dY, S, C, part_proj, a.grad_proj_bias.data, side);
+        stages.mark("proj_bias");
+      }
     }
-    if (half_attn) {
-      g.a_type = g.b_type = g.c_type = CUDA_R_16F;
-      g.compute = CUBLAS_COMPUTE_32F;
-      gemm(ctx, side_slot, side, g, dYh, Wph, dAOh);
+    if (mixed_qkv) {
+      convert_to_half(X, Xh, S * C, stream);
+      stages.mark("to_half_X");
+      sm90::mixed_gemm_launch(mg, stream);  // also writes Wqkvh
+      stages.mark("QKV_mixed");
     } else {
-      gemm(ctx, side_slot, side, compute, g, opnd(dY, dYh), opnd(Wp, Wph), dAO);
+      Gemm g;  // QKV[S,3C] = X[S,C]·Wqkv[3C,C]ᵀ
+      g.trans_b = true;
+      g.M = S, g.N = C3, g.K = C, g.lda = C, g.ldb = C, g.ldc = C3;
+      if (use_fp16) {
+        convert_to_half({{X, Xh, S * C}, {Wqkv, Wqkvh, C3 * C}}, stream);
+        stages.mark("to_half_X_Wqkv");
+      }
+      if (qkv16) {
+        g.a_type = g.b_type = g.c_type = CUDA_R_16F;
+        g.compute = CUBLAS_COMPUTE_32F;
+        gemm(ctx, 0, stream, g, Xh, Wqkvh, qkvh);
+      } else {
+        gemm(ctx, 0, stream, compute, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);
+      }
+      stages.mark("QKV");
     }
-    stages.mark("dAO");
-    if (part == Part::Whole) {
-      column_sums(dY, S, C, part_proj, a.grad_proj_bias.data, side);
-      stages.mark("proj_bias");
-    }
-  }
-  if (mixed_qkv) {
-    convert_to_half(X, Xh, S * C, stream);
-    stages.mark("to_half_X");
-    sm90::mixed_gemm_launch(mg, stream);  // also writes Wqkvh
-    stages.mark("QKV_mixed");
-  } else {
-    Gemm g;  // QKV[S,3C] = X[S,C]·Wqkv[3C,C]ᵀ
-    g.trans_b = true;
-    g.M = S, g.N = C3, g.K = C, g.lda = C, g.ldb = C, g.ldc = C3;
-    if (use_fp16) {
-      convert_to_half({{X, Xh, S * C}, {Wqkv, Wqkvh, C3 * C}}, stream);
-      stages.mark("to_half_X_Wqkv");
-    }
-    if (qkv16) {
-      g.a_type = g.b_type = g.c_type = CUDA_R_16F;
-      g.compute = CUBLAS_COMPUTE_32F;
-      gemm(ctx, 0, stream, g, Xh, Wqkvh, qkvh);
-    } else {
-      gemm(ctx, 0, stream, compute, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);
-    }
-    stages.mark("QKV");
-  }
-  varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
-  stages.mark("table");
-  // ATTNBWD_CUDA_VARLEN_BIASROPE=auto|vec|scalar: bias_rope_vec where it applies (auto, vec; measured
-  // 1.02-1.03x per call on 5 of 6 workloads, perf/NOTES.md) or the element-pair kernel bias_rope (scalar).
-  const bool vec_bias_rope = env_switch("ATTNBWD_CUDA_VARLEN_BIASROPE", {"auto", "vec", "scalar"}) != 2 &&
-                             bias_rope_vec_ok(qkv, half_attn ? static_cast<const void*>(qkvh) : qkv,
-                                              a.qkv_bias.data, a.cos.data, a.sin.data, H, D);
-  if (vec_bias_rope) {
-    const unsigned blocks = static_cast<unsigned>(S);
-    if (qkv16)
-      bias_rope_vec<__half, __half><<<blocks, 256, 0, stream>>>(qkvh, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
+    varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
+    stages.mark("table");
+    // ATTNBWD_CUDA_VARLEN_BIASROPE=auto|vec|scalar: bias_rope_vec where it applies (auto, vec; measured
+    // 1.02-1.03x per call on 5 of 6 workloads, perf/NOTES.md) or the element-pair kernel bias_rope (scalar).
+    const bool vec_bias_rope = env_switch("ATTNBWD_CUDA_VARLEN_BIASROPE", {"auto", "vec", "scalar"}) != 2 &&
+                               bias_rope_vec_ok(qkv, half_attn ? static_cast<const void*>(qkvh) : qkv,
+                                                a.qkv_bias.data, a.cos.data, a.sin.data, H, D);
+    if (vec_bias_rope) {
+      const unsigned blocks = static_cast<unsigned>(S);
+      if (qkv16)
+        bias_rope_vec<__half, __half><<<blocks, 256, 0, stream>>>(qkvh, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
+                                                                   static_cast<int>(H), static_cast<int>(D));
+      else if (half_attn)
+        bias_rope_vec<float, __half><<<blocks, 256, 0, stream>>>(qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
+                                                                  static_cast<int>(H), static_cast<int>(D));
+      else
+        bias_rope_vec<float, float><<<blocks, 256, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data,
                                                                  static_cast<int>(H), static_cast<int>(D));
-    else if (half_attn)
-      bias_rope_vec<float, __half><<<blocks, 256, 0, stream>>>(qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
-                                                                static_cast<int>(H), static_cast<int>(D));
-    else
-      bias_rope_vec<float, float><<<blocks, 256, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data,
-                                                               static_cast<int>(H), static_cast<int>(D));
-  } else {
-    const int threads = 256;
-    const unsigned blocks = blocks_for(S * 3 * H * (D / 2), threads);
-    if (qkv16)
-      bias_rope<__half, __half><<<blocks, threads, 0, stream>>>(qkvh, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
-                                                                 S, static_cast<int>(H), static_cast<int>(D));
-    else if (half_attn)
-      bias_rope<float, __half><<<blocks, threads, 0, stream>>>(qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
-                                                                S, static_cast<int>(H), static_cast<int>(D));
-    else
-      bias_rope<float, float><<<blocks, threads, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data, S,
-                                                               static_cast<int>(H), static_cast<int>(D));
-  }
-  ATTNBWD_CUDA_CHECK_LAUNCH();
-  stages.mark("bias_rope");
-  stages.join(ctx);
+    } else {
+      const int threads = 256;
+      const unsigned blocks = blocks_for(S * 3 * H * (D / 2), threads);
+      if (qkv16)
+        bias_rope<__half, __half><<<blocks, threads, 0, stream>>>(qkvh, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
+                                                                   S, static_cast<int>(H), static_cast<int>(D));
+      else if (half_attn)
+        bias_rope<float, __half><<<blocks, threads, 0, stream>>>(qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
+                                                                  S, static_cast<int>(H), static_cast<int>(D));
+      else
+        bias_rope<float, float><<<blocks, threads, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data, S,
+                                                                 static_cast<int>(H), static_cast<int>(D));
+    }
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+    stages.mark("bias_rope");
+    stages.join(ctx);
   }  // stage 1
   if (part == Part::First) return;
   if (part == Part::Rest) {  // grad_proj_bias on the side stream, beside the attention forward
