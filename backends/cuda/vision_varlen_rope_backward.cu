@@ -506,24 +506,34 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
                 (strict ? " strict" : " default"));
 }
 
-// auto captures at S <= kGraphMaxTokens only (run() below).
+// auto captures at S <= kGraphMaxTokens only (enqueue_part() below).
 constexpr int64_t kGraphMaxTokens = 1536;
+
+// Enqueues `part` of the op (Context::enqueue: directly or as a graph). The key: every tensor's address and extents,
+// the scaling, the precision and the part (enqueue adds the ATTNBWD_* switches). Not the values in cu_seqlens: every
+// kernel reads them from the device array (the block table is built there on every call, replays included), and the
+// host never sizes a launch from them (grids depend on S and n only), so one graph serves any sequence boundaries at
+// the same addresses.
+// auto captures at S <= kGraphMaxTokens only. Measured on an H200 (twenty-first session, perf/NOTES.md; three runs
+// per side, interleaved): replayed/direct 1.02-1.04x at S = 131-1176 (#8 1.033, #11 1.036, #7 1.025, #9 1.024),
+// 0.94-1.00x at S >= 2048 (#6 0.963, #15 0.942 in noisy runs), where a call's ~25 launches are a few percent of
+// its >= 1.1 ms and there is nothing to save.
+void enqueue_part(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o,
+                  cudaStream_t stream, Part part) {
+  const auto key = [&] {
+    return graph_key(4, a,
+                     {bits_of(a.scaling), static_cast<std::uint64_t>(o.precision), static_cast<std::uint64_t>(part)});
+  };
+  ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st, part); },
+              s.total_seq_len <= kGraphMaxTokens);
+}
 
 }  // namespace
 
 void run(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o, cudaStream_t stream) {
   Context& ctx = Context::current();
   ctx.claim(stream, !o.deterministic);
-  // The key: every tensor's address and extents, the scaling and the precision (enqueue adds the ATTNBWD_*
-  // switches). Not the values in cu_seqlens: every kernel reads them from the device array (the block table is
-  // built there on every call, replays included), and the host never sizes a launch from them (grids depend on S
-  // and n only), so one graph serves any sequence boundaries at the same addresses.
-  const auto key = [&] { return graph_key(4, a, {bits_of(a.scaling), static_cast<std::uint64_t>(o.precision)}); };
-  // auto captures at S <= kGraphMaxTokens only. Measured on an H200 (twenty-first session, perf/NOTES.md; three runs
-  // per side, interleaved): replayed/direct 1.02-1.04x at S = 131-1176 (#8 1.033, #11 1.036, #7 1.025, #9 1.024),
-  // 0.94-1.00x at S >= 2048 (#6 0.963, #15 0.942 in noisy runs), where a call's ~25 launches are a few percent of
-  // its >= 1.1 ms and there is nothing to save.
-  ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st); }, s.total_seq_len <= kGraphMaxTokens);
+  enqueue_part(ctx, s, a, o, stream, Part::Whole);
   ctx.release(stream);
 }
 
@@ -536,11 +546,7 @@ void run_begin(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Opti
     // The copy waits for the caller's earlier work only, not for the first part; it is queued after the part, so that
     // it does not open the call's span while the part's launch is still on its way (CUPTI timeline: ~16 µs at #8).
     ctx.host_copy_after(stream);
-    const auto key = [&] {
-      return graph_key(4, a, {bits_of(a.scaling), static_cast<std::uint64_t>(o.precision), 1});
-    };
-    ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st, Part::First); },
-                s.total_seq_len <= kGraphMaxTokens);
+    enqueue_part(ctx, s, a, o, stream, Part::First);
     ctx.begin_host_copy(a.cu_seqlens.data, static_cast<std::size_t>(s.num_sequences + 1) * sizeof(std::int32_t));
   } catch (...) {
     ctx.release(stream);
@@ -555,11 +561,7 @@ void run_host_copy(std::int32_t* cu_host, std::int64_t count) {
 void run_finish(const VisionVarlenShape& s, const VisionVarlenArgs& a, const Options& o, cudaStream_t stream) {
   Context& ctx = Context::current();
   try {
-    const auto key = [&] {
-      return graph_key(4, a, {bits_of(a.scaling), static_cast<std::uint64_t>(o.precision), 2});
-    };
-    ctx.enqueue(key, stream, [&](cudaStream_t st) { enqueue_op(ctx, s, a, o, st, Part::Rest); },
-                s.total_seq_len <= kGraphMaxTokens);
+    enqueue_part(ctx, s, a, o, stream, Part::Rest);
   } catch (...) {
     ctx.release(stream);
     throw;
