@@ -128,7 +128,7 @@ class Context {
   static constexpr std::size_t kLtWorkspaceBytes = 32u << 20;
 
   // Algorithm cache for cuBLASLt, keyed by a GEMM's full description (lt_gemm.cu).
-  using AlgoKey = std::array<std::int64_t, 17>;
+  using AlgoKey = std::array<std::int64_t, 18>;
   struct Algo {
     cublasLtMatmulAlgo_t algo;
     cublasComputeType_t compute;  // the one asked for, or fp32 where TF32 had no algorithm

@@ -510,6 +510,32 @@ constexpr int64_t kGroupMinTokens = 513;
 // kernels either way (the same bits). auto = late.
 bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"}) != 1; }
 
+// ATTNBWD_CUDA_GQA_DWO_SMS=auto|off|N: the SM count cuBLASLt chooses and sizes grad_o_weight's GEMM for
+// (Gemm::sm_target), where dWo runs late (beside the attention chain). Every cuBLASLt GEMM of this op on sm_90 is a
+// persistent grid of one CTA per SM that holds all of them until it ends, so the chain queued beside dWo waited for it
+// as a whole (perf/NOTES.md, thirty-second session); with a target of N SMs the chain's kernels run on the others
+// while dWo takes longer. off: every SM. auto, on sm_90 (measured on an H200, thirty-third session: five targets, three
+// interleaved rounds over the 16 workloads, perf/NOTES.md), by the attention path beside it: the GEMM path 66 of 132
+// SMs up to kDwoWideMinTokens tokens (1.005-1.039x at T = 256-898) and 84 from there (1.005-1.030x at T = 2048-4096);
+// the small kernels 100 (1.00-1.017x; 66 lost 5-11 % there); the key-major kernel 116 (1.005-1.016x). Elsewhere off.
+constexpr int64_t kDwoWideMinTokens = 2048;
+int dwo_sm_target(const Context& ctx, int64_t T, bool small_attn, bool kv_attn) {
+  const int sms = ctx.sm_count();
+  const char* v = std::getenv("ATTNBWD_CUDA_GQA_DWO_SMS");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) {
+    if (ctx.cc() != 90) return 0;
+    const int of132 = small_attn ? 100 : kv_attn ? 116 : T < kDwoWideMinTokens ? 66 : 84;
+    return std::max(1, sms * of132 / 132);
+  }
+  if (std::strcmp(v, "off") == 0) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || n < 1 || n > sms)
+    throw Error("ATTNBWD_CUDA_GQA_DWO_SMS", "expected auto, off or an SM count 1-" + std::to_string(sms) + ", got \"" +
+                                                std::string(v) + "\"");
+  return static_cast<int>(n);
+}
+
 // ATTNBWD_CUDA_GQA_GROUP=auto|on|off, the GEMM attention path (steps 3-5 as cuBLASLt GEMMs): on: dK₃₂ and dV₃₂ as one
 // GEMM per KV head over its group's query heads (dK_j = Σ_g dS_gᵀ·Q_g: the group's dS and Q rows are consecutive, so
 // a [G·Sp, ·] operand with K = G·Sp; dV_j = Σ_g P_gᵀ·dO_g likewise where dO is a head-split copy, not the B = 1
@@ -755,10 +781,14 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // the view).
   bool forked = false;  // work on the side stream, joined at the end
   const bool late = !all_sm90 && dwo_late();
+  // early dWo shares the GPU with dA, which is on the critical path: all SMs there
+  const int dwo_target = dwo_sm_target(ctx, T, use_small, use_kv);  // (a malformed value is an Error on any path)
+  const int dwo_sms = all_sm90 || !late ? 0 : dwo_target;
   const auto dwo_gemm = [&] {  // grad_o_weight = dYᵀ·A on the side stream
     Gemm g;
     g.trans_a = true;
     g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
+    g.sm_target = dwo_sms;
     gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
     stages.mark("dWo");
   };

@@ -64,6 +64,9 @@ struct Desc {
     ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(h, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
     ATTNBWD_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(h, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+    if (g.sm_target > 0)
+      ATTNBWD_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(h, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &g.sm_target,
+                                                          sizeof g.sm_target));
   }
   ~Desc() { cublasLtMatmulDescDestroy(h); }
   Desc(const Desc&) = delete;
@@ -284,7 +287,8 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
                              g.stride_a,
                              g.stride_b,
                              g.stride_c,
-                             tune != 0};
+                             tune != 0,
+                             g.sm_target};
   auto& cache = ctx.algos();
   auto it = cache.find(key);
   SharedChoices& shared = shared_choices();

@@ -23,6 +23,9 @@ struct Gemm {
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   int count = 1;  // strided batch
   std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  // > 0: CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, the SMs the algorithm is chosen and sized for (a GEMM that runs beside
+  // another stream's kernels: cuBLASLt's persistent grids otherwise hold every SM until they end). 0: all of them.
+  int sm_target = 0;
 };
 
 // Enqueues the GEMM on `stream` using the workspace of `slot` (Context::fork/join for the side slot).

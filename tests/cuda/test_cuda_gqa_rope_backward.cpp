@@ -468,9 +468,12 @@ TEST(CudaGqaRope, OverlapGivesTheSerialBits) {
 // grad_o_weight late on the side stream (ATTNBWD_CUDA_GQA_DWO=late: after dA and dV₃₂, dK₃₂ on the main stream, a
 // partial join before the merge) and early (beside dA) run the same GEMMs and kernels: the same bits, on the padded
 // (S = 131) and unpadded (S = 128, B = 2) GEMM paths, with the attention on one stream too, on the small kernels'
-// path (auto at B = 1, S = 131) and on the key-major kernel's path (S = 1024).
+// path (auto at B = 1, S = 131) and on the key-major kernel's path (S = 1024). Both with grad_o_weight's GEMM sized
+// for every SM (ATTNBWD_CUDA_GQA_DWO_SMS=off): auto's SM target applies to late dWo only and may pick another
+// algorithm (another summation order).
 TEST(CudaGqaRope, LateGradOWeightGivesTheEarlyBits) {
   ATTNBWD_SEED_TRACE();
+  const ScopedEnv all_sms("ATTNBWD_CUDA_GQA_DWO_SMS", "off");
   struct Shape {
     int64_t B, S;
     const char* attn;
@@ -486,6 +489,34 @@ TEST(CudaGqaRope, LateGradOWeightGivesTheEarlyBits) {
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(370 + k++), tools::default_scalars(kOp));
     expect_same_bits(in, axes, Mode{"", "", sh.overlap, "", "", "", "", sh.attn, "", "early"},
                      Mode{"", "", sh.overlap, "", "", "", "", sh.attn, "", "late"});
+  }
+}
+
+// grad_o_weight's GEMM sized for part of the SMs (ATTNBWD_CUDA_GQA_DWO_SMS: auto's targets by the attention path
+// beside it, a few SMs, every SM) matches the oracle on the padded GEMM path (B = 2, S = 131), the small kernels' path
+// (B = 1, S = 131) and the key-major kernel's (S = 1024, sm_90); a malformed value or one above the SM count raises an
+// Error naming the switch.
+TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  struct Shape {
+    int64_t B, S;
+    bool sm90;
+  };
+  int k = 0;
+  for (const Shape& sh : {Shape{2, 131, false}, Shape{1, 131, false}, Shape{1, 1024, true}}) {
+    if (sh.sm90 && !is_sm90()) continue;
+    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(390 + k++), tools::default_scalars(kOp));
+    for (const char* v : {"auto", "8", "off"}) {
+      SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DWO_SMS=") + v);
+      const ScopedEnv target("ATTNBWD_CUDA_GQA_DWO_SMS", v);
+      check(in, axes, smallest_atol(kOp), {kDefault});
+    }
+  }
+  for (const char* bad : {"0", "many", "12x", "100000"}) {
+    const ScopedEnv target("ATTNBWD_CUDA_GQA_DWO_SMS", bad);
+    expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(399), "ATTNBWD_CUDA_GQA_DWO_SMS",
+                   std::string("ATTNBWD_CUDA_GQA_DWO_SMS=") + bad);
   }
 }
 
