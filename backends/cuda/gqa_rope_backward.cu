@@ -521,19 +521,8 @@ bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "l
 constexpr int64_t kDwoWideMinTokens = 2048;
 int dwo_sm_target(const Context& ctx, int64_t T, bool small_attn, bool kv_attn) {
   const int sms = ctx.sm_count();
-  const char* v = std::getenv("ATTNBWD_CUDA_GQA_DWO_SMS");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) {
-    if (ctx.cc() != 90) return 0;
-    const int of132 = small_attn ? 100 : kv_attn ? 116 : T < kDwoWideMinTokens ? 66 : 84;
-    return std::max(1, sms * of132 / 132);
-  }
-  if (std::strcmp(v, "off") == 0) return 0;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || n < 1 || n > sms)
-    throw Error("ATTNBWD_CUDA_GQA_DWO_SMS", "expected auto, off or an SM count 1-" + std::to_string(sms) + ", got \"" +
-                                                std::string(v) + "\"");
-  return static_cast<int>(n);
+  const int of132 = small_attn ? 100 : kv_attn ? 116 : T < kDwoWideMinTokens ? 66 : 84;
+  return sm_target_switch("ATTNBWD_CUDA_GQA_DWO_SMS", sms, ctx.cc() == 90 ? std::max(1, sms * of132 / 132) : 0);
 }
 
 // ATTNBWD_CUDA_GQA_GROUP=auto|on|off, the GEMM attention path (steps 3-5 as cuBLASLt GEMMs): on: dK₃₂ and dV₃₂ as one

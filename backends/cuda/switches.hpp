@@ -26,4 +26,17 @@ inline int env_switch(const char* var, std::initializer_list<const char*> values
   throw Error(var, "expected one of " + expected + ", got \"" + v + "\"");
 }
 
+// An SM count for Gemm::sm_target from environment variable `var`: unset, empty or "auto" gives `auto_value`, "off"
+// gives 0 (every SM), else a count 1..sms; any other value is an Error naming `var`.
+inline int sm_target_switch(const char* var, int sms, int auto_value) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return auto_value;
+  if (std::strcmp(v, "off") == 0) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || n < 1 || n > sms)
+    throw Error(var, "expected auto, off or an SM count 1-" + std::to_string(sms) + ", got \"" + std::string(v) + "\"");
+  return static_cast<int>(n);
+}
+
 }  // namespace attnbwd::cuda

@@ -199,6 +199,27 @@ struct Carve {
   }
 };
 
+// ATTNBWD_CUDA_MHA_DWO_SMS and ATTNBWD_CUDA_MHA_DWQKV_SMS = auto|off|N: the SM counts cuBLASLt chooses and sizes the
+// side stream's grad_out_weight (beside the attention kernels) and grad_qkv_weight (beside dXn and the LayerNorm)
+// GEMMs for (Gemm::sm_target): a cuBLASLt GEMM on sm_90 is a persistent grid of one CTA per SM that holds every SM
+// until it ends, so the main stream's kernels beside it wait (perf/NOTES.md, thirty-second and thirty-third sessions).
+// off: every SM. auto, on sm_90 with the fp16 attention kernels (measured on an H200, thirty-third session, two
+// interleaved rounds over the 16 workloads; perf/NOTES.md): below kMhaDwWideTokens tokens grad_out_weight on 66 of 132
+// SMs and grad_qkv_weight on all (1.00-1.024x at B = 1-23; grad_qkv_weight on 66 lost 1-3 % everywhere), from there
+// both on 100 (1.021-1.031x at B = 28-56); elsewhere off.
+constexpr int64_t kMhaDwWideTokens = 16000;  // B = 28 at S = 577
+struct MhaDwSms {
+  int out = 0, qkv = 0;
+};
+MhaDwSms mha_dw_sm_targets(const Context& ctx, int64_t tokens, bool fp16_attn) {
+  const int sms = ctx.sm_count();
+  const bool measured = fp16_attn && ctx.cc() == 90;
+  const bool wide = tokens >= kMhaDwWideTokens;
+  const int out = measured ? std::max(1, sms * (wide ? 100 : 66) / 132) : 0;
+  const int qkv = measured && wide ? std::max(1, sms * 100 / 132) : 0;
+  return {sm_target_switch("ATTNBWD_CUDA_MHA_DWO_SMS", sms, out), sm_target_switch("ATTNBWD_CUDA_MHA_DWQKV_SMS", sms, qkv)};
+}
+
 // The whole op on `stream` (and the side stream, joined before returning).
 void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, const Options& o, cudaStream_t stream) {
   const cublasComputeType_t compute =
@@ -210,6 +231,9 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const MhaAttn attn = mha_attn_switch();
   const bool fp16_attn = fp16_attention(s, use_fp16, attn);
   const bool late_a = fp16_attn && mha_late_a_switch();  // read before anything is enqueued
+  // SM count targets of the side stream's weight-gradient GEMMs (Gemm::sm_target, mha_dw_sm_targets), read before
+  // anything is enqueued.
+  const MhaDwSms dw_sms = mha_dw_sm_targets(ctx, s.batch * s.seq_len, fp16_attn);
   const int64_t attn_chunks = B * mha::attn_blocks(S);  // partial rows of the fp16 attention kernels
   // The sm_90a wgmma attention kernels: their scheme, copies and split (split blocks, only ever asked for,
   // need occ3 or serial3 with the default copies).
@@ -300,6 +324,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     Gemm g;
     g.trans_a = true;
     g.M = E, g.N = E, g.K = N, g.lda = E, g.ldb = E, g.ldc = E;
+    if (st != stream) g.sm_target = dw_sms.out;
     gemm(ctx, st == stream ? 0 : 1, st, compute, g, op(dY, dYh), op(a.attn_output.data, Ah), a.grad_out_weight.data);
     stages.mark("dW_out");
   };
@@ -308,6 +333,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     Gemm g;
     g.trans_a = true;
     g.M = E3, g.N = E, g.K = N, g.lda = E3, g.ldb = E, g.ldc = E;
+    if (st != stream) g.sm_target = dw_sms.qkv;
     gemm(ctx, st == stream ? 0 : 1, st, compute, g, op(dqkv_fp32, dQKVh), op(a.x_norm.data, Xnh),
          a.grad_qkv_weight.data);
     stages.mark("dW_qkv");

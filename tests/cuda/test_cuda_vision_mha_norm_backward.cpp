@@ -326,6 +326,26 @@ void expect_error_writes_nothing(const tools::TensorSet& in, const tools::Axes& 
   }
 }
 
+// The side stream's weight-gradient GEMMs sized for part of the SMs (ATTNBWD_CUDA_MHA_DWO_SMS and
+// ATTNBWD_CUDA_MHA_DWQKV_SMS: auto, 64, a few, every SM) match the oracle in both modes; a malformed value, 0 or one
+// above the SM count is an Error naming its switch, raised before any output is written.
+TEST(CudaVisionMhaNorm, DwSmTargetsMatchTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes axes = axes_of(3, 131, 4, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(470));
+  for (const char* v : {"auto", "64", "8", "off"}) {
+    SCOPED_TRACE(std::string("SM targets ") + v);
+    const ScopedEnv out("ATTNBWD_CUDA_MHA_DWO_SMS", v), qkv("ATTNBWD_CUDA_MHA_DWQKV_SMS", v);
+    check(in, axes, smallest_atol(kOp));
+  }
+  for (const char* var : {"ATTNBWD_CUDA_MHA_DWO_SMS", "ATTNBWD_CUDA_MHA_DWQKV_SMS"})
+    for (const char* bad : {"0", "some", "100000"}) {
+      SCOPED_TRACE(std::string(var) + "=" + bad);
+      const ScopedEnv env(var, bad);
+      expect_error_writes_nothing(in, axes, 0, var);
+    }
+}
+
 // The fused launch is built for the wstmaw kernels and is one launch: with another scheme, or with
 // ATTNBWD_CUDA_MHA_PDL=on, it is an Error naming ATTNBWD_CUDA_MHA_FUSED; a lag it does not know is an Error naming
 // ATTNBWD_CUDA_MHA_LAG. Raised before any output is written (the outputs keep their poison).
