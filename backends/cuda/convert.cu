@@ -79,6 +79,12 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, cublasComputeType_t fp32_
   gemm(ctx, slot, stream, g, A.p, B.p, C);
 }
 
+void gemm_half(Context& ctx, int slot, cudaStream_t stream, Gemm g, const __half* A, const __half* B, __half* C) {
+  g.a_type = g.b_type = g.c_type = CUDA_R_16F;
+  g.compute = CUBLAS_COMPUTE_32F;
+  gemm(ctx, slot, stream, g, A, B, C);
+}
+
 bool fp16_gemms() { return env_switch("ATTNBWD_CUDA_FP32_GEMM", {"auto", "fp16", "tf32"}) != 2; }
 
 }  // namespace attnbwd::cuda

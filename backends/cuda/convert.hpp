@@ -48,4 +48,8 @@ inline Operand operand(bool use_fp16, const float* x, const __half* h) {
 void gemm(Context& ctx, int slot, cudaStream_t stream, cublasComputeType_t fp32_compute, Gemm g, Operand A,
           Operand B, float* C);
 
+// C (fp16) = op(A)·op(B) with fp16 operands through lt_gemm: fp32 accumulation (CUBLAS_COMPUTE_32F), one rounding of
+// the fp32 sum to fp16.
+void gemm_half(Context& ctx, int slot, cudaStream_t stream, Gemm g, const __half* A, const __half* B, __half* C);
+
 }  // namespace attnbwd::cuda

@@ -522,7 +522,7 @@ constexpr int64_t kDwoWideMinTokens = 2048;
 int dwo_sm_target(const Context& ctx, int64_t T, bool small_attn, bool kv_attn) {
   const int sms = ctx.sm_count();
   const int of132 = small_attn ? 100 : kv_attn ? 116 : T < kDwoWideMinTokens ? 66 : 84;
-  return sm_target_switch("ATTNBWD_CUDA_GQA_DWO_SMS", sms, ctx.cc() == 90 ? std::max(1, sms * of132 / 132) : 0);
+  return sm_target_switch("ATTNBWD_CUDA_GQA_DWO_SMS", sms, ctx.cc() == 90 ? sms_of_132(sms, of132) : 0);
 }
 
 // ATTNBWD_CUDA_GQA_GROUP=auto|on|off, the GEMM attention path (steps 3-5 as cuBLASLt GEMMs): on: dK₃₂ and dV₃₂ as one

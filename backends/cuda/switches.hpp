@@ -2,6 +2,7 @@
 // tests; README "Backends").
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -25,6 +26,9 @@ inline int env_switch(const char* var, std::initializer_list<const char*> values
   }
   throw Error(var, "expected one of " + expected + ", got \"" + v + "\"");
 }
+
+// `of132` of an H200's 132 SMs scaled to a device of `sms` SMs (at least 1): the SM count targets measured there.
+inline int sms_of_132(int sms, int of132) { return std::max(1, sms * of132 / 132); }
 
 // An SM count for Gemm::sm_target from environment variable `var`: unset, empty or "auto" gives `auto_value`, "off"
 // gives 0 (every SM), else a count 1..sms; any other value is an Error naming `var`.

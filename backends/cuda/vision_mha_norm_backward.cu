@@ -215,8 +215,8 @@ MhaDwSms mha_dw_sm_targets(const Context& ctx, int64_t tokens, bool fp16_attn) {
   const int sms = ctx.sm_count();
   const bool measured = fp16_attn && ctx.cc() == 90;
   const bool wide = tokens >= kMhaDwWideTokens;
-  const int out = measured ? std::max(1, sms * (wide ? 100 : 66) / 132) : 0;
-  const int qkv = measured && wide ? std::max(1, sms * 100 / 132) : 0;
+  const int out = measured ? sms_of_132(sms, wide ? 100 : 66) : 0;
+  const int qkv = measured && wide ? sms_of_132(sms, 100) : 0;
   return {sm_target_switch("ATTNBWD_CUDA_MHA_DWO_SMS", sms, out), sm_target_switch("ATTNBWD_CUDA_MHA_DWQKV_SMS", sms, qkv)};
 }
 
@@ -374,9 +374,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     {
       Gemm g;
       g.M = N, g.N = E, g.K = E, g.lda = E, g.ldb = E, g.ldc = E;
-      g.a_type = g.b_type = g.c_type = CUDA_R_16F;
-      g.compute = CUBLAS_COMPUTE_32F;
-      cuda::gemm(ctx, 0, stream, g, dYh, Woh, dAh);
+      gemm_half(ctx, 0, stream, g, dYh, Woh, dAh);
       stages.mark("dA");
     }
     stages.join(ctx);  // main: after q, k, v are fp16

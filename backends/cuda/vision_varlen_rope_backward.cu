@@ -356,9 +356,7 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
         stages.mark("to_half_dY_Wp");
       }
       if (half_attn) {
-        g.a_type = g.b_type = g.c_type = CUDA_R_16F;
-        g.compute = CUBLAS_COMPUTE_32F;
-        gemm(ctx, side_slot, side, g, dYh, Wph, dAOh);
+        gemm_half(ctx, side_slot, side, g, dYh, Wph, dAOh);
       } else {
         gemm(ctx, side_slot, side, compute, g, opnd(dY, dYh), opnd(Wp, Wph), dAO);
       }
@@ -382,9 +380,7 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
         stages.mark("to_half_X_Wqkv");
       }
       if (qkv16) {
-        g.a_type = g.b_type = g.c_type = CUDA_R_16F;
-        g.compute = CUBLAS_COMPUTE_32F;
-        gemm(ctx, 0, stream, g, Xh, Wqkvh, qkvh);
+        gemm_half(ctx, 0, stream, g, Xh, Wqkvh, qkvh);
       } else {
         gemm(ctx, 0, stream, compute, g, opnd(X, Xh), opnd(Wqkv, Wqkvh), qkv);
       }
