@@ -440,6 +440,13 @@ QkvPath qkv_path() {
 // 104-107, #2 (B = 2, S = 128) equal, and slower from S = 256 (#13 145 against 135-138, #0 S = 691 373 against 337), so
 // auto = small for S ≤ kSmallMaxSeq and T ≤ kSmallMaxTokens, where the kernels can take the call (else gemm, padded as
 // before where the inputs do not suit them).
+// ATTNBWD_CUDA_GQA_DPSM=auto|on|off, the GEMM attention path: steps 3-4 (dP = bf16(dO·Vᵀ), the softmax backward and,
+// with padding, P's padded copy) as one query-major sm_90a kernel (on: gqa_rope_backward_attn_sm90.cu, dP by wgmma in
+// registers, twice, never in global memory, P from DRAM once; an Error where it cannot take the call: sm_90, head_dim
+// 128, 16-byte aligned tensors), or (auto, off) as the cuBLASLt dP GEMM, which writes dP to global memory, and the row
+// kernel, which reads it back with P. Measured on an H200 (thirty-fourth session, perf/NOTES.md) its first two forms were
+// slower than the pair (gqa 0.95x with the kernel where it applied): auto stays the pair until a form measures faster.
+int dpsm_switch() { return env_switch("ATTNBWD_CUDA_GQA_DPSM", {"auto", "on", "off"}); }
 enum class AttnPath { Auto, Gemm, Kv, KvWs, Small };
 constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 4096, kSmallMaxSeq = 160, kSmallMaxTokens = 256;
 AttnPath attn_path() {
@@ -758,6 +765,18 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       use_kv = true;
     }
   }
+  // Steps 3-4 of the GEMM attention path as one query-major sm_90a kernel, by name (ATTNBWD_CUDA_GQA_DPSM=on, above).
+  GqaDpSoftmax dq;
+  const bool use_dpsm = dpsm_switch() == 1;
+  if (use_dpsm) {
+    if (use_small || use_kv || fused_asked)
+      throw Error("ATTNBWD_CUDA_GQA_DPSM", "the dP + softmax kernel belongs to the GEMM attention path, not taken here "
+                                           "(the small or key-major kernels, or ATTNBWD_GQA_FUSED)");
+    dq.dO = dOp, dq.do_ld = ld_do, dq.do_head = head_do, dq.V = pad ? Vp : V, dq.P = P, dq.dS = dS, dq.ld_ds = ld;
+    dq.Pp = pad ? Pp : nullptr, dq.BH = BH, dq.S = S, dq.Sp = Sp, dq.D = D, dq.scaling = static_cast<float>(a.scaling);
+    if (const std::string why = gqa_dp_softmax_unsupported(dq, ctx.cc()); !why.empty())
+      throw Error("ATTNBWD_CUDA_GQA_DPSM", "dP + softmax kernel cannot take this call: " + why);
+  }
   // Group GEMMs for dK32 / dV32 (ATTNBWD_CUDA_GQA_GROUP): the GEMM attention path only, dV32 only where dO is a
   // head-split (or padded) copy [B, Hq, Sp, D], whose group rows are consecutive.
   const bool gemm_attn = !use_small && !use_kv;
@@ -883,7 +902,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     }
     // 3-4. dS.
     // The fused kernel reads dO as [B,H,S,D] (not the strided view); asked for, there is no padding.
-    if (!fused_asked || dOp != dO || !fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {
+    if (use_dpsm) {
+      gqa_dp_softmax_launch(dq, stream);
+    } else if (!fused_asked || dOp != dO || !fused_dp_softmax(dO, V, P, dS, BH, S, D, ld, scaling, stream)) {
       Gemm g;  // dP = dO·Vᵀ
       g.trans_b = true;
       g.M = Sp, g.N = Sp, g.K = D, g.lda = ld_do, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = head_do,

@@ -37,6 +37,27 @@ void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream);
 std::string gqa_kv_attn_ws_unsupported(const GqaKvAttn& p, int cc);
 void gqa_kv_attn_ws_launch(const GqaKvAttn& p, cudaStream_t stream);
 
+// The GEMM attention path's steps 3-4 as one query-major sm_90a kernel (ATTNBWD_CUDA_GQA_DPSM;
+// gqa_rope_backward_attn_sm90.cu): per (b·h, 64 queries), two passes over the key tiles with dP = bf16(dO·Vᵀ) by wgmma
+// in registers (recomputed in the second, never in global memory) and P's tiles at any alignment: r = Σ P·dP, then
+// dS = bf16(bf16(P⊙(dP − r))·scaling) into dS [BH, Sp, Sp] and, with Pp, P's padded copy [BH, Sp, Sp]; pad rows and
+// columns zero. Replaces the dP GEMM (which writes dP) and the softmax row kernel (which reads it back with P).
+struct GqaDpSoftmax {
+  const __nv_bfloat16* dO = nullptr;  // dO(bh, q, :) = dO + bh·do_head + q·do_ld, Sp rows (zero pad rows)
+  std::int64_t do_ld = 0, do_head = 0;
+  const __nv_bfloat16* V = nullptr;  // [BH, Sp, 128] (zero pad rows)
+  const __nv_bfloat16* P = nullptr;  // [BH, S, S]
+  __nv_bfloat16* dS = nullptr;       // [BH, Sp, ld_ds]
+  std::int64_t ld_ds = 0;
+  __nv_bfloat16* Pp = nullptr;  // [BH, Sp, Sp] or null (no copy)
+  std::int64_t BH = 0, S = 0, Sp = 0, D = 0;
+  float scaling = 0.0f;
+};
+// Why the kernel cannot take the call ("" when it can): an sm_90 device, head_dim 128, Sp = S rounded up to 8 and
+// ld_ds = Sp, at most 65535 (batch, head) pairs, 16-byte aligned tensors and dO rows.
+std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc);
+void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream);
+
 // The small-S path (gqa_rope_backward_attn.cu, mma.sync; the second launch's griddepcontrol.wait needs sm_90 or
 // later, which every target of the build is: sm_90a, sm_100a): steps 3-5 as two launches, query-major dS and dQ,
 // then key-major dK₃₂ and dV₃₂ (a programmatic dependent of the first), any S, no padding copies.

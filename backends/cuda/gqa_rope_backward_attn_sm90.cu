@@ -55,6 +55,15 @@ constexpr int kWsOffR = kWsOffStages + kWsStages * kWsStage;              // [kW
 constexpr int kWsOffDs = kWsOffR + kWsStages * kBlk * 4;                  // 8 consumer warps × 16 rows
 constexpr int kWsOffBar = kWsOffDs + 8 * 16 * kDsLd * 2;                  // full[], empty[], V
 constexpr std::size_t kWsSmem = kWsOffBar + (2 * kWsStages + 1) * 8 + 1024;
+// The dP + softmax kernel's shared memory (below): dO, kDpsmStages stages of V and of P's tile (rows of kPRow bytes: the
+// 9 16-byte chunks that hold a row's 64 elements at any even byte), the dS staging rows; 104 KB: two CTAs per SM.
+constexpr int kPRow = 160;
+constexpr int kPStage = kBlk * kPRow;  // 10 KB
+constexpr int kDpsmStages = 3;
+constexpr int kDpsmOffV = kTile;  // after dO
+constexpr int kDpsmOffP = kDpsmOffV + kDpsmStages * kTile;
+constexpr int kDpsmOffDs = kDpsmOffP + kDpsmStages * kPStage;  // 4 warps × 16 rows × kDsLd
+constexpr std::size_t kDpsmSmem = kDpsmOffDs + 4 * 16 * kDsLd * 2 + 1024;
 
 #if defined(ATTNBWD_SM90_DEVICE)
 
@@ -392,9 +401,224 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
 }
 
+
+// ---- query-major dP + softmax backward (ATTNBWD_CUDA_GQA_DPSM; see gqa_rope_backward_attn.hpp) -------------
+// One CTA (one warpgroup, two CTAs per SM) per (b·h, 64 query rows q0..q0+63 of the Sp-row attention buffers), two
+// passes over the head's 64-key tiles, each tile's dP = bf16(dO·Vᵀ) computed by wgmma (m64n64k16 × 8, both operands
+// K-major; dO resident) in both passes — recomputed rather than kept: keeping a block's dP and P rows resident took
+// 222 KB of shared memory, one CTA per SM, and measured slower than the GEMM + row kernel it replaces (perf/NOTES.md);
+//  pass 1: r = Σ P·dP over the row (fp32, this thread's columns in tile order, then over the row's quad of lanes);
+//  pass 2: dS = bf16(bf16(P⊙(dP − r))·scaling), staged per warp and stored as 16-byte pieces of dS's rows, and (with
+//          Pp) P's padded copy from the staged P tile; rows S ≤ s < Sp and columns S ≤ k < Sp zero.
+// Tiles stream three deep by cp.async: V (rows ≥ Sp zero-filled) and P's 64 × 64 tile, each row's 128 bytes at any
+// even byte: the 16-byte chunks holding them (≤ 9) at a row stride of kPRow bytes, read back at the row's offset.
+// P comes from DRAM once (pass 2's tiles are L2 hits while the CTA's rows are in flight); dP is never written.
+
+// Eight bf16 from byte b (even) of a 16-byte aligned row of shared memory (words b/4 .. b/4 + 4 inside it).
+__device__ __forceinline__ uint4 row8(const std::uint8_t* row, int b) {
+  const std::uint32_t* q = reinterpret_cast<const std::uint32_t*>(row) + (b >> 2);
+  std::uint32_t x[5];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) x[i] = q[i];
+  if (b & 2)
+    return make_uint4(__byte_perm(x[0], x[1], 0x5432), __byte_perm(x[1], x[2], 0x5432),
+                      __byte_perm(x[2], x[3], 0x5432), __byte_perm(x[3], x[4], 0x5432));
+  return make_uint4(x[0], x[1], x[2], x[3]);
+}
+
+// Per pair of columns (8j + 2t, +1) of a row: the two bf16 of P (lo, hi) from the staged row, whose elements start at
+// byte `off` (even): words w = (off + 4t) / 4 + 4j and w + 1, bytes chosen by sel (0x3210 where off % 4 == 0, else
+// 0x5432), masked by mask[j] (pad columns and rows: 0).
+struct PRow {
+  const std::uint32_t* w;  // word (off + 4t) / 4 of the row in stage 0
+  std::uint32_t sel;
+};
+
+__global__ void __launch_bounds__(kWgThreads, 2) gqa_dp_softmax_kernel(const GqaDpSoftmax p) {
+  const int S = static_cast<int>(p.S), Sp = static_cast<int>(p.Sp);
+  const int64_t bh = blockIdx.y;
+  const int q0 = static_cast<int>(blockIdx.x) * kBlk;
+  const int nt = (Sp + kBlk - 1) / kBlk;
+  const int tid = static_cast<int>(threadIdx.x), w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  extern __shared__ float4 smem4[];
+  std::uint8_t* sdO = align_smem_1024(smem4);
+  std::uint8_t* sV = sdO + kDpsmOffV;
+  std::uint8_t* sP = sdO + kDpsmOffP;
+  bf* sDs = reinterpret_cast<bf*>(sdO + kDpsmOffDs) + w * 16 * kDsLd;  // this warp's 16 rows
+  const std::uintptr_t pend = reinterpret_cast<std::uintptr_t>(p.P) + 2 * static_cast<std::uintptr_t>(p.BH * p.S * p.S);
+  // byte address of P(bh, q0 + i, 0); a row's byte offset in its 16-byte chunk is the same for every key tile (64 keys:
+  // 128 bytes)
+  const auto row_at = [&](int i) {
+    return reinterpret_cast<std::uintptr_t>(p.P + (bh * p.S + q0 + i) * p.S);
+  };
+  // this thread's P chunks of every tile: idx = tid + 128u → row idx / 9, chunk idx % 9
+  constexpr int kPChunks = (kBlk * 9 + kWgThreads - 1) / kWgThreads;
+  std::uintptr_t prow_g[kPChunks];
+  int pdst[kPChunks];
+#pragma unroll
+  for (int u = 0; u < kPChunks; ++u) {
+    const int idx = tid + u * kWgThreads, i = idx / 9, c = idx % 9;
+    const bool ok = idx < kBlk * 9 && q0 + i < S;
+    prow_g[u] = ok ? row_at(i) : 0;
+    pdst[u] = i * kPRow + 16 * c;
+  }
+  {  // the dO tile (rows ≥ Sp zero), committed with the first tiles
+    const bf* src = p.dO + bh * p.do_head;
+#pragma unroll
+    for (int u = 0; u < kBlk * 16 / kWgThreads; ++u) {
+      const int i = tid + u * kWgThreads, r = i >> 4, c = i & 15;
+      const bool ok = q0 + r < Sp;
+      mma16::cp_async16(sdO + (c >> 3) * kSub + r * 128 + (((c & 7) ^ (r & 7)) << 4),
+                        ok ? src + static_cast<int64_t>(q0 + r) * p.do_ld + c * 8 : src, ok);
+    }
+  }
+  const bf* vsrc = p.V + bh * static_cast<int64_t>(Sp) * kD;
+  const std::uint64_t dOk = kmajor(sdO, 0), dVk = kmajor(sV, 0);
+  // the accumulator rows row_a + 8h: staged P words and byte selectors, valid-row flags
+  const int row_a = 16 * w + g;
+  PRow pr[2];
+  int rows_n[2];  // S for a row of P, 0 for a pad row (every column masked)
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = row_a + 8 * h;
+    const bool ok = q0 + i < S;
+    const int off = ok ? static_cast<int>(row_at(i) & 15) : 0;
+    pr[h].w = reinterpret_cast<const std::uint32_t*>(sP + i * kPRow + ((off + 4 * t) & ~3));
+    pr[h].sel = (off & 2) ? 0x5432u : 0x3210u;
+    rows_n[h] = ok ? S : 0;
+  }
+  // the store rows 16w + lane / 8 + 4u: P's byte offsets (for Pp)
+  int st_off[4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int i = 16 * w + (lane >> 3) + 4 * u;
+    st_off[u] = q0 + i < S ? static_cast<int>(row_at(i) & 15) : 0;
+  }
+  float r[2] = {0.0f, 0.0f};
+  const float scaling = p.scaling;
+  int step = 0;
+  mma16::stream_blocks_deep<kBlk, kDpsmStages, true>(
+      0, 2 * static_cast<int64_t>(nt) * kBlk,
+      [&](int64_t s0, int, int buf) {
+        const int k0 = static_cast<int>((s0 / kBlk) % nt) * kBlk;
+        std::uint8_t* v = sV + buf * kTile;
+        const bf* vs = vsrc + static_cast<int64_t>(k0) * kD;
+#pragma unroll
+        for (int u = 0; u < kBlk * 16 / kWgThreads; ++u) {
+          const int i = tid + u * kWgThreads, rr = i >> 4, c = i & 15;
+          const bool ok = k0 + rr < Sp;
+          mma16::cp_async16(v + (c >> 3) * kSub + rr * 128 + (((c & 7) ^ (rr & 7)) << 4),
+                            ok ? vs + rr * kD + c * 8 : vsrc, ok);
+        }
+        const int n = S - k0 < kBlk ? S - k0 : kBlk;  // ≥ 1: k0 < S since Sp − S < 8
+        std::uint8_t* pt = sP + buf * kPStage;
+#pragma unroll
+        for (int u = 0; u < kPChunks; ++u) {
+          if (prow_g[u] == 0) continue;
+          const std::uintptr_t A = prow_g[u] + 2 * static_cast<std::uintptr_t>(k0);
+          const std::uintptr_t ch = (A & ~static_cast<std::uintptr_t>(15)) + (pdst[u] % kPRow);
+          if (ch >= A + 2 * n) continue;
+          std::uint8_t* dst = pt + pdst[u];
+          if (ch + 16 <= pend) {
+            mma16::cp_async16(dst, reinterpret_cast<const void*>(ch), true);
+          } else {  // the tensor's last chunk, past its end: the needed elements one at a time
+            for (int e = 0; e < 16; e += 2)
+              if (ch + e >= A && ch + e < A + 2 * n)
+                *reinterpret_cast<bf*>(dst + e) = *reinterpret_cast<const bf*>(ch + e);
+          }
+        }
+      },
+      [&](int buf, int) {
+        const int kt = step % nt;
+        const bool second = step >= nt;
+        ++step;
+        const int k0 = kt * kBlk;
+        float acc[8][4];
+        mma16::zero(acc);
+        fence_acc(acc);
+        wgmma_fence();
+        const std::uint64_t bv = static_cast<std::uint64_t>(buf) * (kTile >> 4);
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+          const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
+          wgmma_m64n64k16_ss<Mma16::BF16, 0>(acc, dOk + off, dVk + bv + off, kk);
+        }
+        wgmma_commit();
+        // P pairs and their masks while the products run
+        std::uint32_t pp[2][8];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const std::uint32_t* wp = pr[h].w + buf * (kPStage / 4);
+          const int lim = rows_n[h] - k0 - 2 * t;  // columns 8j + e of this lane's pairs are valid below lim
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            std::uint32_t x = __byte_perm(wp[4 * j], wp[4 * j + 1], pr[h].sel);
+            if (8 * j + 1 >= lim) x &= (8 * j < lim ? 0x0000FFFFu : 0u);
+            pp[h][j] = x;
+          }
+        }
+        wgmma_wait<0>();
+        fence_acc(acc);
+        if (!second) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const std::uint32_t dp = pack(acc[j][2 * h], acc[j][2 * h + 1]);  // bf16 dP
+              r[h] += lo16(pp[h][j]) * lo16(dp);
+              r[h] += hi16(pp[h][j]) * hi16(dp);
+            }
+          if (kt == nt - 1)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              r[h] += __shfl_xor_sync(0xffffffffu, r[h], 1);
+              r[h] += __shfl_xor_sync(0xffffffffu, r[h], 2);
+            }
+          return;
+        }
+        // pass 2: dS of this warp's 16 rows into its staging rows, then out as 16-byte pieces with P's copy
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const std::uint32_t dp = pack(acc[j][2 * h], acc[j][2 * h + 1]);
+            const std::uint32_t x = pack(lo16(pp[h][j]) * (lo16(dp) - r[h]), hi16(pp[h][j]) * (hi16(dp) - r[h]));
+            *reinterpret_cast<std::uint32_t*>(sDs + (g + 8 * h) * kDsLd + 8 * j + 2 * t) =
+                pack(lo16(x) * scaling, hi16(x) * scaling);
+          }
+        __syncwarp();
+        const std::uint8_t* pt = sP + buf * kPStage;
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int i = 16 * w + (lane >> 3) + 4 * u, c = lane & 7;
+          const int q = q0 + i, col = k0 + 8 * c;
+          if (q < Sp && col < Sp) {
+            const int64_t at = (bh * Sp + q) * static_cast<int64_t>(Sp) + col;
+            *reinterpret_cast<uint4*>(p.dS + at) =
+                *reinterpret_cast<const uint4*>(sDs + ((lane >> 3) + 4 * u) * kDsLd + 8 * c);
+            if (p.Pp != nullptr) {
+              uint4 v = make_uint4(0, 0, 0, 0);
+              if (q < S) {
+                v = row8(pt + i * kPRow, st_off[u] + 16 * c);
+                if (col + 8 > S) {
+                  bf* ve = reinterpret_cast<bf*>(&v);
+#pragma unroll
+                  for (int e = 0; e < 8; ++e)
+                    if (col + e >= S) ve[e] = __ushort_as_bfloat16(static_cast<unsigned short>(0));
+                }
+              }
+              *reinterpret_cast<uint4*>(p.Pp + at) = v;
+            }
+          }
+        }
+        __syncwarp();  // read before the next tile's staging writes
+      });
+}
+
 #else  // other passes of the fatbin: never launched there (the caller runs this on sm_90 devices only)
 
 __global__ void gqa_kv_attn_kernel(const GqaKvAttn) { __trap(); }
+__global__ void gqa_dp_softmax_kernel(const GqaDpSoftmax) { __trap(); }
 __global__ void gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                       const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                       const __grid_constant__ GqaKvAttn, const int) {
@@ -452,6 +676,26 @@ void gqa_kv_attn_ws_launch(const GqaKvAttn& p, cudaStream_t stream) {
                                           static_cast<int>(kWsSmem)));
   const dim3 grid(static_cast<unsigned>(p.S / (2 * kBlk)), static_cast<unsigned>(p.BH));
   gqa_kv_attn_ws_kernel<<<grid, kWsThreads, kWsSmem, stream>>>(mQ, mV, mdO, mP, p, split ? 0 : 1);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
+
+std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc) {
+  if (cc != 90) return "not an sm_90 device";
+  if (p.D != kD) return "head_dim is not 128";
+  if (p.S <= 0 || p.Sp != (p.S + 7) / 8 * 8) return "the attention buffers' rows are not S rounded up to 8";
+  if (p.ld_ds != p.Sp) return "dS rows are not Sp long";
+  if (p.BH <= 0 || p.BH > 65535 || p.Sp > INT32_MAX / 2) return "too many heads or rows for the grid";
+  if (!aligned16(p.dO) || !aligned16(p.V) || !aligned16(p.P) || !aligned16(p.dS) ||
+      (p.Pp != nullptr && !aligned16(p.Pp)) || p.do_ld % 8 != 0 || p.do_head % 8 != 0)
+    return "tensors or dO rows not 16-byte aligned";
+  return {};
+}
+
+void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream) {
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(gqa_dp_softmax_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kDpsmSmem)));
+  const dim3 grid(static_cast<unsigned>((p.Sp + kBlk - 1) / kBlk), static_cast<unsigned>(p.BH));
+  gqa_dp_softmax_kernel<<<grid, kWgThreads, kDpsmSmem, stream>>>(p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 

@@ -12,7 +12,9 @@
 // attention kernel (ATTNBWD_CUDA_GQA_ATTN=kv, head_dim 128 and S % 64 == 0: S = 64, 128, 192, 256 with dO a view
 // of dA (B = 1) or a head-split copy (B > 1); its warp-specialised form kvws at S % 128 == 0 and its bit
 // equality with kv; an Error where it cannot take the call), run-to-run bit
-// equality, and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
+// equality, the GEMM path's dP + softmax kernel (ATTNBWD_CUDA_GQA_DPSM=on) and the cuBLASLt dP GEMM + row kernel
+// (off, as auto), and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their
+// own atol.
 // Every element of all five outputs is compared; outputs are poisoned with NaN before each run.
 // Rule: spec §6 (rtol 0.05, matched ratio 0.99) plus a relative-L2 bound per output, the portable
 // test's (its comment gives the measured values they are ~10x above).
@@ -77,8 +79,9 @@ struct Mode {
   const char* dwo = "";
   const char* da = "";
   const char* small_split = "";
+  const char* dpsm = "";
   bool needs_sm90() const {
-    return std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
+    return std::string(dpsm) == "on" || std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
            std::string(qkv) == "groupeddx" ||
            std::string(attn).rfind("kv", 0) == 0 || std::string(da) == "thin";
   }
@@ -94,6 +97,7 @@ struct Mode {
       if (G != 1 && G != 2 && G != 4 && G != 8) return false;
     }
     if (a == "small") return axes.at("head_dim") == 128;
+    if (std::string(dpsm) == "on") return axes.at("head_dim") == 128;  // the dP + softmax kernel
     if (a != "kv" && a != "kvws") return true;
     return axes.at("head_dim") == 128 && axes.at("seq_len") % (a == "kv" ? 64 : 128) == 0;
   }
@@ -110,6 +114,7 @@ struct Mode {
     if (*dwo) n += std::string(" dwo=") + dwo;
     if (*da) n += std::string(" da=") + da;
     if (*small_split) n += std::string(" small_split=") + small_split;
+    if (*dpsm) n += std::string(" dpsm=") + dpsm;
     return n;
   }
 };
@@ -131,7 +136,10 @@ constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublas
     kGroupSplit{"", "", "", "split", "", "", "", "gemm", "on"},
     kGroupLate{"", "", "", "", "", "", "", "gemm", "on", "late"}, kLate{"", "", "", "", "", "", "", "gemm", "", "late"},
     kDaThin{"", "", "", "", "", "", "", "", "", "", "thin"},
-    kDaLt{"", "", "", "", "", "", "", "", "", "", "cublaslt"}, kDaThinView{"", "", "", "view", "off", "", "", "", "", "", "thin"};
+    kDaLt{"", "", "", "", "", "", "", "", "", "", "cublaslt"}, kDaThinView{"", "", "", "view", "off", "", "", "", "", "", "thin"},
+    kDpsmOn{"", "", "", "", "", "", "", "gemm", "", "", "", "", "on"},
+    kDpsmOff{"", "", "", "", "", "", "", "gemm", "", "", "", "", "off"},
+    kDpsmOnView{"", "", "", "view", "", "", "", "gemm", "", "", "", "", "on"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -148,12 +156,13 @@ struct UseMode {
     if (*m.dwo) setenv("ATTNBWD_CUDA_GQA_DWO", m.dwo, 1);
     if (*m.da) setenv("ATTNBWD_CUDA_GQA_DA", m.da, 1);
     if (*m.small_split) setenv("ATTNBWD_CUDA_GQA_SMALL_SPLIT", m.small_split, 1);
+    if (*m.dpsm) setenv("ATTNBWD_CUDA_GQA_DPSM", m.dpsm, 1);
   }
   ~UseMode() {
     for (const char* v : {"ATTNBWD_GQA_FUSED", "ATTNBWD_CUDA_GQA_PROJ", "ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_DO",
                           "ATTNBWD_CUDA_GQA_PAD", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_QKV",
                           "ATTNBWD_CUDA_GQA_ATTN", "ATTNBWD_CUDA_GQA_GROUP", "ATTNBWD_CUDA_GQA_DWO",
-                          "ATTNBWD_CUDA_GQA_DA", "ATTNBWD_CUDA_GQA_SMALL_SPLIT"})
+                          "ATTNBWD_CUDA_GQA_DA", "ATTNBWD_CUDA_GQA_SMALL_SPLIT", "ATTNBWD_CUDA_GQA_DPSM"})
       unsetenv(v);
   }
 };
@@ -223,7 +232,8 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
           smallest_atol(kOp),
           {kDefault, kGemm, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv,
            kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallSm90, kSmallMergeFused,
-           kSmallOneWarp, kGroup, kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt, kDaThinView, kGroupedDxQkv});
+           kSmallOneWarp, kGroup, kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt, kDaThinView, kGroupedDxQkv, kDpsmOn,
+           kDpsmOff, kDpsmOnView});
   }
 }
 
@@ -454,6 +464,40 @@ TEST(CudaGqaRope, KeyMajorKernelIsDeterministicAndRefusesOddShapes) {
   for (std::size_t i = 0; i < kv.outputs.size(); ++i) EXPECT_TRUE(kv.outputs[i] == ws.outputs[i]) << "output " << i;
   UseMode mode(kKv);
   expect_refused(axes_of(1, 131, 4, 1, 128, 64), fresh_seed(331), "ATTNBWD_CUDA_GQA_ATTN", "the kv kernel at S = 131");
+}
+
+// The GEMM attention path's dP + softmax kernel (ATTNBWD_CUDA_GQA_DPSM=on) and the cuBLASLt dP GEMM + row kernel
+// (off) against the oracle: workload #7 (S = 293, padded, B = 1) and the attention shapes of #1 and #0 with small
+// projections (B = 2, S = 449: padded, dO a head-split copy; S = 691, padded; B = 3, S = 200: unpadded, dO a copy;
+// S = 704 unpadded with dO a view of dA, a partial last key tile); the kernel's bits on two runs; forced where it cannot
+// take the call (head_dim 64, the small kernels' path) an Error naming the switch.
+TEST(CudaGqaRope, DpSoftmaxKernelMatchesTheOracleAndRefusesOtherPaths) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the dP + softmax kernel runs on sm_90 only";
+  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
+  const tools::Workload& w = tools::find_workload(all, "7");
+  check(tools::generate_inputs(kOp, w.axes, fresh_seed(600 + w.index), w.scalars), w.axes, w.atol,
+        {kDpsmOn, kDpsmOff});
+  std::uint64_t tag = 610;
+  for (const tools::Axes& axes : {axes_of(2, 449, 8, 2, 128, 64), axes_of(1, 691, 4, 1, 128, 32),
+                                  axes_of(3, 200, 8, 2, 128, 64), axes_of(1, 704, 4, 2, 128, 32)})
+    check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes, smallest_atol(kOp),
+          {kDpsmOn, kDpsmOff, kDpsmOnView});
+  const tools::Axes axes = axes_of(2, 75, 8, 2, 128, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(620), tools::default_scalars(kOp));
+  {
+    HostCase<Args> first(in, axes);
+    UseMode mode(kDpsmOn);
+    expect_rerun_bits(first, in, axes, kDpsmOn.name());
+  }
+  {
+    UseMode mode(kDpsmOn);
+    expect_refused(axes_of(1, 75, 4, 1, 64, 64), fresh_seed(621), "ATTNBWD_CUDA_GQA_DPSM", "head_dim 64");
+  }
+  {
+    UseMode mode(Mode{"", "", "", "", "", "", "", "small", "", "", "", "", "on"});
+    expect_refused(axes_of(1, 75, 4, 1, 128, 64), fresh_seed(622), "ATTNBWD_CUDA_GQA_DPSM", "the small kernels' path");
+  }
 }
 
 // The attention GEMMs on two streams (ATTNBWD_CUDA_GQA_OVERLAP=on) and on one (off) are the same

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+# Desk check of gqa_dp_softmax_kernel's (v3) P staging and read-back index math, without a GPU: the issue loop's chunk
+# copies into a stage, the pair reads (words + byte_perm + masks) of the accumulator rows, the row8 reads for Pp.
+import random, struct
+kBlk, kPRow, kWg = 64, 160, 128
+checks=[0]
+def run(S, BH, seed):
+    checks[0]=0
+    rnd = random.Random(seed)
+    Sp = (S + 7) // 8 * 8
+    nt = (Sp + kBlk - 1) // kBlk
+    n_el = BH * S * S
+    P = [rnd.randrange(1, 65535) for _ in range(n_el)]
+    mem = b''.join(struct.pack('<H', x) for x in P)
+    pbase = 0; pend = 2 * n_el
+    def rd(addr, n):
+        assert 0 <= addr and addr + n <= pend, ("OOB", addr, n, pend)
+        return mem[addr:addr + n]
+    kPChunks = (kBlk * 9 + kWg - 1) // kWg
+    for bh in range(BH):
+        for q0 in range(0, Sp, kBlk):
+            row_at = lambda i: pbase + 2 * ((bh * S + q0 + i) * S)
+            prow_g, pdst = {}, {}
+            for tid in range(kWg):
+                for u in range(kPChunks):
+                    idx = tid + u * kWg; i, c = idx // 9, idx % 9
+                    ok = idx < kBlk * 9 and q0 + i < S
+                    prow_g[tid, u] = row_at(i) if ok else None
+                    pdst[tid, u] = i * kPRow + 16 * c
+            for kt in range(nt):
+                k0 = kt * kBlk
+                stage = bytearray(b'\xab' * (kBlk * kPRow))
+                n = min(S - k0, kBlk); assert n >= 1
+                for tid in range(kWg):
+                    for u in range(kPChunks):
+                        if prow_g[tid, u] is None: continue
+                        A = prow_g[tid, u] + 2 * k0
+                        ch = (A & ~15) + (pdst[tid, u] % kPRow)
+                        if ch >= A + 2 * n: continue
+                        d = pdst[tid, u]
+                        if ch + 16 <= pend:
+                            stage[d:d + 16] = rd(ch, 16)
+                        else:
+                            for e in range(0, 16, 2):
+                                if A <= ch + e < A + 2 * n: stage[d + e:d + e + 2] = rd(ch + e, 2)
+                word = lambda b: struct.unpack_from('<I', stage, b)[0]
+                def perm(x, y, sel):
+                    bs = struct.pack('<II', x, y)
+                    return bs[0:4] if sel == 0x3210 else bs[2:6]
+                for w in range(4):
+                    for lane in range(32):
+                        g, t = lane >> 2, lane & 3
+                        for h in range(2):
+                            i = 16 * w + g + 8 * h
+                            ok = q0 + i < S
+                            off = (row_at(i) & 15) if ok else 0
+                            wb = i * kPRow + ((off + 4 * t) & ~3)
+                            sel = 0x5432 if off & 2 else 0x3210
+                            rows_n = S if ok else 0
+                            lim = rows_n - k0 - 2 * t
+                            for j in range(8):
+                                x = bytearray(perm(word(wb + 16 * j), word(wb + 16 * j + 4), sel))
+                                assert wb + 16 * j + 8 <= (i + 1) * kPRow
+                                if 8 * j + 1 >= lim:
+                                    if not (8 * j < lim): x[0:2] = b'\0\0'
+                                    x[2:4] = b'\0\0'
+                                for e in range(2):
+                                    col = k0 + 8 * j + 2 * t + e
+                                    want = P[(bh * S + q0 + i) * S + col] if (q0 + i < S and col < S) else 0
+                                    got = struct.unpack_from('<H', x, 2 * e)[0]
+                                    checks[0] += 1
+                                    assert got == want, (S, bh, q0, k0, w, lane, h, j, e, got, want)
+                        for u in range(4):
+                            i = 16 * w + (lane >> 3) + 4 * u; c = lane & 7
+                            q, col = q0 + i, k0 + 8 * c
+                            if not (q < Sp and col < Sp): continue
+                            st_off = (row_at(i) & 15) if q < S else 0
+                            if q < S:
+                                b = st_off + 16 * c
+                                base = i * kPRow + (b >> 2) * 4
+                                ws = [word(base + 4 * m) for m in range(5)]
+                                assert base + 20 <= (i + 1) * kPRow
+                                raw = struct.pack('<5I', *ws)
+                                v = raw[2:18] if b & 2 else raw[0:16]
+                                vals = [struct.unpack_from('<H', v, 2 * e)[0] if col + e < S else 0 for e in range(8)]
+                            else:
+                                vals = [0] * 8
+                            want = [P[(bh * S + q) * S + col + e] if (q < S and col + e < S) else 0 for e in range(8)]
+                            assert vals == want, (S, q, col, vals, want)
+    print("S", S, "BH", BH, "ok", checks[0])
+for S, BH in [(1, 2), (7, 3), (8, 1), (75, 2), (131, 2), (200, 1), (293, 1), (449, 1), (64, 2), (65, 1)]:
+    run(S, BH, S)
