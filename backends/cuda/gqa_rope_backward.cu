@@ -440,13 +440,14 @@ QkvPath qkv_path() {
 // 104-107, #2 (B = 2, S = 128) equal, and slower from S = 256 (#13 145 against 135-138, #0 S = 691 373 against 337), so
 // auto = small for S ≤ kSmallMaxSeq and T ≤ kSmallMaxTokens, where the kernels can take the call (else gemm, padded as
 // before where the inputs do not suit them).
-// ATTNBWD_CUDA_GQA_DPSM=auto|on|off, the GEMM attention path: steps 3-4 (dP = bf16(dO·Vᵀ), the softmax backward and,
-// with padding, P's padded copy) as one query-major sm_90a kernel (on: gqa_rope_backward_attn_sm90.cu, dP by wgmma in
-// registers, twice, never in global memory, P from DRAM once; an Error where it cannot take the call: sm_90, head_dim
-// 128, 16-byte aligned tensors), or (auto, off) as the cuBLASLt dP GEMM, which writes dP to global memory, and the row
-// kernel, which reads it back with P. Measured on an H200 (thirty-fourth session, perf/NOTES.md) its first two forms were
-// slower than the pair (gqa 0.95x with the kernel where it applied): auto stays the pair until a form measures faster.
-int dpsm_switch() { return env_switch("ATTNBWD_CUDA_GQA_DPSM", {"auto", "on", "off"}); }
+// ATTNBWD_CUDA_GQA_DPSM=auto|on|off|wide, the GEMM attention path: steps 3-4 (dP = bf16(dO·Vᵀ), the softmax backward
+// and, with padding, P's padded copy) as one query-major sm_90a kernel (on: gqa_rope_backward_attn_sm90.cu, 64 query
+// rows per CTA, dP by wgmma in registers, twice, never in global memory, P from DRAM once; wide: 128 rows per CTA, two
+// warpgroups sharing the V tiles; an Error where it cannot take the call: sm_90, head_dim 128, 16-byte aligned tensors),
+// or (auto, off) as the cuBLASLt dP GEMM, which writes dP to global memory, and the row kernel, which reads it back with
+// P. Measured on an H200 (thirty-fourth session, perf/NOTES.md) its first two forms were slower than the pair (gqa 0.95x
+// with the kernel where it applied): auto stays the pair until a form measures faster.
+int dpsm_switch() { return env_switch("ATTNBWD_CUDA_GQA_DPSM", {"auto", "on", "off", "wide"}); }
 enum class AttnPath { Auto, Gemm, Kv, KvWs, Small };
 constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 4096, kSmallMaxSeq = 160, kSmallMaxTokens = 256;
 AttnPath attn_path() {
@@ -765,15 +766,17 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       use_kv = true;
     }
   }
-  // Steps 3-4 of the GEMM attention path as one query-major sm_90a kernel, by name (ATTNBWD_CUDA_GQA_DPSM=on, above).
+  // Steps 3-4 of the GEMM attention path as one query-major sm_90a kernel, by name (ATTNBWD_CUDA_GQA_DPSM=on|wide, above).
   GqaDpSoftmax dq;
-  const bool use_dpsm = dpsm_switch() == 1;
+  const int dpsm = dpsm_switch();
+  const bool use_dpsm = dpsm == 1 || dpsm == 3;
   if (use_dpsm) {
     if (use_small || use_kv || fused_asked)
       throw Error("ATTNBWD_CUDA_GQA_DPSM", "the dP + softmax kernel belongs to the GEMM attention path, not taken here "
                                            "(the small or key-major kernels, or ATTNBWD_GQA_FUSED)");
     dq.dO = dOp, dq.do_ld = ld_do, dq.do_head = head_do, dq.V = pad ? Vp : V, dq.P = P, dq.dS = dS, dq.ld_ds = ld;
     dq.Pp = pad ? Pp : nullptr, dq.BH = BH, dq.S = S, dq.Sp = Sp, dq.D = D, dq.scaling = static_cast<float>(a.scaling);
+    dq.wide = dpsm == 3;
     if (const std::string why = gqa_dp_softmax_unsupported(dq, ctx.cc()); !why.empty())
       throw Error("ATTNBWD_CUDA_GQA_DPSM", "dP + softmax kernel cannot take this call: " + why);
   }

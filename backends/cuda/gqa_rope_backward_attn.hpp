@@ -52,6 +52,7 @@ struct GqaDpSoftmax {
   __nv_bfloat16* Pp = nullptr;  // [BH, Sp, Sp] or null (no copy)
   std::int64_t BH = 0, S = 0, Sp = 0, D = 0;
   float scaling = 0.0f;
+  bool wide = false;  // 128 query rows per CTA (two warpgroups sharing the V tiles) instead of 64
 };
 // Why the kernel cannot take the call ("" when it can): an sm_90 device, head_dim 128, Sp = S rounded up to 8 and
 // ld_ds = Sp, at most 65535 (batch, head) pairs, 16-byte aligned tensors and dO rows.

@@ -19,6 +19,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "check.hpp"
 #include "gqa_rope_backward_attn.hpp"
@@ -55,15 +56,20 @@ constexpr int kWsOffR = kWsOffStages + kWsStages * kWsStage;              // [kW
 constexpr int kWsOffDs = kWsOffR + kWsStages * kBlk * 4;                  // 8 consumer warps × 16 rows
 constexpr int kWsOffBar = kWsOffDs + 8 * 16 * kDsLd * 2;                  // full[], empty[], V
 constexpr std::size_t kWsSmem = kWsOffBar + (2 * kWsStages + 1) * 8 + 1024;
-// The dP + softmax kernel's shared memory (below): dO, kDpsmStages stages of V and of P's tile (rows of kPRow bytes: the
-// 9 16-byte chunks that hold a row's 64 elements at any even byte), the dS staging rows; 104 KB: two CTAs per SM.
+// The dP + softmax kernel's shared memory (below), for WG warpgroups of 64 query rows each: WG dO tiles, kDpsmStages
+// stages of V and of P's tile (rows of kPRow bytes: the 9 16-byte chunks that hold a row's 64 elements at any even
+// byte), the dS staging rows; WG = 1: 104 KB, two CTAs per SM; WG = 2: 159 KB, one.
 constexpr int kPRow = 160;
-constexpr int kPStage = kBlk * kPRow;  // 10 KB
 constexpr int kDpsmStages = 3;
-constexpr int kDpsmOffV = kTile;  // after dO
-constexpr int kDpsmOffP = kDpsmOffV + kDpsmStages * kTile;
-constexpr int kDpsmOffDs = kDpsmOffP + kDpsmStages * kPStage;  // 4 warps × 16 rows × kDsLd
-constexpr std::size_t kDpsmSmem = kDpsmOffDs + 4 * 16 * kDsLd * 2 + 1024;
+template <int WG>
+struct DpsmLayout {
+  static constexpr int kRows = kBlk * WG, kThreads = kWgThreads * WG;
+  static constexpr int kPStage = kRows * kPRow;
+  static constexpr int kOffV = WG * kTile;  // after dO
+  static constexpr int kOffP = kOffV + kDpsmStages * kTile;
+  static constexpr int kOffDs = kOffP + kDpsmStages * kPStage;  // 4·WG warps × 16 rows × kDsLd
+  static constexpr std::size_t kSmem = kOffDs + 4 * WG * 16 * kDsLd * 2 + 1024;
+};
 
 #if defined(ATTNBWD_SM90_DEVICE)
 
@@ -434,47 +440,53 @@ struct PRow {
   std::uint32_t sel;
 };
 
-__global__ void __launch_bounds__(kWgThreads, 2) gqa_dp_softmax_kernel(const GqaDpSoftmax p) {
+template <int WG>
+__global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel(const GqaDpSoftmax p) {
+  using L = DpsmLayout<WG>;
+  constexpr int kRows = L::kRows, kThreads = L::kThreads, kPStage = L::kPStage;
   const int S = static_cast<int>(p.S), Sp = static_cast<int>(p.Sp);
   const int64_t bh = blockIdx.y;
-  const int q0 = static_cast<int>(blockIdx.x) * kBlk;
+  const int q0 = static_cast<int>(blockIdx.x) * kRows;
   const int nt = (Sp + kBlk - 1) / kBlk;
-  const int tid = static_cast<int>(threadIdx.x), w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  // w: the warp of the CTA (its 16 rows 16w..16w+15); wg: its warpgroup (the rows 64wg.. of its wgmma)
+  const int tid = static_cast<int>(threadIdx.x), w = tid >> 5, wg = w >> 2, lane = tid & 31, g = lane >> 2,
+            t = lane & 3;
   extern __shared__ float4 smem4[];
   std::uint8_t* sdO = align_smem_1024(smem4);
-  std::uint8_t* sV = sdO + kDpsmOffV;
-  std::uint8_t* sP = sdO + kDpsmOffP;
-  bf* sDs = reinterpret_cast<bf*>(sdO + kDpsmOffDs) + w * 16 * kDsLd;  // this warp's 16 rows
+  std::uint8_t* sV = sdO + L::kOffV;
+  std::uint8_t* sP = sdO + L::kOffP;
+  bf* sDs = reinterpret_cast<bf*>(sdO + L::kOffDs) + w * 16 * kDsLd;  // this warp's 16 rows
   const std::uintptr_t pend = reinterpret_cast<std::uintptr_t>(p.P) + 2 * static_cast<std::uintptr_t>(p.BH * p.S * p.S);
   // byte address of P(bh, q0 + i, 0); a row's byte offset in its 16-byte chunk is the same for every key tile (64 keys:
   // 128 bytes)
   const auto row_at = [&](int i) {
     return reinterpret_cast<std::uintptr_t>(p.P + (bh * p.S + q0 + i) * p.S);
   };
-  // this thread's P chunks of every tile: idx = tid + 128u → row idx / 9, chunk idx % 9
-  constexpr int kPChunks = (kBlk * 9 + kWgThreads - 1) / kWgThreads;
+  // this thread's P chunks of every tile: idx = tid + kThreads·u → row idx / 9, chunk idx % 9
+  constexpr int kPChunks = (kRows * 9 + kThreads - 1) / kThreads;
   std::uintptr_t prow_g[kPChunks];
   int pdst[kPChunks];
 #pragma unroll
   for (int u = 0; u < kPChunks; ++u) {
-    const int idx = tid + u * kWgThreads, i = idx / 9, c = idx % 9;
-    const bool ok = idx < kBlk * 9 && q0 + i < S;
+    const int idx = tid + u * kThreads, i = idx / 9, c = idx % 9;
+    const bool ok = idx < kRows * 9 && q0 + i < S;
     prow_g[u] = ok ? row_at(i) : 0;
     pdst[u] = i * kPRow + 16 * c;
   }
-  {  // the dO tile (rows ≥ Sp zero), committed with the first tiles
+  {  // the dO tiles (one per warpgroup; rows ≥ Sp zero), committed with the first tiles
     const bf* src = p.dO + bh * p.do_head;
 #pragma unroll
-    for (int u = 0; u < kBlk * 16 / kWgThreads; ++u) {
-      const int i = tid + u * kWgThreads, r = i >> 4, c = i & 15;
+    for (int u = 0; u < kRows * 16 / kThreads; ++u) {
+      const int i = tid + u * kThreads, r = i >> 4, c = i & 15, rt = r & (kBlk - 1);
       const bool ok = q0 + r < Sp;
-      mma16::cp_async16(sdO + (c >> 3) * kSub + r * 128 + (((c & 7) ^ (r & 7)) << 4),
+      mma16::cp_async16(sdO + (r / kBlk) * kTile + (c >> 3) * kSub + rt * 128 + (((c & 7) ^ (rt & 7)) << 4),
                         ok ? src + static_cast<int64_t>(q0 + r) * p.do_ld + c * 8 : src, ok);
     }
   }
   const bf* vsrc = p.V + bh * static_cast<int64_t>(Sp) * kD;
-  const std::uint64_t dOk = kmajor(sdO, 0), dVk = kmajor(sV, 0);
-  // the accumulator rows row_a + 8h: staged P words and byte selectors, valid-row flags
+  const std::uint64_t dOk = kmajor(sdO + wg * kTile, 0), dVk = kmajor(sV, 0);
+  // the accumulator rows row_a + 8h (the warpgroup's m64 layout: warp w % 4 holds its rows 16(w % 4)..): staged P
+  // words and byte selectors, valid-row flags
   const int row_a = 16 * w + g;
   PRow pr[2];
   int rows_n[2];  // S for a row of P, 0 for a pad row (every column masked)
@@ -504,8 +516,8 @@ __global__ void __launch_bounds__(kWgThreads, 2) gqa_dp_softmax_kernel(const Gqa
         std::uint8_t* v = sV + buf * kTile;
         const bf* vs = vsrc + static_cast<int64_t>(k0) * kD;
 #pragma unroll
-        for (int u = 0; u < kBlk * 16 / kWgThreads; ++u) {
-          const int i = tid + u * kWgThreads, rr = i >> 4, c = i & 15;
+        for (int u = 0; u < kBlk * 16 / kThreads; ++u) {
+          const int i = tid + u * kThreads, rr = i >> 4, c = i & 15;
           const bool ok = k0 + rr < Sp;
           mma16::cp_async16(v + (c >> 3) * kSub + rr * 128 + (((c & 7) ^ (rr & 7)) << 4),
                             ok ? vs + rr * kD + c * 8 : vsrc, ok);
@@ -618,6 +630,7 @@ __global__ void __launch_bounds__(kWgThreads, 2) gqa_dp_softmax_kernel(const Gqa
 #else  // other passes of the fatbin: never launched there (the caller runs this on sm_90 devices only)
 
 __global__ void gqa_kv_attn_kernel(const GqaKvAttn) { __trap(); }
+template <int WG>
 __global__ void gqa_dp_softmax_kernel(const GqaDpSoftmax) { __trap(); }
 __global__ void gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                       const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
@@ -692,10 +705,18 @@ std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc) {
 }
 
 void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream) {
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(gqa_dp_softmax_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kDpsmSmem)));
-  const dim3 grid(static_cast<unsigned>((p.Sp + kBlk - 1) / kBlk), static_cast<unsigned>(p.BH));
-  gqa_dp_softmax_kernel<<<grid, kWgThreads, kDpsmSmem, stream>>>(p);
+  const auto go = [&](auto wg) {
+    constexpr int WG = decltype(wg)::value;
+    using L = DpsmLayout<WG>;
+    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(gqa_dp_softmax_kernel<WG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(L::kSmem)));
+    const dim3 grid(static_cast<unsigned>((p.Sp + L::kRows - 1) / L::kRows), static_cast<unsigned>(p.BH));
+    gqa_dp_softmax_kernel<WG><<<grid, L::kThreads, L::kSmem, stream>>>(p);
+  };
+  if (p.wide)
+    go(std::integral_constant<int, 2>{});
+  else
+    go(std::integral_constant<int, 1>{});
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-# Desk check of gqa_dp_softmax_kernel's (v3) P staging and read-back index math, without a GPU: the issue loop's chunk
-# copies into a stage, the pair reads (words + byte_perm + masks) of the accumulator rows, the row8 reads for Pp.
+# Desk check of gqa_dp_softmax_kernel's (backends/cuda/gqa_rope_backward_attn_sm90.cu, third form) P staging and
+# read-back index math, without a GPU, for WG = 1 and 2 warpgroups per CTA: the issue loop's 16-byte chunk copies of
+# each P row's 64-key piece (any even byte) into a stage, including the tensor's last chunk past its end (exact loads),
+# the accumulator rows' pair reads (two words + byte_perm + the pad masks) and the store rows' 8-element reads for P's
+# padded copy, each compared with P (0 where the column or row is padding). Run: python3 perf/probes/dpsm_staging_sim.py
 import random, struct
-kBlk, kPRow, kWg = 64, 160, 128
+kBlk, kPRow = 64, 160
 checks=[0]
-def run(S, BH, seed):
+def run(S, BH, seed, WG):
     checks[0]=0
+    kRows, kWg = 64 * WG, 128 * WG
     rnd = random.Random(seed)
     Sp = (S + 7) // 8 * 8
     nt = (Sp + kBlk - 1) // kBlk
@@ -16,20 +20,20 @@ def run(S, BH, seed):
     def rd(addr, n):
         assert 0 <= addr and addr + n <= pend, ("OOB", addr, n, pend)
         return mem[addr:addr + n]
-    kPChunks = (kBlk * 9 + kWg - 1) // kWg
+    kPChunks = (kRows * 9 + kWg - 1) // kWg
     for bh in range(BH):
-        for q0 in range(0, Sp, kBlk):
+        for q0 in range(0, Sp, kRows):
             row_at = lambda i: pbase + 2 * ((bh * S + q0 + i) * S)
             prow_g, pdst = {}, {}
             for tid in range(kWg):
                 for u in range(kPChunks):
                     idx = tid + u * kWg; i, c = idx // 9, idx % 9
-                    ok = idx < kBlk * 9 and q0 + i < S
+                    ok = idx < kRows * 9 and q0 + i < S
                     prow_g[tid, u] = row_at(i) if ok else None
                     pdst[tid, u] = i * kPRow + 16 * c
             for kt in range(nt):
                 k0 = kt * kBlk
-                stage = bytearray(b'\xab' * (kBlk * kPRow))
+                stage = bytearray(b'\xab' * (kRows * kPRow))
                 n = min(S - k0, kBlk); assert n >= 1
                 for tid in range(kWg):
                     for u in range(kPChunks):
@@ -47,7 +51,7 @@ def run(S, BH, seed):
                 def perm(x, y, sel):
                     bs = struct.pack('<II', x, y)
                     return bs[0:4] if sel == 0x3210 else bs[2:6]
-                for w in range(4):
+                for w in range(4 * WG):
                     for lane in range(32):
                         g, t = lane >> 2, lane & 3
                         for h in range(2):
@@ -87,6 +91,6 @@ def run(S, BH, seed):
                                 vals = [0] * 8
                             want = [P[(bh * S + q) * S + col + e] if (q < S and col + e < S) else 0 for e in range(8)]
                             assert vals == want, (S, q, col, vals, want)
-    print("S", S, "BH", BH, "ok", checks[0])
+    print("S", S, "BH", BH, "WG", WG, "ok", checks[0])
 for S, BH in [(1, 2), (7, 3), (8, 1), (75, 2), (131, 2), (200, 1), (293, 1), (449, 1), (64, 2), (65, 1)]:
-    run(S, BH, S)
+    for WG in (1, 2): run(S, BH, S, WG)

@@ -81,7 +81,7 @@ struct Mode {
   const char* small_split = "";
   const char* dpsm = "";
   bool needs_sm90() const {
-    return std::string(dpsm) == "on" || std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
+    return std::string(dpsm) == "on" || std::string(dpsm) == "wide" || std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
            std::string(qkv) == "groupeddx" ||
            std::string(attn).rfind("kv", 0) == 0 || std::string(da) == "thin";
   }
@@ -97,7 +97,7 @@ struct Mode {
       if (G != 1 && G != 2 && G != 4 && G != 8) return false;
     }
     if (a == "small") return axes.at("head_dim") == 128;
-    if (std::string(dpsm) == "on") return axes.at("head_dim") == 128;  // the dP + softmax kernel
+    if (*dpsm && std::string(dpsm) != "off") return axes.at("head_dim") == 128;  // the dP + softmax kernel
     if (a != "kv" && a != "kvws") return true;
     return axes.at("head_dim") == 128 && axes.at("seq_len") % (a == "kv" ? 64 : 128) == 0;
   }
@@ -139,7 +139,9 @@ constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublas
     kDaLt{"", "", "", "", "", "", "", "", "", "", "cublaslt"}, kDaThinView{"", "", "", "view", "off", "", "", "", "", "", "thin"},
     kDpsmOn{"", "", "", "", "", "", "", "gemm", "", "", "", "", "on"},
     kDpsmOff{"", "", "", "", "", "", "", "gemm", "", "", "", "", "off"},
-    kDpsmOnView{"", "", "", "view", "", "", "", "gemm", "", "", "", "", "on"};
+    kDpsmOnView{"", "", "", "view", "", "", "", "gemm", "", "", "", "", "on"},
+    kDpsmWide{"", "", "", "", "", "", "", "gemm", "", "", "", "", "wide"},
+    kDpsmWideView{"", "", "", "view", "", "", "", "gemm", "", "", "", "", "wide"};
 
 // Sets the mode's environment for its lifetime.
 struct UseMode {
@@ -233,7 +235,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
           {kDefault, kGemm, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv,
            kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallSm90, kSmallMergeFused,
            kSmallOneWarp, kGroup, kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt, kDaThinView, kGroupedDxQkv, kDpsmOn,
-           kDpsmOff, kDpsmOnView});
+           kDpsmOff, kDpsmOnView, kDpsmWide, kDpsmWideView});
   }
 }
 
@@ -467,9 +469,10 @@ TEST(CudaGqaRope, KeyMajorKernelIsDeterministicAndRefusesOddShapes) {
 }
 
 // The GEMM attention path's dP + softmax kernel (ATTNBWD_CUDA_GQA_DPSM=on) and the cuBLASLt dP GEMM + row kernel
-// (off) against the oracle: workload #7 (S = 293, padded, B = 1) and the attention shapes of #1 and #0 with small
+// (off) against the oracle, with 64 query rows per CTA (on) and 128 (wide): workload #7 (S = 293, padded, B = 1) and the attention shapes of #1 and #0 with small
 // projections (B = 2, S = 449: padded, dO a head-split copy; S = 691, padded; B = 3, S = 200: unpadded, dO a copy;
-// S = 704 unpadded with dO a view of dA, a partial last key tile); the kernel's bits on two runs; forced where it cannot
+// S = 704 unpadded with dO a view of dA, a partial last key tile); the kernel's bits on two runs and the same bits in
+// both forms; forced where it cannot
 // take the call (head_dim 64, the small kernels' path) an Error naming the switch.
 TEST(CudaGqaRope, DpSoftmaxKernelMatchesTheOracleAndRefusesOtherPaths) {
   ATTNBWD_SEED_TRACE();
@@ -477,19 +480,23 @@ TEST(CudaGqaRope, DpSoftmaxKernelMatchesTheOracleAndRefusesOtherPaths) {
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
   const tools::Workload& w = tools::find_workload(all, "7");
   check(tools::generate_inputs(kOp, w.axes, fresh_seed(600 + w.index), w.scalars), w.axes, w.atol,
-        {kDpsmOn, kDpsmOff});
+        {kDpsmOn, kDpsmWide, kDpsmOff});
   std::uint64_t tag = 610;
   for (const tools::Axes& axes : {axes_of(2, 449, 8, 2, 128, 64), axes_of(1, 691, 4, 1, 128, 32),
                                   axes_of(3, 200, 8, 2, 128, 64), axes_of(1, 704, 4, 2, 128, 32)})
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes, smallest_atol(kOp),
-          {kDpsmOn, kDpsmOff, kDpsmOnView});
+          {kDpsmOn, kDpsmOff, kDpsmOnView, kDpsmWide, kDpsmWideView});
   const tools::Axes axes = axes_of(2, 75, 8, 2, 128, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(620), tools::default_scalars(kOp));
-  {
-    HostCase<Args> first(in, axes);
-    UseMode mode(kDpsmOn);
-    expect_rerun_bits(first, in, axes, kDpsmOn.name());
+  HostCase<Args> narrow(in, axes), wide(in, axes);
+  for (int k = 0; k < 2; ++k) {
+    const Mode& m = k == 0 ? kDpsmOn : kDpsmWide;
+    UseMode mode(m);
+    expect_rerun_bits(k == 0 ? narrow : wide, in, axes, m.name());
   }
+  // 64 or 128 query rows per CTA: the same products and sums per row in the same order, so the same bits.
+  for (std::size_t i = 0; i < narrow.outputs.size(); ++i)
+    EXPECT_TRUE(narrow.outputs[i] == wide.outputs[i]) << "output " << i;
   {
     UseMode mode(kDpsmOn);
     expect_refused(axes_of(1, 75, 4, 1, 64, 64), fresh_seed(621), "ATTNBWD_CUDA_GQA_DPSM", "head_dim 64");
