@@ -449,6 +449,20 @@ TEST(CudaGqaRope, SmallAttnTakesPAtAnyAlignment) {
   }
 }
 
+// Two forms of a kernel, each run twice on fresh copies of `in` (the same bits on both runs), then against each other
+// (the same bits: forms that do the same products and sums in the same order).
+void expect_forms_rerun_and_same_bits(const tools::TensorSet& in, const tools::Axes& axes, const Mode& a,
+                                      const Mode& b) {
+  HostCase<Args> first(in, axes), second(in, axes);
+  for (int k = 0; k < 2; ++k) {
+    const Mode& m = k == 0 ? a : b;
+    UseMode mode(m);
+    expect_rerun_bits(k == 0 ? first : second, in, axes, m.name());
+  }
+  for (std::size_t i = 0; i < first.outputs.size(); ++i)
+    EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << ": " << a.name() << " / " << b.name();
+}
+
 // The key-major kernel and its warp-specialised form (no atomics) give the same bits on two runs and as each
 // other; forced where it cannot take the call (S % 64 != 0) the kernel raises an Error naming the switch.
 TEST(CudaGqaRope, KeyMajorKernelIsDeterministicAndRefusesOddShapes) {
@@ -456,24 +470,18 @@ TEST(CudaGqaRope, KeyMajorKernelIsDeterministicAndRefusesOddShapes) {
   if (!is_sm90()) GTEST_SKIP() << "the key-major kernel runs on sm_90 only";
   const tools::Axes axes = axes_of(2, 128, 8, 2, 128, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(330), tools::default_scalars(kOp));
-  HostCase<Args> kv(in, axes), ws(in, axes);
-  for (int k = 0; k < 2; ++k) {
-    const Mode& m = k == 0 ? kKv : kKvWs;
-    UseMode mode(m);
-    expect_rerun_bits(k == 0 ? kv : ws, in, axes, m.name());
-  }
   // The warp-specialised form does the same products and sums in the same order: the same bits.
-  for (std::size_t i = 0; i < kv.outputs.size(); ++i) EXPECT_TRUE(kv.outputs[i] == ws.outputs[i]) << "output " << i;
+  expect_forms_rerun_and_same_bits(in, axes, kKv, kKvWs);
   UseMode mode(kKv);
   expect_refused(axes_of(1, 131, 4, 1, 128, 64), fresh_seed(331), "ATTNBWD_CUDA_GQA_ATTN", "the kv kernel at S = 131");
 }
 
-// The GEMM attention path's dP + softmax kernel (ATTNBWD_CUDA_GQA_DPSM=on) and the cuBLASLt dP GEMM + row kernel
-// (off) against the oracle, with 64 query rows per CTA (on) and 128 (wide): workload #7 (S = 293, padded, B = 1) and the attention shapes of #1 and #0 with small
-// projections (B = 2, S = 449: padded, dO a head-split copy; S = 691, padded; B = 3, S = 200: unpadded, dO a copy;
-// S = 704 unpadded with dO a view of dA, a partial last key tile); the kernel's bits on two runs and the same bits in
-// both forms; forced where it cannot
-// take the call (head_dim 64, the small kernels' path) an Error naming the switch.
+// The GEMM attention path's dP + softmax kernel, 64 query rows per CTA (ATTNBWD_CUDA_GQA_DPSM=on) and 128 (wide), and
+// the cuBLASLt dP GEMM + row kernel (off) against the oracle: workload #7 (S = 293, padded, B = 1) and the attention
+// shapes of #1 and #0 with small projections (B = 2, S = 449: padded, dO a head-split copy; S = 691, padded; B = 3,
+// S = 200: unpadded, dO a copy; S = 704 unpadded with dO a view of dA, a partial last key tile); the kernel's bits on
+// two runs and the same bits in both forms; forced where it cannot take the call (head_dim 64, the small kernels'
+// path) an Error naming the switch.
 TEST(CudaGqaRope, DpSoftmaxKernelMatchesTheOracleAndRefusesOtherPaths) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the dP + softmax kernel runs on sm_90 only";
@@ -488,15 +496,8 @@ TEST(CudaGqaRope, DpSoftmaxKernelMatchesTheOracleAndRefusesOtherPaths) {
           {kDpsmOn, kDpsmOff, kDpsmOnView, kDpsmWide, kDpsmWideView});
   const tools::Axes axes = axes_of(2, 75, 8, 2, 128, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(620), tools::default_scalars(kOp));
-  HostCase<Args> narrow(in, axes), wide(in, axes);
-  for (int k = 0; k < 2; ++k) {
-    const Mode& m = k == 0 ? kDpsmOn : kDpsmWide;
-    UseMode mode(m);
-    expect_rerun_bits(k == 0 ? narrow : wide, in, axes, m.name());
-  }
   // 64 or 128 query rows per CTA: the same products and sums per row in the same order, so the same bits.
-  for (std::size_t i = 0; i < narrow.outputs.size(); ++i)
-    EXPECT_TRUE(narrow.outputs[i] == wide.outputs[i]) << "output " << i;
+  expect_forms_rerun_and_same_bits(in, axes, kDpsmOn, kDpsmWide);
   {
     UseMode mode(kDpsmOn);
     expect_refused(axes_of(1, 75, 4, 1, 64, 64), fresh_seed(621), "ATTNBWD_CUDA_GQA_DPSM", "head_dim 64");
