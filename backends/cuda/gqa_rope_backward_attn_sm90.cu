@@ -420,16 +420,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 // even byte: the 16-byte chunks holding them (≤ 9) at a row stride of kPRow bytes, read back at the row's offset.
 // P comes from DRAM once (pass 2's tiles are L2 hits while the CTA's rows are in flight); dP is never written.
 
-// Eight bf16 from byte b (even) of a 16-byte aligned row of shared memory (words b/4 .. b/4 + 4 inside it).
-__device__ __forceinline__ uint4 row8(const std::uint8_t* row, int b) {
-  const std::uint32_t* q = reinterpret_cast<const std::uint32_t*>(row) + (b >> 2);
-  std::uint32_t x[5];
-#pragma unroll
-  for (int i = 0; i < 5; ++i) x[i] = q[i];
-  if (b & 2)
-    return make_uint4(__byte_perm(x[0], x[1], 0x5432), __byte_perm(x[1], x[2], 0x5432),
-                      __byte_perm(x[2], x[3], 0x5432), __byte_perm(x[3], x[4], 0x5432));
-  return make_uint4(x[0], x[1], x[2], x[3]);
+// cp.async of 16 bytes to a shared address; with ok false the 16 bytes are zero-filled (nothing read).
+__device__ __forceinline__ void cp16z(std::uint32_t dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
 }
 
 // Per pair of columns (8j + 2t, +1) of a row: the two bf16 of P (lo, hi) from the staged row, whose elements start at
@@ -462,16 +455,22 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
   const auto row_at = [&](int i) {
     return reinterpret_cast<std::uintptr_t>(p.P + (bh * p.S + q0 + i) * p.S);
   };
-  // this thread's P chunks of every tile: idx = tid + kThreads·u → row idx / 9, chunk idx % 9
+  // this thread's P chunks of every tile: idx = tid + kThreads·u → row i = idx / 9, chunk c = idx % 9. With the row's
+  // byte offset off in its 16-byte chunk (the same for every tile), chunk c of the tile at k0 starts at
+  // pch[u] + 2·k0 and holds needed bytes where 16c − off < 2n (n: the tile's columns); pch[u] = 0: no such row.
   constexpr int kPChunks = (kRows * 9 + kThreads - 1) / kThreads;
-  std::uintptr_t prow_g[kPChunks];
-  int pdst[kPChunks];
+  std::uintptr_t pch[kPChunks];
+  int plim[kPChunks];
+  std::uint32_t pdst[kPChunks];  // shared address in stage 0
 #pragma unroll
   for (int u = 0; u < kPChunks; ++u) {
     const int idx = tid + u * kThreads, i = idx / 9, c = idx % 9;
     const bool ok = idx < kRows * 9 && q0 + i < S;
-    prow_g[u] = ok ? row_at(i) : 0;
-    pdst[u] = i * kPRow + 16 * c;
+    const std::uintptr_t A = ok ? row_at(i) : 0;
+    const int off = static_cast<int>(A & 15);
+    pch[u] = ok ? A - off + 16 * c : 0;
+    plim[u] = 16 * c - off;
+    pdst[u] = smem_addr(sP) + i * kPRow + 16 * c;
   }
   {  // the dO tiles (one per warpgroup; rows ≥ Sp zero), committed with the first tiles
     const bf* src = p.dO + bh * p.do_head;
@@ -484,6 +483,12 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
     }
   }
   const bf* vsrc = p.V + bh * static_cast<int64_t>(Sp) * kD;
+  // this thread's V chunks: rows v_row + (kThreads / 16)·u of the tile, chunk tid % 16 (the swizzle is the same for
+  // every u: (kThreads / 16)·u is a multiple of 8)
+  constexpr int kVRowStep = kThreads / 16;
+  const int v_row = tid >> 4, v_c = tid & 15;
+  const bf* v_src = vsrc + v_row * kD + v_c * 8;
+  const std::uint32_t v_dst = smem_addr(sV) + (v_c >> 3) * kSub + v_row * 128 + (((v_c & 7) ^ (v_row & 7)) << 4);
   const std::uint64_t dOk = kmajor(sdO + wg * kTile, 0), dVk = kmajor(sV, 0);
   // the accumulator rows row_a + 8h (the warpgroup's m64 layout: warp w % 4 holds its rows 16(w % 4)..): staged P
   // words and byte selectors, valid-row flags
@@ -499,12 +504,22 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
     pr[h].sel = (off & 2) ? 0x5432u : 0x3210u;
     rows_n[h] = ok ? S : 0;
   }
-  // the store rows 16w + lane / 8 + 4u: P's byte offsets (for Pp)
-  int st_off[4];
+  // the store rows 16w + lane / 8 + 4u, chunk c = lane % 8: dS's and Pp's row pointers at the chunk's column (null: a
+  // row ≥ Sp, or no Pp), and the chunk's 8 elements of P in the staged row of stage 0, from byte b (even): the offset
+  // of the word holding the first, and the byte selector that takes them from two words (bytes 2-5 where b % 4 == 2)
+  bf* ds_at[4];
+  bf* pp_at[4];
+  int pw_at[4];
+  std::uint32_t pw_sel[4];
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
-    const int i = 16 * w + (lane >> 3) + 4 * u;
-    st_off[u] = q0 + i < S ? static_cast<int>(row_at(i) & 15) : 0;
+    const int i = 16 * w + (lane >> 3) + 4 * u, q = q0 + i;
+    const int off = q < S ? static_cast<int>(row_at(i) & 15) : 0, b = off + 16 * (lane & 7);
+    const int64_t at = (bh * Sp + q) * static_cast<int64_t>(Sp) + 8 * (lane & 7);
+    ds_at[u] = q < Sp ? p.dS + at : nullptr;
+    pp_at[u] = q < Sp && p.Pp != nullptr ? p.Pp + at : nullptr;
+    pw_at[u] = i * kPRow + (b & ~3);
+    pw_sel[u] = (b & 2) ? 0x5432u : 0x3210u;
   }
   float r[2] = {0.0f, 0.0f};
   const float scaling = p.scaling;
@@ -512,31 +527,30 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
   mma16::stream_blocks_deep<kBlk, kDpsmStages, true>(
       0, 2 * static_cast<int64_t>(nt) * kBlk,
       [&](int64_t s0, int, int buf) {
-        const int k0 = static_cast<int>((s0 / kBlk) % nt) * kBlk;
-        std::uint8_t* v = sV + buf * kTile;
-        const bf* vs = vsrc + static_cast<int64_t>(k0) * kD;
+        const int st = static_cast<int>(s0 / kBlk);  // the step (< 2·nt): tile st, then st − nt
+        const int k0 = (st < nt ? st : st - nt) * kBlk;
+        const bf* vs = v_src + static_cast<int64_t>(k0) * kD;
+        const std::uint32_t vd = v_dst + buf * kTile;
 #pragma unroll
-        for (int u = 0; u < kBlk * 16 / kThreads; ++u) {
-          const int i = tid + u * kThreads, rr = i >> 4, c = i & 15;
-          const bool ok = k0 + rr < Sp;
-          mma16::cp_async16(v + (c >> 3) * kSub + rr * 128 + (((c & 7) ^ (rr & 7)) << 4),
-                            ok ? vs + rr * kD + c * 8 : vsrc, ok);
+        for (int u = 0; u < kBlk / kVRowStep; ++u) {
+          const bool ok = k0 + v_row + kVRowStep * u < Sp;
+          cp16z(vd + kVRowStep * 128 * u, ok ? vs + kVRowStep * kD * u : vsrc, ok);
         }
-        const int n = S - k0 < kBlk ? S - k0 : kBlk;  // ≥ 1: k0 < S since Sp − S < 8
-        std::uint8_t* pt = sP + buf * kPStage;
+        const int n2 = 2 * (S - k0 < kBlk ? S - k0 : kBlk);  // the tile's bytes per row (n ≥ 1: k0 < S, Sp − S < 8)
 #pragma unroll
         for (int u = 0; u < kPChunks; ++u) {
-          if (prow_g[u] == 0) continue;
-          const std::uintptr_t A = prow_g[u] + 2 * static_cast<std::uintptr_t>(k0);
-          const std::uintptr_t ch = (A & ~static_cast<std::uintptr_t>(15)) + (pdst[u] % kPRow);
-          if (ch >= A + 2 * n) continue;
-          std::uint8_t* dst = pt + pdst[u];
+          if (pch[u] == 0 || plim[u] >= n2) continue;
+          const std::uintptr_t ch = pch[u] + 2 * static_cast<std::uintptr_t>(k0);
+          const std::uint32_t dst = pdst[u] + buf * kPStage;
           if (ch + 16 <= pend) {
-            mma16::cp_async16(dst, reinterpret_cast<const void*>(ch), true);
+            cp16z(dst, reinterpret_cast<const void*>(ch), true);
           } else {  // the tensor's last chunk, past its end: the needed elements one at a time
+            const std::uintptr_t A = ch - plim[u], e_end = A + n2;  // the row piece's first byte and end
             for (int e = 0; e < 16; e += 2)
-              if (ch + e >= A && ch + e < A + 2 * n)
-                *reinterpret_cast<bf*>(dst + e) = *reinterpret_cast<const bf*>(ch + e);
+              if (ch + e >= A && ch + e < e_end) {
+                const unsigned short x = *reinterpret_cast<const unsigned short*>(ch + e);
+                asm volatile("st.shared.u16 [%0], %1;" ::"r"(dst + e), "h"(x) : "memory");
+              }
           }
         }
       },
@@ -556,17 +570,21 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
           wgmma_m64n64k16_ss<Mma16::BF16, 0>(acc, dOk + off, dVk + bv + off, kk);
         }
         wgmma_commit();
-        // P pairs and their masks while the products run
+        // P pairs while the products run, and their masks where the tile is partial or a row is padding
         std::uint32_t pp[2][8];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const std::uint32_t* wp = pr[h].w + buf * (kPStage / 4);
-          const int lim = rows_n[h] - k0 - 2 * t;  // columns 8j + e of this lane's pairs are valid below lim
 #pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            std::uint32_t x = __byte_perm(wp[4 * j], wp[4 * j + 1], pr[h].sel);
-            if (8 * j + 1 >= lim) x &= (8 * j < lim ? 0x0000FFFFu : 0u);
-            pp[h][j] = x;
+          for (int j = 0; j < 8; ++j) pp[h][j] = __byte_perm(wp[4 * j], wp[4 * j + 1], pr[h].sel);
+        }
+        if (rows_n[0] < k0 + kBlk || rows_n[1] < k0 + kBlk) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int lim = rows_n[h] - k0 - 2 * t;  // columns 8j + e of this lane's pairs are valid below lim
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+              if (8 * j + 1 >= lim) pp[h][j] &= (8 * j < lim ? 0x0000FFFFu : 0u);
           }
         }
         wgmma_wait<0>();
@@ -599,19 +617,21 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
                 pack(lo16(x) * scaling, hi16(x) * scaling);
           }
         __syncwarp();
-        const std::uint8_t* pt = sP + buf * kPStage;
+        const int c = lane & 7, col = k0 + 8 * c;
+        if (col < Sp) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int i = 16 * w + (lane >> 3) + 4 * u, c = lane & 7;
-          const int q = q0 + i, col = k0 + 8 * c;
-          if (q < Sp && col < Sp) {
-            const int64_t at = (bh * Sp + q) * static_cast<int64_t>(Sp) + col;
-            *reinterpret_cast<uint4*>(p.dS + at) =
+          for (int u = 0; u < 4; ++u) {
+            if (ds_at[u] == nullptr) continue;
+            const int i = 16 * w + (lane >> 3) + 4 * u;
+            *reinterpret_cast<uint4*>(ds_at[u] + k0) =
                 *reinterpret_cast<const uint4*>(sDs + ((lane >> 3) + 4 * u) * kDsLd + 8 * c);
-            if (p.Pp != nullptr) {
+            if (pp_at[u] != nullptr) {
               uint4 v = make_uint4(0, 0, 0, 0);
-              if (q < S) {
-                v = row8(pt + i * kPRow, st_off[u] + 16 * c);
+              if (q0 + i < S) {
+                const std::uint32_t* x = reinterpret_cast<const std::uint32_t*>(sP + buf * kPStage + pw_at[u]);
+                const std::uint32_t sel = pw_sel[u];
+                v = make_uint4(__byte_perm(x[0], x[1], sel), __byte_perm(x[1], x[2], sel), __byte_perm(x[2], x[3], sel),
+                               __byte_perm(x[3], x[4], sel));
                 if (col + 8 > S) {
                   bf* ve = reinterpret_cast<bf*>(&v);
 #pragma unroll
@@ -619,7 +639,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
                     if (col + e >= S) ve[e] = __ushort_as_bfloat16(static_cast<unsigned short>(0));
                 }
               }
-              *reinterpret_cast<uint4*>(p.Pp + at) = v;
+              *reinterpret_cast<uint4*>(pp_at[u] + k0) = v;
             }
           }
         }

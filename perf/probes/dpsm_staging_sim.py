@@ -16,37 +16,40 @@ def run(S, BH, seed, WG):
     n_el = BH * S * S
     P = [rnd.randrange(1, 65535) for _ in range(n_el)]
     mem = b''.join(struct.pack('<H', x) for x in P)
-    pbase = 0; pend = 2 * n_el
+    pbase = 1 << 20; pend = pbase + 2 * n_el  # a device-like address (the kernel's null test)
     def rd(addr, n):
-        assert 0 <= addr and addr + n <= pend, ("OOB", addr, n, pend)
-        return mem[addr:addr + n]
+        assert pbase <= addr and addr + n <= pend, ("OOB", addr, n, pend)
+        return mem[addr - pbase:addr - pbase + n]
     kPChunks = (kRows * 9 + kWg - 1) // kWg
     for bh in range(BH):
         for q0 in range(0, Sp, kRows):
             row_at = lambda i: pbase + 2 * ((bh * S + q0 + i) * S)
-            prow_g, pdst = {}, {}
+            pch, plim, pdst = {}, {}, {}
             for tid in range(kWg):
                 for u in range(kPChunks):
                     idx = tid + u * kWg; i, c = idx // 9, idx % 9
                     ok = idx < kRows * 9 and q0 + i < S
-                    prow_g[tid, u] = row_at(i) if ok else None
+                    A = row_at(i) if ok else 0
+                    off = A & 15
+                    pch[tid, u] = A - off + 16 * c if ok else 0
+                    plim[tid, u] = 16 * c - off
                     pdst[tid, u] = i * kPRow + 16 * c
             for kt in range(nt):
                 k0 = kt * kBlk
                 stage = bytearray(b'\xab' * (kRows * kPRow))
                 n = min(S - k0, kBlk); assert n >= 1
+                n2 = 2 * n
                 for tid in range(kWg):
                     for u in range(kPChunks):
-                        if prow_g[tid, u] is None: continue
-                        A = prow_g[tid, u] + 2 * k0
-                        ch = (A & ~15) + (pdst[tid, u] % kPRow)
-                        if ch >= A + 2 * n: continue
+                        if pch[tid, u] == 0 or plim[tid, u] >= n2: continue
+                        ch = pch[tid, u] + 2 * k0
                         d = pdst[tid, u]
                         if ch + 16 <= pend:
                             stage[d:d + 16] = rd(ch, 16)
                         else:
+                            A = ch - plim[tid, u]; e_end = A + n2
                             for e in range(0, 16, 2):
-                                if A <= ch + e < A + 2 * n: stage[d + e:d + e + 2] = rd(ch + e, 2)
+                                if A <= ch + e < e_end: stage[d + e:d + e + 2] = rd(ch + e, 2)
                 word = lambda b: struct.unpack_from('<I', stage, b)[0]
                 def perm(x, y, sel):
                     bs = struct.pack('<II', x, y)
@@ -78,14 +81,14 @@ def run(S, BH, seed, WG):
                             i = 16 * w + (lane >> 3) + 4 * u; c = lane & 7
                             q, col = q0 + i, k0 + 8 * c
                             if not (q < Sp and col < Sp): continue
-                            st_off = (row_at(i) & 15) if q < S else 0
+                            off = (row_at(i) & 15) if q < S else 0
+                            b = off + 16 * c
+                            pw_at = i * kPRow + (b & ~3)
+                            sel = 0x5432 if b & 2 else 0x3210
                             if q < S:
-                                b = st_off + 16 * c
-                                base = i * kPRow + (b >> 2) * 4
-                                ws = [word(base + 4 * m) for m in range(5)]
-                                assert base + 20 <= (i + 1) * kPRow
-                                raw = struct.pack('<5I', *ws)
-                                v = raw[2:18] if b & 2 else raw[0:16]
+                                ws = [word(pw_at + 4 * m) for m in range(5)]
+                                assert pw_at + 20 <= (i + 1) * kPRow
+                                v = b''.join(perm(ws[m], ws[m + 1], sel) for m in range(4))
                                 vals = [struct.unpack_from('<H', v, 2 * e)[0] if col + e < S else 0 for e in range(8)]
                             else:
                                 vals = [0] * 8
