@@ -578,7 +578,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
 #pragma unroll
           for (int j = 0; j < 8; ++j) pp[h][j] = __byte_perm(wp[4 * j], wp[4 * j + 1], pr[h].sel);
         }
-        if (rows_n[0] < k0 + kBlk || rows_n[1] < k0 + kBlk) {
+        if (__builtin_expect(rows_n[0] < k0 + kBlk || rows_n[1] < k0 + kBlk, 0)) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int lim = rows_n[h] - k0 - 2 * t;  // columns 8j + e of this lane's pairs are valid below lim
