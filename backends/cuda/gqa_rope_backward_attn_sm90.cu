@@ -409,10 +409,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
 
 // ---- query-major dP + softmax backward (ATTNBWD_CUDA_GQA_DPSM; see gqa_rope_backward_attn.hpp) -------------
-// One CTA (one warpgroup, two CTAs per SM) per (b·h, 64 query rows q0..q0+63 of the Sp-row attention buffers), two
-// passes over the head's 64-key tiles, each tile's dP = bf16(dO·Vᵀ) computed by wgmma (m64n64k16 × 8, both operands
-// K-major; dO resident) in both passes — recomputed rather than kept: keeping a block's dP and P rows resident took
-// 222 KB of shared memory, one CTA per SM, and measured slower than the GEMM + row kernel it replaces (perf/NOTES.md);
+// One CTA per (b·h, 64·WG query rows q0.. of the Sp-row attention buffers): WG = 1, one warpgroup, two CTAs per SM;
+// WG = 2 (wide), two warpgroups of 64 rows sharing every V tile, one CTA per SM. Two passes over the head's 64-key
+// tiles, each tile's dP = bf16(dO·Vᵀ) computed by wgmma (m64n64k16 × 8 per warpgroup, both operands K-major; dO
+// resident) in both passes — recomputed rather than kept: keeping a block's dP and P rows resident took 222 KB of
+// shared memory, one CTA per SM, and measured slower than the GEMM + row kernel it replaces (perf/NOTES.md);
 //  pass 1: r = Σ P·dP over the row (fp32, this thread's columns in tile order, then over the row's quad of lanes);
 //  pass 2: dS = bf16(bf16(P⊙(dP − r))·scaling), staged per warp and stored as 16-byte pieces of dS's rows, and (with
 //          Pp) P's padded copy from the staged P tile; rows S ≤ s < Sp and columns S ≤ k < Sp zero.
@@ -427,7 +428,7 @@ __device__ __forceinline__ void cp16z(std::uint32_t dst, const void* src, bool o
 
 // Per pair of columns (8j + 2t, +1) of a row: the two bf16 of P (lo, hi) from the staged row, whose elements start at
 // byte `off` (even): words w = (off + 4t) / 4 + 4j and w + 1, bytes chosen by sel (0x3210 where off % 4 == 0, else
-// 0x5432), masked by mask[j] (pad columns and rows: 0).
+// 0x5432); the kernel masks pad columns and rows to 0 on partial tiles.
 struct PRow {
   const std::uint32_t* w;  // word (off + 4t) / 4 of the row in stage 0
   std::uint32_t sel;
