@@ -124,6 +124,14 @@ __device__ __forceinline__ void store_half(bf* out, const float (&acc)[8][4], in
 __device__ __forceinline__ void cp16(std::uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
+// The same with ok false: the 16 bytes zero-filled, nothing read.
+__device__ __forceinline__ void cp16(std::uint32_t dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+
+// The byte_perm selector that takes 4 bytes from byte b (even) of two consecutive 4-byte words starting at word b / 4:
+// bytes 0-3 of the first where b % 4 == 0, else bytes 2-5 (2-3 of the first, 0-1 of the second).
+__device__ __forceinline__ std::uint32_t pair_sel(int b) { return (b & 2) ? 0x5432u : 0x3210u; }
 
 // A warpgroup's dK₃₂ and dV₃₂ rows (its 64 keys of [BH·S, 128], from dK and dV), rounded once.
 __device__ __forceinline__ void store_kv(bf* dK, bf* dV, const float (&dk)[2][8][4], const float (&dv)[2][8][4]) {
@@ -407,7 +415,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
 }
 
-
 // ---- query-major dP + softmax backward (ATTNBWD_CUDA_GQA_DPSM; see gqa_rope_backward_attn.hpp) -------------
 // One CTA per (b·h, 64·WG query rows q0.. of the Sp-row attention buffers): WG = 1, one warpgroup, two CTAs per SM;
 // WG = 2 (wide), two warpgroups of 64 rows sharing every V tile, one CTA per SM. Two passes over the head's 64-key
@@ -421,14 +428,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 // even byte: the 16-byte chunks holding them (≤ 9) at a row stride of kPRow bytes, read back at the row's offset.
 // P comes from DRAM once (pass 2's tiles are L2 hits while the CTA's rows are in flight); dP is never written.
 
-// cp.async of 16 bytes to a shared address; with ok false the 16 bytes are zero-filled (nothing read).
-__device__ __forceinline__ void cp16z(std::uint32_t dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-
 // Per pair of columns (8j + 2t, +1) of a row: the two bf16 of P (lo, hi) from the staged row, whose elements start at
-// byte `off` (even): words w = (off + 4t) / 4 + 4j and w + 1, bytes chosen by sel (0x3210 where off % 4 == 0, else
-// 0x5432); the kernel masks pad columns and rows to 0 on partial tiles.
+// byte `off` (even): words w = (off + 4t) / 4 + 4j and w + 1, bytes chosen by sel = pair_sel(off); the kernel masks pad
+// columns and rows to 0 on partial tiles.
 struct PRow {
   const std::uint32_t* w;  // word (off + 4t) / 4 of the row in stage 0
   std::uint32_t sel;
@@ -479,8 +481,8 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
     for (int u = 0; u < kRows * 16 / kThreads; ++u) {
       const int i = tid + u * kThreads, r = i >> 4, c = i & 15, rt = r & (kBlk - 1);
       const bool ok = q0 + r < Sp;
-      mma16::cp_async16(sdO + (r / kBlk) * kTile + (c >> 3) * kSub + rt * 128 + (((c & 7) ^ (rt & 7)) << 4),
-                        ok ? src + static_cast<int64_t>(q0 + r) * p.do_ld + c * 8 : src, ok);
+      cp16(smem_addr(sdO) + (r / kBlk) * kTile + (c >> 3) * kSub + rt * 128 + (((c & 7) ^ (rt & 7)) << 4),
+           ok ? src + static_cast<int64_t>(q0 + r) * p.do_ld + c * 8 : src, ok);
     }
   }
   const bf* vsrc = p.V + bh * static_cast<int64_t>(Sp) * kD;
@@ -502,12 +504,12 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
     const bool ok = q0 + i < S;
     const int off = ok ? static_cast<int>(row_at(i) & 15) : 0;
     pr[h].w = reinterpret_cast<const std::uint32_t*>(sP + i * kPRow + ((off + 4 * t) & ~3));
-    pr[h].sel = (off & 2) ? 0x5432u : 0x3210u;
+    pr[h].sel = pair_sel(off);
     rows_n[h] = ok ? S : 0;
   }
   // the store rows 16w + lane / 8 + 4u, chunk c = lane % 8: dS's and Pp's row pointers at the chunk's column (null: a
   // row ≥ Sp, or no Pp), and the chunk's 8 elements of P in the staged row of stage 0, from byte b (even): the offset
-  // of the word holding the first, and the byte selector that takes them from two words (bytes 2-5 where b % 4 == 2)
+  // of the word holding the first, and the byte selector that takes them from two words (pair_sel)
   bf* ds_at[4];
   bf* pp_at[4];
   int pw_at[4];
@@ -520,7 +522,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
     ds_at[u] = q < Sp ? p.dS + at : nullptr;
     pp_at[u] = q < Sp && p.Pp != nullptr ? p.Pp + at : nullptr;
     pw_at[u] = i * kPRow + (b & ~3);
-    pw_sel[u] = (b & 2) ? 0x5432u : 0x3210u;
+    pw_sel[u] = pair_sel(b);
   }
   float r[2] = {0.0f, 0.0f};
   const float scaling = p.scaling;
@@ -535,7 +537,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
 #pragma unroll
         for (int u = 0; u < kBlk / kVRowStep; ++u) {
           const bool ok = k0 + v_row + kVRowStep * u < Sp;
-          cp16z(vd + kVRowStep * 128 * u, ok ? vs + kVRowStep * kD * u : vsrc, ok);
+          cp16(vd + kVRowStep * 128 * u, ok ? vs + kVRowStep * kD * u : vsrc, ok);
         }
         const int n2 = 2 * (S - k0 < kBlk ? S - k0 : kBlk);  // the tile's bytes per row (n ≥ 1: k0 < S, Sp − S < 8)
 #pragma unroll
@@ -544,7 +546,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
           const std::uintptr_t ch = pch[u] + 2 * static_cast<std::uintptr_t>(k0);
           const std::uint32_t dst = pdst[u] + buf * kPStage;
           if (ch + 16 <= pend) {
-            cp16z(dst, reinterpret_cast<const void*>(ch), true);
+            cp16(dst, reinterpret_cast<const void*>(ch));
           } else {  // the tensor's last chunk, past its end: the needed elements one at a time
             const std::uintptr_t A = ch - plim[u], e_end = A + n2;  // the row piece's first byte and end
             for (int e = 0; e < 16; e += 2)

@@ -6,9 +6,8 @@
 # padded copy, each compared with P (0 where the column or row is padding). Run: python3 perf/probes/dpsm_staging_sim.py
 import random, struct
 kBlk, kPRow = 64, 160
-checks=[0]
 def run(S, BH, seed, WG):
-    checks[0]=0
+    checks = 0
     kRows, kWg = 64 * WG, 128 * WG
     rnd = random.Random(seed)
     Sp = (S + 7) // 8 * 8
@@ -75,7 +74,7 @@ def run(S, BH, seed, WG):
                                     col = k0 + 8 * j + 2 * t + e
                                     want = P[(bh * S + q0 + i) * S + col] if (q0 + i < S and col < S) else 0
                                     got = struct.unpack_from('<H', x, 2 * e)[0]
-                                    checks[0] += 1
+                                    checks += 1
                                     assert got == want, (S, bh, q0, k0, w, lane, h, j, e, got, want)
                         for u in range(4):
                             i = 16 * w + (lane >> 3) + 4 * u; c = lane & 7
@@ -94,6 +93,6 @@ def run(S, BH, seed, WG):
                                 vals = [0] * 8
                             want = [P[(bh * S + q) * S + col + e] if (q < S and col + e < S) else 0 for e in range(8)]
                             assert vals == want, (S, q, col, vals, want)
-    print("S", S, "BH", BH, "WG", WG, "ok", checks[0])
+    print("S", S, "BH", BH, "WG", WG, "ok", checks, "pairs")
 for S, BH in [(1, 2), (7, 3), (8, 1), (75, 2), (131, 2), (200, 1), (293, 1), (449, 1), (64, 2), (65, 1)]:
     for WG in (1, 2): run(S, BH, S, WG)
