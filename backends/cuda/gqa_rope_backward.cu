@@ -440,6 +440,12 @@ QkvPath qkv_path() {
 // 104-107, #2 (B = 2, S = 128) equal, and slower from S = 256 (#13 145 against 135-138, #0 S = 691 373 against 337), so
 // auto = small for S ≤ kSmallMaxSeq and T ≤ kSmallMaxTokens, where the kernels can take the call (else gemm, padded as
 // before where the inputs do not suit them).
+enum class AttnPath { Auto, Gemm, Kv, KvWs, Small };
+constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 4096, kSmallMaxSeq = 160, kSmallMaxTokens = 256;
+AttnPath attn_path() {
+  return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv", "kvws", "small"}));
+}
+
 // ATTNBWD_CUDA_GQA_DPSM=auto|on|off|wide, the GEMM attention path: steps 3-4 (dP = bf16(dO·Vᵀ), the softmax backward
 // and, with padding, P's padded copy) as one query-major sm_90a kernel (on: gqa_rope_backward_attn_sm90.cu, 64 query
 // rows per CTA, dP by wgmma in registers, twice, never in global memory, P from DRAM once; wide: 128 rows per CTA, two
@@ -448,11 +454,6 @@ QkvPath qkv_path() {
 // P. Measured on an H200 (thirty-fourth session, perf/NOTES.md) its first two forms were slower than the pair (gqa 0.95x
 // with the kernel where it applied): auto stays the pair until a form measures faster.
 int dpsm_switch() { return env_switch("ATTNBWD_CUDA_GQA_DPSM", {"auto", "on", "off", "wide"}); }
-enum class AttnPath { Auto, Gemm, Kv, KvWs, Small };
-constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 4096, kSmallMaxSeq = 160, kSmallMaxTokens = 256;
-AttnPath attn_path() {
-  return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv", "kvws", "small"}));
-}
 
 ProjPath proj_path() {
   return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt"}));

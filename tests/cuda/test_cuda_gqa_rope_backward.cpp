@@ -12,9 +12,8 @@
 // attention kernel (ATTNBWD_CUDA_GQA_ATTN=kv, head_dim 128 and S % 64 == 0: S = 64, 128, 192, 256 with dO a view
 // of dA (B = 1) or a head-split copy (B > 1); its warp-specialised form kvws at S % 128 == 0 and its bit
 // equality with kv; an Error where it cannot take the call), run-to-run bit
-// equality, the GEMM path's dP + softmax kernel (ATTNBWD_CUDA_GQA_DPSM=on) and the cuBLASLt dP GEMM + row kernel
-// (off, as auto), and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their
-// own atol.
+// equality, the GEMM path's dP + softmax kernel (ATTNBWD_CUDA_GQA_DPSM=on|wide) and the cuBLASLt dP GEMM + row
+// kernel (off, as auto), and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
 // Every element of all five outputs is compared; outputs are poisoned with NaN before each run.
 // Rule: spec §6 (rtol 0.05, matched ratio 0.99) plus a relative-L2 bound per output, the portable
 // test's (its comment gives the measured values they are ~10x above).
@@ -80,8 +79,10 @@ struct Mode {
   const char* da = "";
   const char* small_split = "";
   const char* dpsm = "";
+  // The dP + softmax kernel asked for (ATTNBWD_CUDA_GQA_DPSM=on|wide; sm_90 and head_dim 128 only).
+  bool dpsm_kernel() const { return std::string(dpsm) == "on" || std::string(dpsm) == "wide"; }
   bool needs_sm90() const {
-    return std::string(dpsm) == "on" || std::string(dpsm) == "wide" || std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
+    return dpsm_kernel() || std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
            std::string(qkv) == "groupeddx" ||
            std::string(attn).rfind("kv", 0) == 0 || std::string(da) == "thin";
   }
@@ -97,7 +98,7 @@ struct Mode {
       if (G != 1 && G != 2 && G != 4 && G != 8) return false;
     }
     if (a == "small") return axes.at("head_dim") == 128;
-    if (*dpsm && std::string(dpsm) != "off") return axes.at("head_dim") == 128;  // the dP + softmax kernel
+    if (dpsm_kernel()) return axes.at("head_dim") == 128;
     if (a != "kv" && a != "kvws") return true;
     return axes.at("head_dim") == 128 && axes.at("seq_len") % (a == "kv" ? 64 : 128) == 0;
   }
