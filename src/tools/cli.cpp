@@ -285,7 +285,9 @@ class Staging {
   detail::View<DataType, Mem> output(HostTensor& t) {
     const HostView<DataType> host = wrap<DataType>(t);
     const auto staged = Kokkos::create_mirror_view(Mem(), host);
-    copy_back_.push_back([host, staged] { Kokkos::deep_copy(host, staged); });
+    // On a host space the mirror is `host` itself: no copy (Kokkos 5.2 rejects a deep_copy of a View
+    // onto itself).
+    if (staged.data() != host.data()) copy_back_.push_back([host, staged] { Kokkos::deep_copy(host, staged); });
     return staged;
   }
   void copy_back() {

@@ -117,7 +117,7 @@ int run() {
       h.data()[k] = rng.next();
       copy.push_back(h.data()[k].to_float());
     }
-    Kokkos::deep_copy(view, h);
+    if (h.data() != view.data()) Kokkos::deep_copy(view, h);  // a host view is its own mirror
   };
   fill(grad_output, dy);
   fill(reshaped, x);

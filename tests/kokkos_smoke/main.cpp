@@ -165,7 +165,7 @@ int check_half() {
                         static_cast<long long>(h) == i &&
                         static_cast<unsigned>(h) == unsigned(i) &&
                         static_cast<bool>(h) == (i != 0);
-        if (!ok) Kokkos::atomic_increment(&bad());
+        if (!ok) Kokkos::atomic_add(&bad(), 1);  // atomic_increment is deprecated in Kokkos 4.5
       });
   int h_bad = 0;
   Kokkos::deep_copy(h_bad, bad);
