@@ -718,7 +718,9 @@ void gqa_kv_attn_ws_launch(const GqaKvAttn& p, cudaStream_t stream) {
 std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc) {
   if (cc != 90) return "not an sm_90 device";
   if (p.D != kD) return "head_dim is not 128";
-  if (p.S <= 0 || p.Sp != (p.S + 7) / 8 * 8) return "the attention buffers' rows are not S rounded up to 8";
+  if (p.S <= 0 || p.Sp != (p.S + 7) / 8 * 8)
+    return "the attention buffers' rows are not S rounded up to 8 (S is not a multiple of 8 and the call is "
+           "unpadded: ATTNBWD_CUDA_GQA_PAD=off, ATTNBWD_CUDA_GQA_PROJ=sm90, or q, k, v not 16-byte aligned)";
   if (p.ld_ds != p.Sp) return "dS rows are not Sp long";
   if (p.BH <= 0 || p.BH > 65535 || p.Sp > INT32_MAX / 2) return "too many heads or rows for the grid";
   if (!aligned16(p.dO) || !aligned16(p.V) || !aligned16(p.P) || !aligned16(p.dS) ||
