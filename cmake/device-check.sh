@@ -17,7 +17,7 @@
 #      same call, for the side-by-side comparison; with --perf-graphs also every op with
 #      ATTNBWD_CUDA_GRAPHS=0 (no CUDA graphs; the default captures them); with --perf-strict also the fp32 ops in Strict;
 #      with --perf-variant OP:VAR=VALUE (repeatable) also that op with that variant switch set
-#      (README "Backends"), into perf-OP-VAR-VALUE.json, for an A/B against perf.json in the same call.
+#      (backends/cuda/README.md "Switches"), into perf-OP-VAR-VALUE.json, for an A/B against perf.json in the same call.
 #   6. with --ncu OP:WORKLOAD:REGEX (repeatable): ncu on the first two launches of the kernels matching
 #      REGEX in one call of OP on that benchmark workload (cuda backend), with the source counters (the
 #      library is built with -lineinfo), into ncu-OP-WORKLOAD.txt (sections as text), ncu-OP-WORKLOAD-sass.csv.gz

@@ -1,4 +1,4 @@
-// ATTNBWD_CUDA_STAGES=1: a diagnostic stage split for the fast path's ops (README "Backends";
+// ATTNBWD_CUDA_STAGES=1: a diagnostic stage split for the fast path's ops (backends/cuda/README.md "Switches";
 // perf/NOTES.md has the splits measured with it). With it on, an op runs its side-stream work on the
 // caller's stream (no overlap, so the stage times add up to the serialised time), records an event
 // after each stage, and at the end of the call synchronises and prints one line of per-stage

@@ -1,5 +1,5 @@
 // Variant switches of the fast path, read from the environment on every call (for A/B timing and
-// tests; README "Backends").
+// tests; backends/cuda/README.md "Switches").
 #pragma once
 
 #include <algorithm>

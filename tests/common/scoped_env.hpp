@@ -1,4 +1,4 @@
-// An environment variable set for a scope (the fast path's A/B variant switches, README "Backends"),
+// An environment variable set for a scope (the fast path's A/B variant switches, backends/cuda/README.md "Switches"),
 // removed when the scope ends, also when an assertion leaves it early.
 #pragma once
 

@@ -109,7 +109,7 @@ TEST(CudaVisionMhaNorm, TinyUnalignedTensorsMatchTheOracle) {
   }
 }
 
-// The A/B variant switches of Default (README "Backends"), each on a shape its code path takes. The
+// The A/B variant switches of Default (backends/cuda/README.md "Switches"), each on a shape its code path takes. The
 // variable is set for the one check and removed after it, also when the check fails.
 struct Variant {
   const char* var;
