@@ -19,6 +19,20 @@
 namespace attnbwd::cuda {
 
 namespace {
+// A kernel of this target that does nothing: whether its attributes can be read tells whether the fat binary (every
+// file of the target is built for the same ATTNBWD_CUDA_ARCHITECTURES) has an image for the current device.
+__global__ void code_probe() {}
+
+bool image_for_current_device() {
+  cudaFuncAttributes attr{};
+  const cudaError_t e = cudaFuncGetAttributes(&attr, code_probe);
+  if (e == cudaSuccess) return true;
+  (void)cudaGetLastError();  // not a sticky error: clear it
+  if (e == cudaErrorInvalidDeviceFunction || e == cudaErrorNoKernelImageForDevice) return false;
+  ATTNBWD_CUDA_CHECK(e);  // anything else is a failure of the runtime
+  return false;
+}
+
 // cuBLASLt handles outlive the Contexts that used them. A Context lives in a thread_local map and is destroyed at its
 // thread's exit; cuBLASLt keeps thread-local state of its own, created lazily inside cublasLtCreate (after our map,
 // so destroyed before it), and destroying a handle after that state is gone is a known class of rare crashes at
@@ -99,6 +113,11 @@ Context::Context(int device) : device_(device) {
   ATTNBWD_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
   cc_ = 10 * p.major + p.minor;
   sms_ = p.multiProcessorCount;
+  if (cc_ != 90 && cc_ != 100)
+    no_code_ = "no sm_90a/sm_100a code for compute capability " + std::to_string(cc_);
+  else if (!image_for_current_device())  // Context::current() made the device current
+    no_code_ = "this build has no code for compute capability " + std::to_string(cc_) +
+               " (ATTNBWD_CUDA_ARCHITECTURES does not name sm_" + std::to_string(cc_) + "a)";
   lt_ = take_lt(device);
   ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
   ATTNBWD_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));

@@ -14,14 +14,11 @@
 #include <functional>
 #include <vector>
 #include <map>
+#include <string>
 #include <tuple>
 
 namespace attnbwd::cuda {
 
-// Whether the fat binary holds code for compute capability `cc` (10·major + minor): it is built for
-// sm_90a and sm_100a only, and arch-specific ("a") code runs on exactly that capability (not on 9.x
-// or 10.x siblings such as 10.3).
-constexpr bool has_fatbin_code(int cc) { return cc == 90 || cc == 100; }
 
 // The per-device pool of cuBLASLt handles (context.cu): how many handles it created, and how many are idle (given
 // back by Contexts that died). For tests.
@@ -42,6 +39,12 @@ class Context {
 
   int device() const { return device_; }
   int cc() const { return cc_; }  // compute capability as 10·major + minor (90 = Hopper)
+  // Why the fast path cannot run on this device ("" when it can): its code is for sm_90 and sm_100 only (the
+  // kernels and their dispatch), arch-specific ("a") code runs on exactly its capability (not on 9.x or 10.x
+  // siblings such as 10.3), and this build must hold code for the device (ATTNBWD_CUDA_ARCHITECTURES may name one
+  // of the two only): a probe kernel's attributes are read when the Context is made, so a device the fat binary has
+  // no image for falls back to the portable path instead of failing at its first launch.
+  const std::string& no_code() const { return no_code_; }
   int sm_count() const { return sms_; }
   cublasLtHandle_t lt() const { return lt_; }
 
@@ -139,6 +142,7 @@ class Context {
   explicit Context(int device);
 
   int device_ = 0, cc_ = 0, sms_ = 0;
+  std::string no_code_;
   cublasLtHandle_t lt_ = nullptr;
   cudaStream_t side_ = nullptr;
   cudaEvent_t fork_ = nullptr, join_ = nullptr, mark_ = nullptr;

@@ -345,8 +345,7 @@ bool fused_dp_softmax(const bf* dO, const bf* V, const bf* P, bf* dS, int64_t BH
 
 Support supports(const GqaRopeShape& s, const Options&) {
   const Context& ctx = Context::current();
-  if (!has_fatbin_code(ctx.cc()))
-    return {"no sm_90a/sm_100a code for compute capability " + std::to_string(ctx.cc())};
+  if (!ctx.no_code().empty()) return {ctx.no_code()};
   if (s.tokens() <= 0) return {"no tokens"};
   if (s.num_kv_heads <= 0 || s.num_heads % s.num_kv_heads != 0) return {"query heads not a multiple of KV heads"};
   if (s.head_dim % 8 != 0) return {"head_dim not a multiple of 8"};

@@ -44,8 +44,7 @@ namespace attnbwd::cuda {
 
 Support supports(const OutProjShape&, const Options&) {
   const Context& ctx = Context::current();
-  if (!has_fatbin_code(ctx.cc()))
-    return {"no sm_90a/sm_100a code for compute capability " + std::to_string(ctx.cc())};
+  if (!ctx.no_code().empty()) return {ctx.no_code()};
   return {};
 }
 

@@ -65,8 +65,7 @@ constexpr int64_t kMaxEmbed = 4096;  // the LayerNorm kernel keeps a token's row
 
 Support supports(const VisionMhaShape& s, const Options&) {
   const Context& ctx = Context::current();
-  if (!has_fatbin_code(ctx.cc()))
-    return {"no sm_90a/sm_100a code for compute capability " + std::to_string(ctx.cc())};
+  if (!ctx.no_code().empty()) return {ctx.no_code()};
   if (s.tokens() <= 0 || s.num_heads <= 0 || s.head_dim <= 0) return {"empty shape"};
   if (s.embed_dim != s.num_heads * s.head_dim) return {"embed_dim is not num_heads*head_dim"};
   if (s.head_dim % 4 != 0) return {"head_dim not a multiple of 4"};
@@ -118,9 +117,12 @@ struct WgmmaScheme {
   int stages, min_blocks;
   bool ws = false, tma_dq = false, tma_dkv = false, wide_dq = false;
 };
+int mha_wgmma_word() {
+  return env_switch("ATTNBWD_CUDA_MHA_WGMMA",
+                    {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy", "wstmaw"});
+}
 WgmmaScheme mha_wgmma_switch(int64_t ctas, int sm_count, bool ws_ok) {
-  const int v = env_switch("ATTNBWD_CUDA_MHA_WGMMA",
-                           {"auto", "serial2", "serial3", "occ3", "ws", "wstma", "wscp", "legacy", "wstmaw"});
+  const int v = mha_wgmma_word();
   switch (v) {
     case 1: return {2, 2};
     case 2: return {3, 2};
@@ -184,6 +186,22 @@ bool mha_late_a_switch() { return env_switch("ATTNBWD_CUDA_MHA_CONVERT", {"auto"
 
 // Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
 // fp16 dO, they write the fp16 dQKV operand), head_dim 64, a grid of at most 2³¹ − 1 CTAs.
+// Where the fp16 attention kernels run on a device other than sm_90 (the mma.sync kernels), asking for the sm_90a
+// wgmma kernels or one of their forms is an Error naming the switch, as forcing a kernel that cannot take the call
+// is everywhere: ATTNBWD_CUDA_MHA_ATTN=wgmma, and ATTNBWD_CUDA_MHA_WGMMA, _COPY other than auto, _SPLIT=2, _PDL=on,
+// _FUSED=on (their other values, which ask for nothing these kernels lack, are read and checked only).
+void refuse_wgmma_switches(int cc, MhaAttn attn) {
+  const std::string here = "the sm_90a wgmma attention kernels run on sm_90 devices only (this one: compute "
+                           "capability " + std::to_string(cc) + ")";
+  if (attn == MhaAttn::Wgmma) throw Error("ATTNBWD_CUDA_MHA_ATTN", "wgmma: " + here);
+  if (mha_wgmma_word() != 0) throw Error("ATTNBWD_CUDA_MHA_WGMMA", here);
+  if (mha_copy_switch() != 0) throw Error("ATTNBWD_CUDA_MHA_COPY", here);
+  if (mha_split_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_SPLIT", here);
+  if (mha_pdl_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_PDL", here);
+  if (mha_fused_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_FUSED", here);
+  (void)mha_lag_switch();  // checked
+}
+
 bool fp16_attention(const VisionMhaShape& s, bool use_fp16, MhaAttn attn) {
   return attn != MhaAttn::Gemm && use_fp16 && s.head_dim == mha::kAttnHeadDim &&
          mha::attn_blocks(s.seq_len) * s.batch * s.num_heads < (int64_t{1} << 31);
@@ -238,6 +256,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   // The sm_90a wgmma attention kernels: their scheme, copies and split (split blocks, only ever asked for,
   // need occ3 or serial3 with the default copies).
   const bool wgmma_attn = fp16_attn && attn != MhaAttn::Mma && ctx.cc() == 90;
+  if (fp16_attn && ctx.cc() != 90) refuse_wgmma_switches(ctx.cc(), attn);  // the mma.sync kernels run here
   const int64_t attn_ctas = BH * mha::attn_blocks(S);
   int split = 1, copy = 0;
   WgmmaScheme wgmma{3, 2};

@@ -193,8 +193,7 @@ void column_sums(const float* x, int64_t rows, int64_t cols, float* part, float*
 
 Support supports(const VisionVarlenShape& s, const Options&) {
   const Context& ctx = Context::current();
-  if (!has_fatbin_code(ctx.cc()))
-    return {"no sm_90a/sm_100a code for compute capability " + std::to_string(ctx.cc())};
+  if (!ctx.no_code().empty()) return {ctx.no_code()};
   if (s.head_dim != varlen::kHeadDim)
     return {"head_dim " + std::to_string(s.head_dim) + " (the attention kernels need 128)"};
   if (s.total_seq_len <= 0 || s.num_sequences <= 0) return {"no tokens"};

@@ -116,13 +116,14 @@ struct Variant {
   const char* value;
   Shape shape;
   const char* what;
+  bool sm90_only = false;  // asks for the sm_90a wgmma kernels: elsewhere an Error naming the switch
 };
 const Variant kVariants[] = {
     {"ATTNBWD_CUDA_FP32_GEMM", "tf32", {2, 65, 3, 64}, "projection GEMMs in TF32 instead of fp16"},
     {"ATTNBWD_CUDA_MHA_ATTN", "gemm", {2, 131, 3, 64},
      "attention through the GEMM + row-kernel stages instead of the fp16 kernels (head_dim 64)"},
     {"ATTNBWD_CUDA_MHA_WGMMA", "legacy", {2, 128, 2, 64},
-     "the one-warpgroup wgmma kernels by the rule before the warp-specialised ones (sm_90; elsewhere mma.sync)"},
+     "the one-warpgroup wgmma kernels by the rule before the warp-specialised ones (sm_90 only)", true},
     {"ATTNBWD_CUDA_MHA_ATTN", "mma", {2, 131, 3, 64},
      "attention through the mma.sync kernels (the default off sm_90) instead of the wgmma kernels"},
     {"ATTNBWD_CUDA_MHA_LN", "block", {1, 65, 4, 64},
@@ -151,6 +152,18 @@ double atol_of(const Shape& c) {
   return smallest_atol(kOp);
 }
 
+// Off sm_90, where the mma.sync kernels run, a switch that asks for the sm_90a wgmma kernels is an Error naming it
+// (not, as before, a silent run of the mma.sync kernels).
+void expect_sm90_only(const tools::TensorSet& in, const tools::Axes& axes, const char* var) {
+  HostCase<Args> c(in, axes);
+  try {
+    run_cuda(c, Precision::Default);
+    ADD_FAILURE() << "expected attnbwd::Error naming " << var;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.argument(), var);
+  }
+}
+
 TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   std::uint64_t tag = 60;
@@ -159,13 +172,17 @@ TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
     const tools::Axes axes = axes_of(v.shape.B, v.shape.S, v.shape.H, v.shape.D);
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
     const ScopedEnv env(v.var, v.value);
+    if (v.sm90_only && !is_sm90()) {
+      expect_sm90_only(in, axes, v.var);
+      continue;
+    }
     check(in, axes, atol_of(v.shape));
   }
 }
 
 // The attention kernels' own check on shapes with and without tails and with more blocks than the streaming
 // depth (S = 577: 10 blocks; S = 131, 256: odd and even block counts): the sm_90a wgmma kernels (the
-// default on an sm_90 device; elsewhere ATTNBWD_CUDA_MHA_ATTN=wgmma falls back to the mma.sync kernels),
+// default on an sm_90 device; elsewhere ATTNBWD_CUDA_MHA_ATTN=wgmma is an Error naming the switch),
 // streaming through 2 or 3 buffers, at 3 with each copy scheme (ATTNBWD_CUDA_MHA_COPY=prows|trows|rows), and
 // at 2 with 3 CTAs per SM (ATTNBWD_CUDA_MHA_WGMMA=occ3: 168 registers, δ from global memory), each of occ3
 // and serial3 also with split blocks (ATTNBWD_CUDA_MHA_SPLIT=2: two CTAs per block, each streaming half of
@@ -178,6 +195,10 @@ TEST(CudaVisionMhaNorm, WgmmaAttentionVariantMatchesTheOracle) {
     const tools::Axes axes = axes_of(c.B, c.S, c.H, c.D);
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
     const ScopedEnv env("ATTNBWD_CUDA_MHA_ATTN", "wgmma");
+    if (!is_sm90()) {
+      expect_sm90_only(in, axes, "ATTNBWD_CUDA_MHA_ATTN");
+      continue;
+    }
     struct Loop {
       const char *wgmma, *copy, *split;
     };
