@@ -19,7 +19,6 @@
 
 namespace attnbwd::cuda {
 
-
 // The per-device pool of cuBLASLt handles (context.cu): how many handles it created, and how many are idle (given
 // back by Contexts that died). For tests.
 struct LtPoolCounts {

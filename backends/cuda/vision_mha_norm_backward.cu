@@ -184,8 +184,6 @@ int64_t mha_lag_switch() {
 // (#8 0.976x: q, k, v's conversion then competes with dY's for DRAM from the start). Kept opt-in.
 bool mha_late_a_switch() { return env_switch("ATTNBWD_CUDA_MHA_CONVERT", {"auto", "joint", "late"}) == 2; }
 
-// Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
-// fp16 dO, they write the fp16 dQKV operand), head_dim 64, a grid of at most 2³¹ − 1 CTAs.
 // Where the fp16 attention kernels run on a device other than sm_90 (the mma.sync kernels), asking for the sm_90a
 // wgmma kernels or one of their forms is an Error naming the switch, as forcing a kernel that cannot take the call
 // is everywhere: ATTNBWD_CUDA_MHA_ATTN=wgmma, and ATTNBWD_CUDA_MHA_WGMMA, _COPY other than auto, _SPLIT=2, _PDL=on,
@@ -202,6 +200,8 @@ void refuse_wgmma_switches(int cc, MhaAttn attn) {
   (void)mha_lag_switch();  // checked
 }
 
+// Whether the fp16 attention kernels run: Default with fp16 projections (the dA GEMM writes the kernels'
+// fp16 dO, they write the fp16 dQKV operand), head_dim 64, a grid of at most 2³¹ − 1 CTAs.
 bool fp16_attention(const VisionMhaShape& s, bool use_fp16, MhaAttn attn) {
   return attn != MhaAttn::Gemm && use_fp16 && s.head_dim == mha::kAttnHeadDim &&
          mha::attn_blocks(s.seq_len) * s.batch * s.num_heads < (int64_t{1} << 31);
