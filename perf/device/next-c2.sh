@@ -13,4 +13,9 @@ for w in 0 10; do for v in off on wide; do
   python3 perf/scripts/timeline.py $R/tl/gqa-$w-$v.txt > $R/tl/gqa-$w-$v-print.txt 2>&1; grep -E "dp_softmax|span" $R/tl/gqa-$w-$v-print.txt | head -3
 done; done
 echo "tl t=$SECONDS"
+# if time remains: the late dWo's SM target beside the kernel (tuned with the pair: 66 below 2048 tokens)
+ok && python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 0,1,12 --rounds 1 \
+  --variant on=$P,ATTNBWD_CUDA_GQA_DPSM=on --variant on84=$P,ATTNBWD_CUDA_GQA_DPSM=on,ATTNBWD_CUDA_GQA_DWO_SMS=84 \
+  --variant on100=$P,ATTNBWD_CUDA_GQA_DPSM=on,ATTNBWD_CUDA_GQA_DWO_SMS=100 --out $R/ab-dpsm-dwo.json > $R/ab-dpsm-dwo.txt 2>&1
+echo "dwo rc=$? t=$SECONDS"; tail -6 $R/ab-dpsm-dwo.txt
 fin
