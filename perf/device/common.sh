@@ -1,22 +1,32 @@
 # Sourced by the device-call scripts (perf/device/*.sh) on the GPU machine, from the repository root:
-#   the binaries of .carry/bin-new.txz (perf/device/bundle.sh) unpacked once into /tmp/bh/bin-new ($M);
+#   the binaries of .carry/bin-new.txz (perf/device/bundle.sh) unpacked into /tmp/bh/bin-new ($M) unless that bundle is there already;
 #   the workload files from .carry/solexec (the machine has no ../shared);
 #   results under $OUT/r, packed by fin() into $OUT/r.tgz (the tool returns at most 8 files);
-#   ok(): true while the call is within $LIMIT seconds (default 540), to stop before the tool's limit.
+#   ok(): true while the call is within $LIMIT seconds (default 540); tmo N: a timeout cut to what is left.
 set -u
-mkdir -p /tmp/bh
-if [ -f .carry/bin-new.txz ] && [ ! -x /tmp/bh/bin-new/attnbwd_perf ]; then xz -dc .carry/bin-new.txz | tar xf - -C /tmp/bh; fi
 M=/tmp/bh/bin-new
+# Unpacked again whenever the bundle differs from the one unpacked last (a warm machine keeps /tmp between calls, and
+# a session may rebundle between them): its checksum is the stamp.
+stamp=$(md5sum .carry/bin-new.txz | cut -d' ' -f1)
+if [ "$(cat /tmp/bh/stamp 2>/dev/null)" != "$stamp" ]; then
+  rm -rf /tmp/bh && mkdir -p /tmp/bh
+  xz -dc .carry/bin-new.txz | tar xf - -C /tmp/bh || { echo "common.sh: the bundle did not unpack" >&2; exit 1; }
+  echo "$stamp" > /tmp/bh/stamp
+fi
+echo "bundle of $(cat .carry/bin-new.commit 2>/dev/null || echo '?'), md5 $stamp"
 export ATTNBWD_SOLEXEC=$PWD/.carry/solexec
 export LD_LIBRARY_PATH=$M/lib:${LD_LIBRARY_PATH:-}
 R=$OUT/r
 mkdir -p "$R"
 LIMIT=${LIMIT:-540}
 ok() { [ $SECONDS -lt $LIMIT ]; }
+# tmo N: a timeout of N seconds cut to what is left before $LIMIT (at least 1), so that a step that starts in time
+# also ends in time and fin() runs before the tool's own limit: timeout $(tmo 150) cmd ...
+tmo() { local t=$1 left=$((LIMIT - SECONDS)); [ "$left" -lt "$t" ] && t=$left; [ "$t" -lt 1 ] && t=1; echo "$t"; }
 # PB name binary ops workloads [VAR=VALUE...]: one perf run into $R/name.json (+ .log)
 PB() {
   local name=$1 bin=$2 ops=$3 wl=$4; shift 4
-  env "$@" "$bin" --backend=cuda --ops="$ops" --workloads="$wl" --benchmark_out="$R/$name.json" \
+  timeout "$(tmo 300)" env "$@" "$bin" --backend=cuda --ops="$ops" --workloads="$wl" --benchmark_out="$R/$name.json" \
     --benchmark_out_format=json > "$R/$name.log" 2>&1
   echo "PB $name rc=$? t=$SECONDS"
 }
