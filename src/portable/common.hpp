@@ -17,10 +17,11 @@ namespace attnbwd::portable {
 template <class ExecSpace>
 using MemSpace = typename ExecSpace::memory_space;
 
-// A row-major unmanaged View over memory the caller owns.
+// A row-major unmanaged View over memory the caller owns. Its device names ExecSpace itself, not only its memory
+// space, so that the View's execution space is ExecSpace's (Kokkos Kernels keys its GEMM on it: see gemm).
 template <class T, class ExecSpace>
-using Unmanaged =
-    Kokkos::View<T, Kokkos::LayoutRight, MemSpace<ExecSpace>, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using Unmanaged = Kokkos::View<T, Kokkos::LayoutRight, Kokkos::Device<ExecSpace, MemSpace<ExecSpace>>,
+                               Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 // Workspace owned by one call (allocated without initialisation: every kernel writes what it reads).
 template <class T, class ExecSpace>
@@ -52,15 +53,14 @@ void round_to_bf16(const ExecSpace& exec, const float* src, bf16* dst, std::int6
 // trans_a), B is [K,N] (or [N,K] with trans_b). float or double.
 // Kokkos Kernels before 4.0 has no execution-space argument: the GEMM then runs on the space's
 // default instance, so `exec` is fenced before it and the default instance after it.
-// The Views name `exec`'s own space as their device (not only its memory space), so that the views'
-// execution space is `exec`'s under every Kokkos Kernels signature (3.4: the GEMM runs on the views'
-// space; 4.0: `exec` must be the views' execution_space; 4.1+: ETI and TPL lookups key on the device).
+// The Views' execution space is `exec`'s (Unmanaged) under every Kokkos Kernels signature (3.4: the GEMM
+// runs on the views' space; 4.0: `exec` must be the views' execution_space; 4.1+: ETI and TPL lookups key
+// on the device).
 template <class ExecSpace, class T>
 void gemm(const ExecSpace& exec, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N,
           std::int64_t K, T alpha, const T* A, const T* B, T beta, T* C) {
-  using Dev = Kokkos::Device<ExecSpace, MemSpace<ExecSpace>>;
-  using CV = Kokkos::View<const T**, Kokkos::LayoutRight, Dev, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  using V = Kokkos::View<T**, Kokkos::LayoutRight, Dev, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using CV = Unmanaged<const T**, ExecSpace>;
+  using V = Unmanaged<T**, ExecSpace>;
   CV a(A, trans_a ? K : M, trans_a ? M : K);
   CV b(B, trans_b ? N : K, trans_b ? K : N);
   V c(C, M, N);
