@@ -152,15 +152,24 @@ double atol_of(const Shape& c) {
   return smallest_atol(kOp);
 }
 
-// Off sm_90, where the mma.sync kernels run, a switch that asks for the sm_90a wgmma kernels is an Error naming it
-// (not, as before, a silent run of the mma.sync kernels).
-void expect_sm90_only(const tools::TensorSet& in, const tools::Axes& axes, const char* var) {
+// A Default run on device copies of `in` whose outputs are poisoned (every byte 0xff), each tensor `offset` bytes into
+// its allocation, that must be an attnbwd::Error naming `named`, raised before any output is written.
+void expect_error_writes_nothing(const tools::TensorSet& in, const tools::Axes& axes, std::size_t offset,
+                                 const std::string& named) {
   HostCase<Args> c(in, axes);
+  ShiftedArgs<Args> device(c.args, offset);
   try {
-    run_cuda(c, Precision::Default);
-    ADD_FAILURE() << "expected attnbwd::Error naming " << var;
+    detail::run(Kokkos::Cuda(), device.args, Options{});
+    ADD_FAILURE() << "expected attnbwd::Error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.argument(), var);
+    EXPECT_EQ(e.argument(), named);
+  }
+  Kokkos::Cuda().fence();
+  device.outputs_to(c.args);
+  for (std::size_t i = 0; i < c.outputs.size(); ++i) {
+    std::size_t written = 0;
+    for (const auto byte : c.outputs[i]) written += static_cast<unsigned char>(byte) != 0xffu;
+    EXPECT_EQ(written, 0u) << "output " << i << " was written";
   }
 }
 
@@ -173,7 +182,7 @@ TEST(CudaVisionMhaNorm, VariantSwitchesMatchTheOracle) {
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
     const ScopedEnv env(v.var, v.value);
     if (v.sm90_only && !is_sm90()) {
-      expect_sm90_only(in, axes, v.var);
+      expect_error_writes_nothing(in, axes, 0, v.var);  // off sm_90: the wgmma kernels cannot take the call
       continue;
     }
     check(in, axes, atol_of(v.shape));
@@ -196,7 +205,7 @@ TEST(CudaVisionMhaNorm, WgmmaAttentionVariantMatchesTheOracle) {
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++));
     const ScopedEnv env("ATTNBWD_CUDA_MHA_ATTN", "wgmma");
     if (!is_sm90()) {
-      expect_sm90_only(in, axes, "ATTNBWD_CUDA_MHA_ATTN");
+      expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_ATTN");
       continue;
     }
     struct Loop {
@@ -223,13 +232,7 @@ TEST(CudaVisionMhaNorm, ForcedSplitWithAnUnsupportedSchemeIsAnError) {
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(310));
   const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", "serial2");
   const ScopedEnv split("ATTNBWD_CUDA_MHA_SPLIT", "2");
-  HostCase<Args> c(in, axes);
-  try {
-    run_cuda(c, Precision::Default);
-    ADD_FAILURE() << "expected attnbwd::Error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_MHA_SPLIT");
-  }
+  expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_SPLIT");
 }
 
 // For each shape (fresh inputs, seeds tag, tag + 1, ...): Default mode through the serial wgmma kernels with three
@@ -324,27 +327,6 @@ TEST(CudaVisionMhaNorm, FusedLaunchGivesTheSerialBitsAtEveryLag) {
     }
   };
   against_serial3({{4, 131, 4, 64}, {2, 577, 8, 64}, {2, 577, 16, 64}}, 450, body);  // the last: auto fuses (H200)
-}
-
-// A Default run on device copies of `in` whose outputs are poisoned (every byte 0xff), each tensor `offset` bytes into
-// its allocation, that must be an attnbwd::Error naming `named`, raised before any output is written.
-void expect_error_writes_nothing(const tools::TensorSet& in, const tools::Axes& axes, std::size_t offset,
-                                 const std::string& named) {
-  HostCase<Args> c(in, axes);
-  ShiftedArgs<Args> device(c.args, offset);
-  try {
-    detail::run(Kokkos::Cuda(), device.args, Options{});
-    ADD_FAILURE() << "expected attnbwd::Error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.argument(), named);
-  }
-  Kokkos::Cuda().fence();
-  device.outputs_to(c.args);
-  for (std::size_t i = 0; i < c.outputs.size(); ++i) {
-    std::size_t written = 0;
-    for (const auto byte : c.outputs[i]) written += static_cast<unsigned char>(byte) != 0xffu;
-    EXPECT_EQ(written, 0u) << "output " << i << " was written";
-  }
 }
 
 // The side stream's weight-gradient GEMMs sized for part of the SMs (ATTNBWD_CUDA_MHA_DWO_SMS and
