@@ -124,10 +124,6 @@ __device__ __forceinline__ void store_half(bf* out, const float (&acc)[8][4], in
 __device__ __forceinline__ void cp16(std::uint32_t dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
 }
-// The same with ok false: the 16 bytes zero-filled, nothing read.
-__device__ __forceinline__ void cp16(std::uint32_t dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
 
 // The byte_perm selector that takes 4 bytes from byte b (even) of two consecutive 4-byte words starting at word b / 4:
 // bytes 0-3 of the first where b % 4 == 0, else bytes 2-5 (2-3 of the first, 0-1 of the second).
@@ -481,8 +477,9 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
     for (int u = 0; u < kRows * 16 / kThreads; ++u) {
       const int i = tid + u * kThreads, r = i >> 4, c = i & 15, rt = r & (kBlk - 1);
       const bool ok = q0 + r < Sp;
-      cp16(smem_addr(sdO) + (r / kBlk) * kTile + (c >> 3) * kSub + rt * 128 + (((c & 7) ^ (rt & 7)) << 4),
-           ok ? src + static_cast<int64_t>(q0 + r) * p.do_ld + c * 8 : src, ok);
+      mma16::cp_async16(
+          smem_addr(sdO) + (r / kBlk) * kTile + (c >> 3) * kSub + rt * 128 + (((c & 7) ^ (rt & 7)) << 4),
+          ok ? src + static_cast<int64_t>(q0 + r) * p.do_ld + c * 8 : src, ok);
     }
   }
   const bf* vsrc = p.V + bh * static_cast<int64_t>(Sp) * kD;
@@ -537,7 +534,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
 #pragma unroll
         for (int u = 0; u < kBlk / kVRowStep; ++u) {
           const bool ok = k0 + v_row + kVRowStep * u < Sp;
-          cp16(vd + kVRowStep * 128 * u, ok ? vs + kVRowStep * kD * u : vsrc, ok);
+          mma16::cp_async16(vd + kVRowStep * 128 * u, ok ? vs + kVRowStep * kD * u : vsrc, ok);
         }
         const int n2 = 2 * (S - k0 < kBlk ? S - k0 : kBlk);  // the tile's bytes per row (n ≥ 1: k0 < S, Sp − S < 8)
 #pragma unroll

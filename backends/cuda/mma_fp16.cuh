@@ -30,11 +30,13 @@ __device__ __forceinline__ void ldsm4_trans(std::uint32_t (&r)[4], std::uint32_t
                : "r"(addr));
 }
 
-// cp.async of 16 bytes into shared memory; with valid false the 16 bytes are zero-filled (nothing read).
+// cp.async of 16 bytes into shared memory (dst a pointer or a shared-space address); with valid false the 16 bytes
+// are zero-filled (nothing read).
+__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-               "r"(valid ? 16 : 0)
-               : "memory");
+  cp_async16(smem_u32(dst), src, valid);
 }
 // cp.async of 4 bytes (any 4-byte aligned source); zero-filled when valid is false.
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
