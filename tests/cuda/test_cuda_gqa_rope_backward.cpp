@@ -480,9 +480,9 @@ TEST(CudaGqaRope, KeyMajorKernelIsDeterministicAndRefusesOddShapes) {
 // The GEMM attention path's dP + softmax kernel, 64 query rows per CTA (ATTNBWD_CUDA_GQA_DPSM=on) and 128 (wide), and
 // the cuBLASLt dP GEMM + row kernel (off) against the oracle: workload #7 (S = 293, padded, B = 1) and the attention
 // shapes of #1 and #0 with small projections (B = 2, S = 449: padded, dO a head-split copy; S = 691, padded; B = 3,
-// S = 200: unpadded, dO a copy, a partial last key tile; S = 704 = 11·64 unpadded with dO a view of dA); the kernel's bits on
-// two runs and the same bits in both forms; forced where it cannot take the call (head_dim 64, the small kernels'
-// path) an Error naming the switch.
+// S = 200: unpadded, dO a copy, a partial last key tile; S = 704 = 11·64 unpadded with dO a view of dA); the
+// kernel's bits on two runs and the same bits in both forms; forced where it cannot take the call (head_dim 64, the
+// small kernels' path) an Error naming the switch.
 TEST(CudaGqaRope, DpSoftmaxKernelMatchesTheOracleAndRefusesOtherPaths) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the dP + softmax kernel runs on sm_90 only";
