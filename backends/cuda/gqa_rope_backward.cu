@@ -449,9 +449,13 @@ AttnPath attn_path() {
 // and, with padding, P's padded copy) as one query-major sm_90a kernel (on: gqa_rope_backward_attn_sm90.cu, 64 query
 // rows per CTA, dP by wgmma in registers, twice, never in global memory, P from DRAM once; wide: 128 rows per CTA, two
 // warpgroups sharing the V tiles; an Error where it cannot take the call: sm_90, head_dim 128, 16-byte aligned tensors),
-// or (auto, off) as the cuBLASLt dP GEMM, which writes dP to global memory, and the row kernel, which reads it back with
-// P. Measured on an H200 (thirty-fourth session, perf/NOTES.md) its first two forms were slower than the pair (gqa 0.95x
-// with the kernel where it applied): auto stays the pair until a form measures faster.
+// or (off) as the cuBLASLt dP GEMM, which writes dP to global memory, and the row kernel, which reads it back with P.
+// auto: the narrow kernel where the attention is padded (S % 8 != 0) and its grid, ceil(S/64) CTAs per head, fits in
+// one wave of two CTAs per SM; else the pair. Measured on an H200 (thirty-sixth session, perf/NOTES.md; two interleaved
+// rounds over the nine GEMM-path workloads): the kernel's third form 1.026-1.028x per call at #7 (S = 293, B = 1: 160
+// CTAs, padded), slower everywhere else: 0.97x at #0 (S = 691: 352 CTAs, 1.33 waves; the kernel is issue-bound at two
+// warps per scheduler, so the partial wave costs it up to half again) and 0.98x at #1 (512 CTAs), 0.92-0.96x on the
+// unpadded workloads, where the pair has no padded copy of P to write.
 int dpsm_switch() { return env_switch("ATTNBWD_CUDA_GQA_DPSM", {"auto", "on", "off", "wide"}); }
 
 ProjPath proj_path() {
@@ -769,16 +773,19 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // Steps 3-4 of the GEMM attention path as one query-major sm_90a kernel, by name (ATTNBWD_CUDA_GQA_DPSM=on|wide, above).
   GqaDpSoftmax dq;
   const int dpsm = dpsm_switch();
-  const bool use_dpsm = dpsm == 1 || dpsm == 3;
+  dq.dO = dOp, dq.do_ld = ld_do, dq.do_head = head_do, dq.V = pad ? Vp : V, dq.P = P, dq.dS = dS, dq.ld_ds = ld;
+  dq.Pp = pad ? Pp : nullptr, dq.BH = BH, dq.S = S, dq.Sp = Sp, dq.D = D, dq.scaling = static_cast<float>(a.scaling);
+  dq.wide = dpsm == 3;
+  bool use_dpsm = dpsm == 1 || dpsm == 3;
   if (use_dpsm) {
     if (use_small || use_kv || fused_asked)
       throw Error("ATTNBWD_CUDA_GQA_DPSM", "the dP + softmax kernel belongs to the GEMM attention path, not taken here "
                                            "(the small or key-major kernels, or ATTNBWD_GQA_FUSED)");
-    dq.dO = dOp, dq.do_ld = ld_do, dq.do_head = head_do, dq.V = pad ? Vp : V, dq.P = P, dq.dS = dS, dq.ld_ds = ld;
-    dq.Pp = pad ? Pp : nullptr, dq.BH = BH, dq.S = S, dq.Sp = Sp, dq.D = D, dq.scaling = static_cast<float>(a.scaling);
-    dq.wide = dpsm == 3;
     if (const std::string why = gqa_dp_softmax_unsupported(dq, ctx.cc()); !why.empty())
       throw Error("ATTNBWD_CUDA_GQA_DPSM", "dP + softmax kernel cannot take this call: " + why);
+  } else if (dpsm == 0 && pad && !use_small && !use_kv && !fused_asked) {
+    const int64_t ctas = (Sp + 63) / 64 * BH;  // the narrow form's grid; two CTAs per SM
+    use_dpsm = ctas <= 2 * static_cast<int64_t>(ctx.sm_count()) && gqa_dp_softmax_unsupported(dq, ctx.cc()).empty();
   }
   // Group GEMMs for dK32 / dV32 (ATTNBWD_CUDA_GQA_GROUP): the GEMM attention path only, dV32 only where dO is a
   // head-split (or padded) copy [B, Hq, Sp, D], whose group rows are consecutive.
