@@ -453,7 +453,7 @@ AttnPath attn_path() {
 // auto: the narrow kernel where the attention is padded (S % 8 != 0) and its grid, ceil(S/64) CTAs per head, fits in
 // one wave of two CTAs per SM; else the pair. Measured on an H200 (thirty-sixth session, perf/NOTES.md; two interleaved
 // rounds over the nine GEMM-path workloads): the kernel's third form 1.026-1.028x per call at #7 (S = 293, B = 1: 160
-// CTAs, padded), slower everywhere else: 0.97x at #0 (S = 691: 352 CTAs, 1.33 waves; the kernel is issue-bound at two
+// CTAs, padded; auto against off then 1.013x), slower everywhere else: 0.97x at #0 (S = 691: 352 CTAs, 1.33 waves; the kernel is issue-bound at two
 // warps per scheduler, so the partial wave costs it up to half again) and 0.98x at #1 (512 CTAs), 0.92-0.96x on the
 // unpadded workloads, where the pair has no padded copy of P to write.
 int dpsm_switch() { return env_switch("ATTNBWD_CUDA_GQA_DPSM", {"auto", "on", "off", "wide"}); }

@@ -512,8 +512,9 @@ TEST(CudaGqaRope, DpSoftmaxKernelMatchesTheOracleAndRefusesOtherPaths) {
 // auto's choice between the dP + softmax kernel and the pair on the GEMM attention path: the narrow kernel where the
 // attention is padded (S % 8 != 0) and its grid, ceil(S/64) CTAs per head, fits in one wave of two CTAs per SM (auto
 // gives on's bits), else the cuBLASLt dP GEMM + row kernel (off's bits). The two forms sum the row term in another
-// order, so at these sizes their bits differ (checked: else the test could not tell them apart). S = 293 with 8 heads:
-// 40 CTAs; S = 131 with more than two CTAs per SM of this device; S = 296 (unpadded), 40 CTAs.
+// order, so at these padded sizes their bits differ (checked: else the test could not tell them apart). S = 293 with
+// 8 heads: 40 CTAs; S = 131 with more than two CTAs per SM of this device. (An unpadded case, S = 296, is left out: on
+// the H200 on and off gave the same bits there, so it could not tell which one auto took.)
 TEST(CudaGqaRope, DpSoftmaxAutoTakesTheKernelWherePaddedAndOneWave) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the dP + softmax kernel runs on sm_90 only";
@@ -532,8 +533,7 @@ TEST(CudaGqaRope, DpSoftmaxAutoTakesTheKernelWherePaddedAndOneWave) {
   };
   const int64_t B_over = 2 * sms / (3 * 8) + 1;  // S = 131: Sp = 136, 3 CTAs per head, 8 heads per batch element
   std::uint64_t tag = 630;
-  for (const Shape& c : {Shape{axes_of(1, 293, 8, 2, 128, 64), true}, Shape{axes_of(B_over, 131, 8, 2, 128, 64), false},
-                         Shape{axes_of(1, 296, 8, 2, 128, 64), false}}) {
+  for (const Shape& c : {Shape{axes_of(1, 293, 8, 2, 128, 64), true}, Shape{axes_of(B_over, 131, 8, 2, 128, 64), false}}) {
     SCOPED_TRACE("B = " + std::to_string(c.axes.at("batch_size")) + ", S = " + std::to_string(c.axes.at("seq_len")));
     const tools::TensorSet in = tools::generate_inputs(kOp, c.axes, fresh_seed(tag++), tools::default_scalars(kOp));
     const auto on = outputs(in, c.axes, kDpsmOn), off = outputs(in, c.axes, kDpsmOff), auto_ = outputs(in, c.axes, kGemm);
