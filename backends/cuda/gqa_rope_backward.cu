@@ -453,9 +453,9 @@ AttnPath attn_path() {
 // auto: the narrow kernel where the attention is padded (S % 8 != 0) and its grid, ceil(S/64) CTAs per head, fits in
 // one wave of two CTAs per SM; else the pair. Measured on an H200 (thirty-sixth session, perf/NOTES.md; two interleaved
 // rounds over the nine GEMM-path workloads): the kernel's third form 1.026-1.028x per call at #7 (S = 293, B = 1: 160
-// CTAs, padded; auto against off then 1.013x), slower everywhere else: 0.97x at #0 (S = 691: 352 CTAs, 1.33 waves; the kernel is issue-bound at two
-// warps per scheduler, so the partial wave costs it up to half again) and 0.98x at #1 (512 CTAs), 0.92-0.96x on the
-// unpadded workloads, where the pair has no padded copy of P to write.
+// CTAs, padded; auto against off then 1.013x), slower everywhere else: 0.97x at #0 (S = 691: 352 CTAs, 1.33 waves;
+// the kernel is issue-bound at two warps per scheduler, so the partial wave costs it up to half again) and 0.98x at #1
+// (512 CTAs), 0.92-0.96x on the unpadded workloads, where the pair has no padded copy of P to write.
 int dpsm_switch() { return env_switch("ATTNBWD_CUDA_GQA_DPSM", {"auto", "on", "off", "wide"}); }
 
 ProjPath proj_path() {
@@ -770,7 +770,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       use_kv = true;
     }
   }
-  // Steps 3-4 of the GEMM attention path as one query-major sm_90a kernel, by name (ATTNBWD_CUDA_GQA_DPSM=on|wide, above).
+  // Steps 3-4 of the GEMM attention path as one query-major sm_90a kernel (ATTNBWD_CUDA_GQA_DPSM, above).
   GqaDpSoftmax dq;
   const int dpsm = dpsm_switch();
   dq.dO = dOp, dq.do_ld = ld_do, dq.do_head = head_do, dq.V = pad ? Vp : V, dq.P = P, dq.dS = dS, dq.ld_ds = ld;
@@ -783,9 +783,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                            "(the small or key-major kernels, or ATTNBWD_GQA_FUSED)");
     if (const std::string why = gqa_dp_softmax_unsupported(dq, ctx.cc()); !why.empty())
       throw Error("ATTNBWD_CUDA_GQA_DPSM", "dP + softmax kernel cannot take this call: " + why);
-  } else if (dpsm == 0 && pad && !use_small && !use_kv && !fused_asked) {
-    const int64_t ctas = (Sp + 63) / 64 * BH;  // the narrow form's grid; two CTAs per SM
-    use_dpsm = ctas <= 2 * static_cast<int64_t>(ctx.sm_count()) && gqa_dp_softmax_unsupported(dq, ctx.cc()).empty();
+  } else if (dpsm == 0 && pad && !use_small && !use_kv && !fused_asked) {  // auto: the narrow form (dq.wide false)
+    use_dpsm = gqa_dp_softmax_one_wave(dq, ctx.sm_count()) && gqa_dp_softmax_unsupported(dq, ctx.cc()).empty();
   }
   // Group GEMMs for dK32 / dV32 (ATTNBWD_CUDA_GQA_GROUP): the GEMM attention path only, dV32 only where dO is a
   // head-split (or padded) copy [B, Hq, Sp, D], whose group rows are consecutive.

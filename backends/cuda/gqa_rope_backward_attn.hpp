@@ -57,6 +57,8 @@ struct GqaDpSoftmax {
 // Why the kernel cannot take the call ("" when it can): an sm_90 device, head_dim 128, Sp = S rounded up to 8 and
 // ld_ds = Sp, at most 65535 (batch, head) pairs, 16-byte aligned tensors and dO rows.
 std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc);
+// Whether the kernel's grid for `p` (its form by p.wide) is at most one wave on a device of `sms` SMs.
+bool gqa_dp_softmax_one_wave(const GqaDpSoftmax& p, int sms);
 void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream);
 
 // The small-S path (gqa_rope_backward_attn.cu, mma.sync; the second launch's griddepcontrol.wait needs sm_90 or

@@ -63,7 +63,7 @@ constexpr int kPRow = 160;
 constexpr int kDpsmStages = 3;
 template <int WG>
 struct DpsmLayout {
-  static constexpr int kRows = kBlk * WG, kThreads = kWgThreads * WG;
+  static constexpr int kRows = kBlk * WG, kThreads = kWgThreads * WG, kCtasPerSm = 2 / WG;  // as launch_bounds
   static constexpr int kPStage = kRows * kPRow;
   static constexpr int kOffV = WG * kTile;  // after dO
   static constexpr int kOffP = kOffV + kDpsmStages * kTile;
@@ -726,13 +726,28 @@ std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc) {
   return {};
 }
 
+namespace {
+template <int WG>
+std::int64_t dpsm_row_blocks(const GqaDpSoftmax& p) {  // the grid's x: blocks of kRows query rows per head
+  return (p.Sp + DpsmLayout<WG>::kRows - 1) / DpsmLayout<WG>::kRows;
+}
+}  // namespace
+
+bool gqa_dp_softmax_one_wave(const GqaDpSoftmax& p, int sms) {
+  const auto fits = [&](auto wg) {
+    constexpr int WG = decltype(wg)::value;
+    return dpsm_row_blocks<WG>(p) * p.BH <= static_cast<std::int64_t>(DpsmLayout<WG>::kCtasPerSm) * sms;
+  };
+  return p.wide ? fits(std::integral_constant<int, 2>{}) : fits(std::integral_constant<int, 1>{});
+}
+
 void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream) {
   const auto go = [&](auto wg) {
     constexpr int WG = decltype(wg)::value;
     using L = DpsmLayout<WG>;
     ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(gqa_dp_softmax_kernel<WG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(L::kSmem)));
-    const dim3 grid(static_cast<unsigned>((p.Sp + L::kRows - 1) / L::kRows), static_cast<unsigned>(p.BH));
+    const dim3 grid(static_cast<unsigned>(dpsm_row_blocks<WG>(p)), static_cast<unsigned>(p.BH));
     gqa_dp_softmax_kernel<WG><<<grid, L::kThreads, L::kSmem, stream>>>(p);
   };
   if (p.wide)

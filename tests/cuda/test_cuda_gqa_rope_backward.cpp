@@ -264,21 +264,21 @@ void expect_rerun_bits(HostCase<Args>& first, const tools::TensorSet& in, const 
     EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << " " << what;
 }
 
+// The op's outputs (bytes) on a fresh copy of `in` in mode `m`.
+std::vector<std::vector<unsigned char>> outputs_in(const tools::TensorSet& in, const tools::Axes& axes, const Mode& m) {
+  HostCase<Args> got(in, axes);
+  UseMode mode(m);
+  run_cuda(got);
+  return got.outputs;
+}
+
 // The op on fresh copies of `in` in modes `a` and `b`: every output must have the same bits (two paths that do the same
 // math in the same order).
 void expect_same_bits(const tools::TensorSet& in, const tools::Axes& axes, const Mode& a, const Mode& b) {
-  HostCase<Args> first(in, axes), second(in, axes);
-  {
-    UseMode mode(a);
-    run_cuda(first);
-  }
-  {
-    UseMode mode(b);
-    run_cuda(second);
-  }
-  ASSERT_EQ(first.outputs.size(), second.outputs.size());
-  for (std::size_t i = 0; i < first.outputs.size(); ++i)
-    EXPECT_TRUE(first.outputs[i] == second.outputs[i]) << "output " << i << ": " << a.name() << " / " << b.name();
+  const auto first = outputs_in(in, axes, a), second = outputs_in(in, axes, b);
+  ASSERT_EQ(first.size(), second.size());
+  for (std::size_t i = 0; i < first.size(); ++i)
+    EXPECT_TRUE(first[i] == second[i]) << "output " << i << ": " << a.name() << " / " << b.name();
 }
 
 // The op on fresh inputs of `axes` (in a mode forced onto a path that cannot take them) raises an Error naming `env`.
@@ -521,22 +521,18 @@ TEST(CudaGqaRope, DpSoftmaxAutoTakesTheKernelWherePaddedAndOneWave) {
   int dev = 0, sms = 0;
   ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
-  const auto outputs = [](const tools::TensorSet& in, const tools::Axes& axes, const Mode& m) {
-    HostCase<Args> got(in, axes);
-    UseMode mode(m);
-    run_cuda(got);
-    return got.outputs;
-  };
   struct Shape {
     tools::Axes axes;
     bool kernel;  // auto takes the kernel
   };
   const int64_t B_over = 2 * sms / (3 * 8) + 1;  // S = 131: Sp = 136, 3 CTAs per head, 8 heads per batch element
   std::uint64_t tag = 630;
-  for (const Shape& c : {Shape{axes_of(1, 293, 8, 2, 128, 64), true}, Shape{axes_of(B_over, 131, 8, 2, 128, 64), false}}) {
+  for (const Shape& c :
+       {Shape{axes_of(1, 293, 8, 2, 128, 64), true}, Shape{axes_of(B_over, 131, 8, 2, 128, 64), false}}) {
     SCOPED_TRACE("B = " + std::to_string(c.axes.at("batch_size")) + ", S = " + std::to_string(c.axes.at("seq_len")));
     const tools::TensorSet in = tools::generate_inputs(kOp, c.axes, fresh_seed(tag++), tools::default_scalars(kOp));
-    const auto on = outputs(in, c.axes, kDpsmOn), off = outputs(in, c.axes, kDpsmOff), auto_ = outputs(in, c.axes, kGemm);
+    const auto on = outputs_in(in, c.axes, kDpsmOn), off = outputs_in(in, c.axes, kDpsmOff),
+               auto_ = outputs_in(in, c.axes, kGemm);
     EXPECT_FALSE(on == off) << "the kernel's and the pair's bits are the same here: auto's choice is not observable";
     EXPECT_TRUE(auto_ == (c.kernel ? on : off)) << "auto did not take " << (c.kernel ? "the kernel" : "the pair");
   }
