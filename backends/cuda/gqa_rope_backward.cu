@@ -100,12 +100,13 @@ __global__ void softmax_backward_rows_scalar(const bf* __restrict__ P, bf* __res
 // element loads per chunk); rows s < S also copy their P row into p_pad with zeros in columns S..S8, rows
 // S ≤ s < S8 write a zero row of p_pad. dS's own pad rows and columns are the dP GEMM's zeros (products with
 // the zero rows of dO and V in their padded copies) and are left as they are.
+// R: rows per warp (consecutive), one after the other, each warp prefetching row k + 1's P and dP into L2 before it
+// loads row k (more bytes in flight per SM without registers: where the kernel shares the GPU with a weight-gradient
+// GEMM on a part of the SMs, its rate per SM sets its time). The same bits for every R.
 template <int NC, bool Pad>
-__global__ void softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict__ ds, bf* __restrict__ p_pad,
-                                        int64_t BH, int64_t S, int64_t S8, float scaling) {
-  const int lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (row >= BH * S8) return;
+__device__ __forceinline__ void softmax_backward_row16(const bf* __restrict__ P, bf* __restrict__ ds,
+                                                       bf* __restrict__ p_pad, int64_t S, int64_t S8, float scaling,
+                                                       int64_t row, int lane) {
   const int64_t bh = row / S8, s = row % S8;
   if constexpr (Pad) {
     if (s >= S) {
@@ -167,17 +168,85 @@ __global__ void softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict
   }
 }
 
+__device__ __forceinline__ void prefetch_l2(const void* a) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<std::uint64_t>(a)));
+}
+
+// Row `row`'s dP and P (pad rows: neither; they read nothing) into L2: one prefetch per lane and 8-column chunk (the
+// chunks' first elements; lane 0 adds P's last element, whose line a misaligned row may not otherwise reach).
+template <int NC, bool Pad>
+__device__ __forceinline__ void prefetch_row16(const bf* __restrict__ P, const bf* __restrict__ ds, int64_t S,
+                                               int64_t S8, int64_t row, int lane) {
+  const int64_t bh = row / S8, s = row % S8;
+  if (Pad && s >= S) return;
+  const bf* p = P + (bh * S + s) * S;
+  const bf* d = ds + row * S8;
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    const int64_t j = c * 256 + lane * 8;
+    if (j < S8) prefetch_l2(d + j);
+    if (j < S) prefetch_l2(p + j);
+  }
+  if (Pad && lane == 0) prefetch_l2(p + S - 1);
+}
+
+// R > 1 with rows of ≤ 768 columns: registers capped for R = 1's 4 blocks of 256 threads per SM (the prefetch's loop
+// otherwise takes 72 registers at NC = 3 with Pad, 3 blocks).
+template <int NC, int R>
+constexpr int rows16_min_blocks() {
+  return R > 1 && NC <= 3 ? 4 : 1;
+}
+
+template <int NC, bool Pad, int R>
+__global__ void __launch_bounds__(256, rows16_min_blocks<NC, R>()) softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict__ ds, bf* __restrict__ p_pad,
+                                        int64_t BH, int64_t S, int64_t S8, float scaling) {
+  static_assert(R == 1 || NC > 0, "rows of more than 2048 columns (two passes) take one row per warp");
+  const int lane = threadIdx.x % 32;
+  const int64_t rows = BH * S8;
+  const int64_t first = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * R;
+  if constexpr (R == 1) {
+    if (first < rows) softmax_backward_row16<NC, Pad>(P, ds, p_pad, S, S8, scaling, first, lane);
+  } else {
+#pragma unroll 1
+    for (int k = 0; k < R; ++k) {
+      const int64_t row = first + k;
+      if (row >= rows) return;
+      if (k + 1 < R && row + 1 < rows) prefetch_row16<NC, Pad>(P, ds, S, S8, row + 1, lane);
+      softmax_backward_row16<NC, Pad>(P, ds, p_pad, S, S8, scaling, row, lane);
+    }
+  }
+}
+
+// ATTNBWD_CUDA_GQA_ROWS=auto|1|2|4|8: softmax_backward_rows16's rows per warp (R above) where the row is held in
+// registers (S8 ≤ 2048; longer rows take 1). auto = 1 until the others are measured.
+int rows_per_warp() {
+  static constexpr int kRows[] = {1, 1, 2, 4, 8};
+  return kRows[env_switch("ATTNBWD_CUDA_GQA_ROWS", {"auto", "1", "2", "4", "8"})];
+}
+
 // Launches softmax_backward_rows16 with the row held in registers where S8 ≤ 2048 (NC = S8 / 256 rounded
-// up), else the two-pass form.
+// up), else the two-pass form; `rows` (rows_per_warp()) rows per warp with the row in registers, else one.
 template <bool Pad>
-void softmax_rows16(const bf* P, bf* ds, bf* p_pad, int64_t BH, int64_t S, int64_t S8, float scaling,
+void softmax_rows16(const bf* P, bf* ds, bf* p_pad, int64_t BH, int64_t S, int64_t S8, float scaling, int rows,
                     cudaStream_t stream) {
-  const int threads = 256, rows_per_block = threads / 32;
-  const unsigned grid = blocks_for(BH * S8, rows_per_block);
-  const auto go = [&](auto nc) {
-    softmax_backward_rows16<decltype(nc)::value, Pad><<<grid, threads, 0, stream>>>(P, ds, p_pad, BH, S, S8, scaling);
+  const int threads = 256, warps = threads / 32;
+  const int nc = static_cast<int>(std::min<int64_t>((S8 + 255) / 256, 9));  // 9 → 0: the two-pass form
+  const int R = nc <= 8 ? rows : 1;
+  const auto go = [&](auto ncc, auto rc) {
+    constexpr int kNc = decltype(ncc)::value, kR = decltype(rc)::value;
+    if constexpr (kR == 1 || kNc > 0) {
+      const unsigned grid = blocks_for(BH * S8, warps * kR);
+      softmax_backward_rows16<kNc, Pad, kR><<<grid, threads, 0, stream>>>(P, ds, p_pad, BH, S, S8, scaling);
+    }
   };
-  dispatch_int<8, 0>(static_cast<int>(std::min<int64_t>((S8 + 255) / 256, 9)), go);  // 0: the two-pass form
+  dispatch_int<8, 0>(nc, [&](auto ncc) {
+    switch (R) {
+      case 8: go(ncc, std::integral_constant<int, 8>{}); break;
+      case 4: go(ncc, std::integral_constant<int, 4>{}); break;
+      case 2: go(ncc, std::integral_constant<int, 2>{}); break;
+      default: go(ncc, std::integral_constant<int, 1>{});
+    }
+  });
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
@@ -583,6 +652,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // ATTNBWD_GQA_FUSED=1: the fused dP/softmax kernel where it applies (opt-in: measured slower than the
   // cuBLASLt dP + row kernel on the H200).
   const bool fused_asked = env_switch("ATTNBWD_GQA_FUSED", {"0", "1"}) == 1;
+  const int row_kernel_rows = rows_per_warp();  // read here: a bad value is an Error before anything is enqueued
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
   // buffers have Sp = S8 rows per head and P gets a padded copy; otherwise Sp = S.
   const int64_t S8 = round_up(S, 8);
@@ -920,9 +990,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.stride_b = Sp * D, g.stride_c = Sp * ld;
       gemm(ctx, 0, stream, g, dOp, V, dS);
       if (pad) {  // ld = S8 = Sp
-        softmax_rows16<true>(P, dS, Pp, BH, S, S8, scaling, stream);
+        softmax_rows16<true>(P, dS, Pp, BH, S, S8, scaling, row_kernel_rows, stream);
       } else if (S % 8 == 0 && aligned16(P)) {  // ld = S
-        softmax_rows16<false>(P, dS, nullptr, BH, S, S, scaling, stream);
+        softmax_rows16<false>(P, dS, nullptr, BH, S, S, scaling, row_kernel_rows, stream);
       } else {
         const int threads = 256, rows_per_block = threads / 32;
         softmax_backward_rows_scalar<<<blocks_for(BH * S, rows_per_block), threads, 0, stream>>>(P, dS, BH * S, S, ld,

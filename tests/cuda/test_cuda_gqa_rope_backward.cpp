@@ -13,7 +13,8 @@
 // of dA (B = 1) or a head-split copy (B > 1); its warp-specialised form kvws at S % 128 == 0 and its bit
 // equality with kv; an Error where it cannot take the call), run-to-run bit
 // equality, the GEMM path's dP + softmax kernel (ATTNBWD_CUDA_GQA_DPSM=on|wide) and the cuBLASLt dP GEMM + row
-// kernel (off, as auto), and the two smallest benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
+// kernel (off, as auto), the row kernel's rows per warp (ATTNBWD_CUDA_GQA_ROWS, bit equality), and the two smallest
+// benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
 // Every element of all five outputs is compared; outputs are poisoned with NaN before each run.
 // Rule: spec §6 (rtol 0.05, matched ratio 0.99) plus a relative-L2 bound per output, the portable
 // test's (its comment gives the measured values they are ~10x above).
@@ -600,6 +601,43 @@ TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
     expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(399), "ATTNBWD_CUDA_GQA_DWO_SMS",
                    std::string("ATTNBWD_CUDA_GQA_DWO_SMS=") + bad);
   }
+}
+
+// The softmax row kernel with R rows per warp (ATTNBWD_CUDA_GQA_ROWS=2|4|8: the warp's rows one after another, the
+// next row's P and dP prefetched into L2) does each row's math in the order of one row per warp (1): the same bits, on
+// the padded (S = 75, 131, 300) and unpadded (S = 40, 128, 520) GEMM attention paths, rows of one to three 256-column
+// chunks, row counts that leave the last block and the last warp part-filled (3 query heads: 240 and 120 rows); R = 8
+// against the oracle too. A value outside the list is an Error naming the switch.
+TEST(CudaGqaRope, RowKernelRowsPerWarpGiveTheSameBits) {
+  ATTNBWD_SEED_TRACE();
+  struct Shape {
+    int64_t B, S, Hq, Hkv;
+  };
+  const Shape shapes[] = {{2, 131, 8, 2}, {2, 128, 8, 2}, {1, 75, 3, 1}, {1, 40, 3, 1}, {1, 300, 4, 1}, {1, 520, 4, 1}};
+  int k = 0;
+  for (const Shape& sh : shapes) {
+    const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, 128, 64);
+    SCOPED_TRACE(tools::axes_to_string(axes));
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(410 + k++), tools::default_scalars(kOp));
+    std::vector<std::vector<unsigned char>> one;
+    {
+      const ScopedEnv rows("ATTNBWD_CUDA_GQA_ROWS", "1");
+      one = outputs_in(in, axes, kDpsmOff);
+    }
+    for (const char* r : {"2", "4", "8"}) {
+      const ScopedEnv rows("ATTNBWD_CUDA_GQA_ROWS", r);
+      const auto got = outputs_in(in, axes, kDpsmOff);
+      ASSERT_EQ(got.size(), one.size());
+      for (std::size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(got[i] == one[i]) << "output " << i << ": ATTNBWD_CUDA_GQA_ROWS=" << r << " / 1";
+    }
+    if (sh.S == 75) {
+      const ScopedEnv rows("ATTNBWD_CUDA_GQA_ROWS", "8");
+      check(in, axes, smallest_atol(kOp), {kDpsmOff});
+    }
+  }
+  const ScopedEnv bad("ATTNBWD_CUDA_GQA_ROWS", "3");
+  expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(419), "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_GQA_ROWS=3");
 }
 
 // The merge pass with 16-byte moves (default) and with one element pair per thread (scalar) do the same
