@@ -119,7 +119,11 @@ __device__ __forceinline__ void st4(__half* p, float4 v) {
   u.y = *reinterpret_cast<const unsigned*>(&b);
   *reinterpret_cast<uint2*>(p) = u;
 }
-template <class In, class Out>
+// Wide (ATTNBWD_CUDA_VARLEN_BIASROPE=vec1): blockIdx.y picks the token's block of 256 tasks, one task per thread, so
+// every load of a thread is issued at once (the loop of the one-block form issues an iteration's loads after the last
+// iteration's stores: ~5 dependent round trips per thread at H = 28, where the pass sits between the QKV projection and
+// the attention, beside the dAO GEMM: 14.4 µs at #8 for 8 MB, thirty-second session's trace). The same bits.
+template <class In, class Out, bool Wide = false>
 __global__ void __launch_bounds__(256) bias_rope_vec(const In* qkv, Out* out, const float* __restrict__ bias,
                                                      const float* __restrict__ cos, const float* __restrict__ sin,
                                                      int H, int D) {
@@ -129,7 +133,8 @@ __global__ void __launch_bounds__(256) bias_rope_vec(const In* qkv, Out* out, co
   Out* orow = out + tok * 3 * H * D;
   const float* c = cos + tok * D;
   const float* s = sin + tok * D;
-  for (int k = threadIdx.x; k < tasks; k += blockDim.x) {
+  const int k0 = static_cast<int>(threadIdx.x) + (Wide ? static_cast<int>(blockIdx.y * blockDim.x) : 0);
+  for (int k = k0; k < tasks; k += Wide ? static_cast<unsigned>(tasks) : blockDim.x) {
     const int slot = k / quads, d = (k - slot * quads) * 4, col = slot * D + d;
     float4 lo = ld4(row + col), hi = ld4(row + col + half);
     const float4 blo = ld4(bias + col), bhi = ld4(bias + col + half);
@@ -327,6 +332,10 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
   // bimodal #4, #14, #15 0.96-1.05x), the stages at #10 QKV 0.978 -> 0.966 ms and bias + RoPE 0.154 -> 0.128 ms.
   // So auto = lt16 wherever it does not take the mixed kernel.
   const int qkv_switch = env_switch("ATTNBWD_CUDA_VARLEN_QKV", {"auto", "lt", "mixed", "lt16"});
+  // ATTNBWD_CUDA_VARLEN_BIASROPE=auto|vec|scalar|vec1: bias_rope_vec where it applies (auto, vec; measured 1.02-1.03x
+  // per call on 5 of 6 workloads, perf/NOTES.md), the element-pair kernel bias_rope (scalar), or bias_rope_vec with one
+  // task per thread (vec1: not yet measured). Read here, before anything is enqueued (a bad value is an Error first).
+  const int bias_rope_mode = env_switch("ATTNBWD_CUDA_VARLEN_BIASROPE", {"auto", "vec", "scalar", "vec1"});
   sm90::MixedGemm mg;
   mg.M = S, mg.N = C3, mg.K = C, mg.lda = C, mg.ldw = C, mg.ldc = C3;
   mg.a = Xh, mg.w = Wqkv, mg.c = qkv, mg.w16 = Wqkvh;
@@ -387,22 +396,28 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
     }
     varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
     stages.mark("table");
-    // ATTNBWD_CUDA_VARLEN_BIASROPE=auto|vec|scalar: bias_rope_vec where it applies (auto, vec; measured
-    // 1.02-1.03x per call on 5 of 6 workloads, perf/NOTES.md) or the element-pair kernel bias_rope (scalar).
-    const bool vec_bias_rope = env_switch("ATTNBWD_CUDA_VARLEN_BIASROPE", {"auto", "vec", "scalar"}) != 2 &&
+    const bool vec_bias_rope = bias_rope_mode != 2 &&
                                bias_rope_vec_ok(qkv, half_attn ? static_cast<const void*>(qkvh) : qkv,
                                                 a.qkv_bias.data, a.cos.data, a.sin.data, H, D);
     if (vec_bias_rope) {
-      const unsigned blocks = static_cast<unsigned>(S);
-      if (qkv16)
-        bias_rope_vec<__half, __half><<<blocks, 256, 0, stream>>>(qkvh, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
-                                                                   static_cast<int>(H), static_cast<int>(D));
-      else if (half_attn)
-        bias_rope_vec<float, __half><<<blocks, 256, 0, stream>>>(qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data,
-                                                                  static_cast<int>(H), static_cast<int>(D));
+      const auto go = [&](auto wide) {
+        constexpr bool kWide = decltype(wide)::value;
+        const int tasks = static_cast<int>(3 * H * (D / 8));  // bias_rope_vec's: 4 pairs each
+        const dim3 blocks(static_cast<unsigned>(S), kWide ? static_cast<unsigned>((tasks + 255) / 256) : 1u);
+        if (qkv16)
+          bias_rope_vec<__half, __half, kWide><<<blocks, 256, 0, stream>>>(
+              qkvh, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data, static_cast<int>(H), static_cast<int>(D));
+        else if (half_attn)
+          bias_rope_vec<float, __half, kWide><<<blocks, 256, 0, stream>>>(
+              qkv, qkvh, a.qkv_bias.data, a.cos.data, a.sin.data, static_cast<int>(H), static_cast<int>(D));
+        else
+          bias_rope_vec<float, float, kWide><<<blocks, 256, 0, stream>>>(
+              qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data, static_cast<int>(H), static_cast<int>(D));
+      };
+      if (bias_rope_mode == 3)
+        go(std::true_type{});
       else
-        bias_rope_vec<float, float><<<blocks, 256, 0, stream>>>(qkv, qkv, a.qkv_bias.data, a.cos.data, a.sin.data,
-                                                                 static_cast<int>(H), static_cast<int>(D));
+        go(std::false_type{});
     } else {
       const int threads = 256;
       const unsigned blocks = blocks_for(S * 3 * H * (D / 2), threads);

@@ -250,16 +250,51 @@ TEST(CudaVisionVarlenRope, DqkvVariantsMatchTheOracle) {
   }
 }
 
-// ATTNBWD_CUDA_VARLEN_BIASROPE: the one-block-per-token bias + RoPE kernel (vec, the default) and the
-// element-pair kernel (scalar), fp16 output in Default and in place in Strict, on odd sequence mixes and
-// (vec falling back to the element-pair kernel) on 4-byte-misaligned tensors.
+// ATTNBWD_CUDA_VARLEN_BIASROPE: the one-block-per-token bias + RoPE kernel (vec, the default), its form with one task
+// per thread (vec1) and the element-pair kernel (scalar), fp16 output in Default and in place in Strict, on odd
+// sequence mixes and (vec and vec1 falling back to the element-pair kernel) on 4-byte-misaligned tensors.
 TEST(CudaVisionVarlenRope, BiasRopeVariantsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   std::uint64_t tag = 90;
-  for (const char* variant : {"vec", "scalar"}) {
+  for (const char* variant : {"vec", "vec1", "scalar"}) {
     const ScopedEnv env("ATTNBWD_CUDA_VARLEN_BIASROPE", variant);
     check_variant_on_odd_mixes(std::string(variant) + " bias+RoPE",
                                {{131}, {1, 1, 1, 1, 1}, {1, 130, 0, 33, 2, 64, 65, 17}}, tag);
+  }
+}
+
+// ATTNBWD_CUDA_VARLEN_BIASROPE=vec1 (one task per thread, grid y over a token's blocks of 256 tasks) does each element's
+// math of vec (a loop per token): the same bits, in Default (the mixed QKV kernel's fp32 result into the fp16 QKV at
+// workload #8's S = 131 and 28 heads: six blocks per token, the last part-filled; lt16's in-place fp16 at #12) and in
+// Strict (in place on fp32), and on an odd mix of 2 heads (one block per token).
+TEST(CudaVisionVarlenRope, BiasRopeOneTaskPerThreadGivesTheLoopsBits) {
+  ATTNBWD_SEED_TRACE();
+  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
+  std::vector<std::pair<std::string, std::pair<tools::TensorSet, tools::Axes>>> cases;
+  {
+    tools::Axes axes;
+    tools::TensorSet in = varlen_inputs({1, 130, 0, 33, 2, 64, 65}, 2, 4.0f, fresh_seed(175), axes);
+    cases.push_back({label_of({1, 130, 0, 33, 2, 64, 65}, 2), {std::move(in), axes}});
+  }
+  std::uint64_t tag = 176;
+  for (const char* index : {"8", "12"}) {
+    const tools::Workload& w = tools::find_workload(all, index);
+    cases.push_back({std::string("workload ") + index,
+                     {tools::generate_inputs(kOp, w.axes, fresh_seed(tag++), w.scalars), w.axes}});
+  }
+  for (const auto& [label, c] : cases) {
+    for (const Precision p : {Precision::Default, Precision::Strict}) {
+      HostCase<Args> loop(c.first, c.second), wide(c.first, c.second);
+      {
+        const ScopedEnv br("ATTNBWD_CUDA_VARLEN_BIASROPE", "vec");
+        run_cuda(loop, p);
+      }
+      {
+        const ScopedEnv br("ATTNBWD_CUDA_VARLEN_BIASROPE", "vec1");
+        run_cuda(wide, p);
+      }
+      expect_same_bits(loop, wide, "bias + RoPE vec vs vec1, " + label + ", " + to_string(p));
+    }
   }
 }
 
@@ -521,7 +556,7 @@ TEST(CudaVisionVarlenRope, Lt16QkvMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv env("ATTNBWD_CUDA_VARLEN_QKV", "lt16");
   std::uint64_t tag = 97;
-  for (const char* variant : {"vec", "scalar"}) {
+  for (const char* variant : {"vec", "vec1", "scalar"}) {
     const ScopedEnv br("ATTNBWD_CUDA_VARLEN_BIASROPE", variant);
     check_variant_on_odd_mixes(std::string("lt16 QKV, ") + variant + " bias+RoPE",
                                {{131}, {1, 1, 1, 1, 1}, {1, 130, 0, 33, 2, 64, 65, 17}}, tag);
