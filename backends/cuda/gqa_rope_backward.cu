@@ -652,7 +652,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // ATTNBWD_GQA_FUSED=1: the fused dP/softmax kernel where it applies (opt-in: measured slower than the
   // cuBLASLt dP + row kernel on the H200).
   const bool fused_asked = env_switch("ATTNBWD_GQA_FUSED", {"0", "1"}) == 1;
-  const int row_kernel_rows = rows_per_warp();  // read here: a bad value is an Error before anything is enqueued
+  // Switches read here, before anything is enqueued, so that a malformed value is an Error before any output is written
+  // (the others below are read before the first enqueue too).
+  const int row_kernel_rows = rows_per_warp();
+  const bool overlap_switch = gqa_overlap();
+  const bool merge_scalar_switch = merge_scalar();
+  const bool thin_pdl_switch = thin_pdl();
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
   // buffers have Sp = S8 rows per head and P gets a padded copy; otherwise Sp = S.
   const int64_t S8 = round_up(S, 8);
@@ -958,7 +963,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     const auto over_groups = [&](Gemm& g) {
       g.K *= G, g.stride_a *= G, g.stride_b *= G, g.count = static_cast<int>(B * Hkv);
     };
-    const bool overlap = gqa_overlap();
+    const bool overlap = overlap_switch;
     const cudaStream_t attn_side = overlap && !(late && pad) ? side : stream;
     const int attn_slot = attn_side == stream ? 0 : 1;
     const auto dv_gemm = [&] {  // 5a. dV32 = Pᵀ·dO (per query head, or per KV head over its group)
@@ -1023,7 +1028,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   }
   // 6-8. GQA sums, RoPE, merge (done already where the small kernels wrote the merged form).
   if (!sm.merged) {
-    const bool vec = D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar();
+    const bool vec = D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar_switch;
     const bool g4 = Hq == 4 * Hkv;
     const auto merge = vec ? (g4 ? gqa_rope_merge<8, 4> : gqa_rope_merge<8, 0>)
                            : (g4 ? gqa_rope_merge<1, 4> : gqa_rope_merge<1, 0>);
@@ -1044,7 +1049,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     stages.mark("qkv_grouped");
   } else if (thin) {
     void* ws = thin_plan.workspace_bytes ? ctx.scratch(1, thin_plan.workspace_bytes, stream) : nullptr;
-    sm90::linear_thin_launch(gj.p, thin_plan, ws, stream, thin_pdl());  // after the merge pass or the small kernels
+    sm90::linear_thin_launch(gj.p, thin_plan, ws, stream, thin_pdl_switch);  // after the merge pass or the small kernels
     stages.mark("qkv_thin");
   } else if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);

@@ -282,9 +282,11 @@ void expect_same_bits(const tools::TensorSet& in, const tools::Axes& axes, const
     EXPECT_TRUE(first[i] == second[i]) << "output " << i << ": " << a.name() << " / " << b.name();
 }
 
-// The op on fresh inputs of `axes` (in a mode forced onto a path that cannot take them) raises an Error naming `env`.
+// The op on fresh inputs of `axes` (in a mode forced onto a path that cannot take them, or with a malformed switch)
+// raises an Error naming `env`, and before any output is written: every output keeps its poison bits.
 void expect_refused(const tools::Axes& axes, std::uint64_t seed, const char* env, const std::string& what) {
   HostCase<Args> refused(tools::generate_inputs(kOp, axes, seed, tools::default_scalars(kOp)), axes);
+  const std::vector<std::vector<unsigned char>> before = refused.outputs;
   DeviceArgs<Kokkos::Cuda, Args> device(refused.args);
   try {
     detail::run(Kokkos::Cuda(), device.args, Options{});
@@ -292,6 +294,10 @@ void expect_refused(const tools::Axes& axes, std::uint64_t seed, const char* env
   } catch (const Error& e) {
     EXPECT_EQ(e.argument(), env) << e.what();
   }
+  Kokkos::Cuda().fence();
+  device.outputs_to(refused.args);
+  for (std::size_t i = 0; i < before.size(); ++i)
+    EXPECT_TRUE(refused.outputs[i] == before[i]) << "output " << i << " was written before the Error: " << what;
 }
 
 // No order-dependent atomics: two runs give the same bits.
@@ -638,6 +644,22 @@ TEST(CudaGqaRope, RowKernelRowsPerWarpGiveTheSameBits) {
   }
   const ScopedEnv bad("ATTNBWD_CUDA_GQA_ROWS", "3");
   expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(419), "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_GQA_ROWS=3");
+}
+
+// Switches the op reads late in its course before the thirty-seventh session (the attention's stream overlap, the
+// merge's form, the thin launch's programmatic dependence) are read before anything is enqueued: a malformed value is
+// an Error naming the switch with every output untouched, also where grad_o_weight's GEMM is queued first
+// (ATTNBWD_CUDA_GQA_DWO=early on the GEMM attention path) and on the thin q/k/v path (T ≤ 256).
+TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early");
+  const ScopedEnv gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
+  std::uint64_t tag = 430;
+  for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
+                          "ATTNBWD_CUDA_GQA_ROWS"}) {
+    const ScopedEnv bad(env, "bogus");
+    expect_refused(axes_of(2, 131, 8, 2, 128, 64), fresh_seed(tag++), env, std::string(env) + "=bogus");
+  }
 }
 
 // The merge pass with 16-byte moves (default) and with one element pair per thread (scalar) do the same
