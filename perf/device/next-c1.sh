@@ -1,33 +1,44 @@
-# Next session, call 1: the first GPU run of 345e9b2 (gemm_half, sms_of_132), the dP + softmax kernel v3
-# (bc36549..20d564d) and 9757bd3 (the code probe, mha switches off sm_90): every CUDA test in three shards, the
-# 100a-only CLI on the H200, sanitizers on the kernel's test, float64 PyTorch on gqa with both forms.
+# Next session, call 1 (planned in the thirty-seventh session, which had no GPU): the first GPU run of 74e90de..HEAD.
+# 1. gqa's CUDA tests in three shards (74e90de's review mends; the row kernel's rows per warp, ATTNBWD_CUDA_GQA_ROWS;
+#    the switches read at the op's start with untouched outputs on refusal) and varlen's bias + RoPE tests (vec1).
+# 2. A/B ROWS 1 / 2 / 4 / 8 on the eight GEMM-path workloads that run the row kernel (#7 takes the dP + softmax
+#    kernel), two interleaved rounds. Prediction: 1.00 at the unshared or small ones; where the row kernel runs beside
+#    the late dWo GEMM on part of the SMs (#0 59.7 us, #10 125.5 us) up to -20 us at #0 if its per-SM rate was latency-
+#    bound; no change if it was L2-bound (dWo pulls ~4 TB/s of operands from L2 there).
+# 3. A/B varlen BIASROPE vec / vec1 on all 16 workloads, two rounds. Prediction: -5..-8 us at #8, #11, #1 (the mixed
+#    QKV path, the pass beside the dAO GEMM), ~1.00 elsewhere.
+# 4. Timelines of gqa #0 and #10 at ROWS 1 and 4, varlen #8 at vec and vec1.
 source perf/device/common.sh
-LIMIT=520
+LIMIT=${LIMIT:-540}
 T=$M/attnbwd_tests
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $R/gpu.txt 2>&1
+P=$M/attnbwd_perf
+F='CudaGqaRope.*:CudaVisionVarlenRope.BiasRope*:CudaVisionVarlenRope.Lt16*'
 for i in 0 1 2; do
-  GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$i timeout $(tmo 330) $T --gtest_filter='Cuda*:*Cuda*' > $R/tests-$i.txt 2>&1 &
+  GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$i timeout $(tmo 220) $T --gtest_filter="$F" > $R/tests-$i.txt 2>&1 &
 done
 wait
 echo "tests t=$SECONDS"; grep -hE '^\[ +(PASSED|FAILED) +\]|FAILED  \]' $R/tests-*.txt
-# a 100a-only build's CLI (bin-new/attnbwd-100a, built with ATTNBWD_CUDA_ARCHITECTURES=100a) on the H200: the
-# context finds no image for the device, so auto must report the portable backend and --backend cuda an Error naming
-# options.backend (9757bd3)
-if ok; then
-  timeout $(tmo 60) $M/attnbwd gen out_proj_backward --workload 8 -o /tmp/op8.st > /dev/null 2>&1
-  timeout $(tmo 60) $M/attnbwd-100a run out_proj_backward -i /tmp/op8.st -o /tmp/op8-auto.st > $R/a100-auto.txt 2>&1; echo "100a auto rc=$?"
-  timeout $(tmo 60) $M/attnbwd-100a run out_proj_backward -i /tmp/op8.st -o /tmp/op8-cuda.st --backend cuda > $R/a100-cuda.txt 2>&1; echo "100a cuda rc=$?"
-  timeout $(tmo 60) $M/attnbwd run out_proj_backward -i /tmp/op8.st -o /tmp/op8-fast.st > $R/a90-auto.txt 2>&1; echo "90a auto rc=$?"
-  tail -2 $R/a100-auto.txt $R/a100-cuda.txt $R/a90-auto.txt
-fi
-ok && timeout $(tmo 150) compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_filter='CudaGqaRope.DpSoftmax*' > $R/memcheck-dpsm.txt 2>&1
-echo "memcheck rc=$? t=$SECONDS"; tail -3 $R/memcheck-dpsm.txt
-for tool in racecheck synccheck; do  # racecheck with the plain GEMM: cuBLASLt's kernels are its false positives
-  ok && ATTNBWD_CUDA_SANITIZE_GEMM=plain timeout $(tmo 90) compute-sanitizer --tool $tool --error-exitcode 9 $T --gtest_filter='CudaGqaRope.DpSoftmax*' > $R/$tool-dpsm.txt 2>&1
-  echo "$tool rc=$? t=$SECONDS"; tail -3 $R/$tool-dpsm.txt
+ok && timeout $(tmo 150) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 0,1,3,8,10,12,13,15 --rounds 2 \
+  --variant r1=$P,ATTNBWD_CUDA_GQA_ROWS=1 --variant r2=$P,ATTNBWD_CUDA_GQA_ROWS=2 \
+  --variant r4=$P,ATTNBWD_CUDA_GQA_ROWS=4 --variant r8=$P,ATTNBWD_CUDA_GQA_ROWS=8 \
+  --out $R/ab-rows.json > $R/ab-rows.txt 2>&1
+echo "ab rows rc=$? t=$SECONDS"; tail -14 $R/ab-rows.txt
+ok && timeout $(tmo 120) python3 perf/scripts/ab.py --op vision_varlen_rope_backward --workloads all --rounds 2 \
+  --variant vec=$P,ATTNBWD_CUDA_VARLEN_BIASROPE=vec --variant vec1=$P,ATTNBWD_CUDA_VARLEN_BIASROPE=vec1 \
+  --out $R/ab-biasrope.json > $R/ab-biasrope.txt 2>&1
+echo "ab biasrope rc=$? t=$SECONDS"; tail -22 $R/ab-biasrope.txt
+mkdir -p $R/tl
+for w in 0 10; do for v in 1 4; do
+  ok && ATTNBWD_CUDA_GQA_ROWS=$v ATTNBWD_PERF_TIMELINE=$R/tl/gqa-$w-r$v.txt timeout $(tmo 60) $P --backend=cuda \
+    --ops=gqa_rope_backward --workloads=$w > /dev/null 2>&1
+  python3 perf/scripts/timeline.py $R/tl/gqa-$w-r$v.txt > $R/tl/gqa-$w-r$v-print.txt 2>&1
+  grep -E "rows16|span" $R/tl/gqa-$w-r$v-print.txt | head -3
+done; done
+for v in vec vec1; do
+  ok && ATTNBWD_CUDA_VARLEN_BIASROPE=$v ATTNBWD_PERF_TIMELINE=$R/tl/vl-8-$v.txt timeout $(tmo 60) $P --backend=cuda \
+    --ops=vision_varlen_rope_backward --workloads=8 > /dev/null 2>&1
+  python3 perf/scripts/timeline.py $R/tl/vl-8-$v.txt > $R/tl/vl-8-$v-print.txt 2>&1
+  grep -E "bias_rope|span" $R/tl/vl-8-$v-print.txt | head -3
 done
-for v in on wide; do
-  ok && ATTNBWD_CUDA_GQA_DPSM=$v timeout $(tmo 60) python3 tests/torch/check_workloads.py --cli $M/attnbwd --ops 003 --workloads 0,10 --backend cuda > $R/torch-$v.txt 2>&1
-  echo "torch $v rc=$? t=$SECONDS"; tail -3 $R/torch-$v.txt
-done
+echo "tl t=$SECONDS"
 fin
