@@ -525,7 +525,10 @@ AttnPath attn_path() {
 // CTAs, padded; auto against off then 1.013x), slower everywhere else: 0.97x at #0 (S = 691: 352 CTAs, 1.33 waves;
 // the kernel is issue-bound at two warps per scheduler, so the partial wave costs it up to half again) and 0.98x at #1
 // (512 CTAs), 0.92-0.96x on the unpadded workloads, where the pair has no padded copy of P to write.
-int dpsm_switch() { return env_switch("ATTNBWD_CUDA_GQA_DPSM", {"auto", "on", "off", "wide"}); }
+// on3 (by name only, thirty-seventh session, not yet run on a GPU): the narrow form at three CTAs per SM (two stages,
+// 75 KB, ≤ 168 registers): three warps per scheduler against ncu's 1.9 for the two-CTA form, which it found latency-
+// bound (0.37 issued warps per scheduler), and #0's 352 CTAs in one wave of 396.
+int dpsm_switch() { return env_switch("ATTNBWD_CUDA_GQA_DPSM", {"auto", "on", "off", "wide", "on3"}); }
 
 ProjPath proj_path() {
   return static_cast<ProjPath>(env_switch("ATTNBWD_CUDA_GQA_PROJ", {"auto", "sm90", "cublaslt"}));
@@ -851,7 +854,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   dq.dO = dOp, dq.do_ld = ld_do, dq.do_head = head_do, dq.V = pad ? Vp : V, dq.P = P, dq.dS = dS, dq.ld_ds = ld;
   dq.Pp = pad ? Pp : nullptr, dq.BH = BH, dq.S = S, dq.Sp = Sp, dq.D = D, dq.scaling = static_cast<float>(a.scaling);
   dq.wide = dpsm == 3;
-  bool use_dpsm = dpsm == 1 || dpsm == 3;
+  dq.three_ctas = dpsm == 4;
+  bool use_dpsm = dpsm == 1 || dpsm == 3 || dpsm == 4;
   if (use_dpsm) {
     if (use_small || use_kv || fused_asked)
       throw Error("ATTNBWD_CUDA_GQA_DPSM", "the dP + softmax kernel belongs to the GEMM attention path, not taken here "

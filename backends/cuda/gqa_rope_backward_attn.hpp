@@ -53,11 +53,14 @@ struct GqaDpSoftmax {
   std::int64_t BH = 0, S = 0, Sp = 0, D = 0;
   float scaling = 0.0f;
   bool wide = false;  // 128 query rows per CTA (two warpgroups sharing the V tiles) instead of 64
+  // (narrow form) three CTAs per SM instead of two: two stages instead of three, 75 KB of shared memory, at most 168
+  // registers (ATTNBWD_CUDA_GQA_DPSM=on3)
+  bool three_ctas = false;
 };
 // Why the kernel cannot take the call ("" when it can): an sm_90 device, head_dim 128, Sp = S rounded up to 8 and
 // ld_ds = Sp, at most 65535 (batch, head) pairs, 16-byte aligned tensors and dO rows.
 std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc);
-// Whether the kernel's grid for `p` (its form by p.wide) is at most one wave on a device of `sms` SMs.
+// Whether the kernel's grid for `p` (its form by p.wide and p.three_ctas) is at most one wave on a device of `sms` SMs.
 bool gqa_dp_softmax_one_wave(const GqaDpSoftmax& p, int sms);
 void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream);
 

@@ -56,19 +56,30 @@ constexpr int kWsOffR = kWsOffStages + kWsStages * kWsStage;              // [kW
 constexpr int kWsOffDs = kWsOffR + kWsStages * kBlk * 4;                  // 8 consumer warps × 16 rows
 constexpr int kWsOffBar = kWsOffDs + 8 * 16 * kDsLd * 2;                  // full[], empty[], V
 constexpr std::size_t kWsSmem = kWsOffBar + (2 * kWsStages + 1) * 8 + 1024;
-// The dP + softmax kernel's shared memory (below), for WG warpgroups of 64 query rows each: WG dO tiles, kDpsmStages
-// stages of V and of P's tile (rows of kPRow bytes: the 9 16-byte chunks that hold a row's 64 elements at any even
-// byte), the dS staging rows; WG = 1: 104 KB, two CTAs per SM; WG = 2: 159 KB, one.
-constexpr int kPRow = 160;
-constexpr int kDpsmStages = 3;
-template <int WG>
+// The dP + softmax kernel's shared memory (below), for WG warpgroups of 64 query rows each and CTAS CTAs per SM: WG dO
+// tiles, kStages stages of V and of P's tile (rows of kPRow bytes: the 9 16-byte chunks that hold a row's 64 elements
+// at any even byte), the dS staging rows (16 per warp). WG = 1, CTAS = 2: 104 KB, three stages, P rows of 160 bytes,
+// staging rows of kDsLd elements; WG = 2, CTAS = 1: 159 KB, the same; WG = 1, CTAS = 3 (ATTNBWD_CUDA_GQA_DPSM=on3):
+// 75 KB, so that three CTAs fill the SM's 228 KB with their 1 KB reserves — two stages, P rows of 144 bytes (the 9
+// chunks, no padding: the pair reads of a warp's 8 rows fall in 8 distinct bank quads), staging rows of 64 elements
+// with their 16-byte chunks XOR-swizzled by the row (conflict-free writes of a column pair per lane and reads of a
+// row's chunks).
+template <int WG, int CTAS = 2 / WG>
 struct DpsmLayout {
-  static constexpr int kRows = kBlk * WG, kThreads = kWgThreads * WG, kCtasPerSm = 2 / WG;  // as launch_bounds
+  static_assert((WG == 1 && (CTAS == 2 || CTAS == 3)) || (WG == 2 && CTAS == 1), "the kernel's forms");
+  static constexpr int kRows = kBlk * WG, kThreads = kWgThreads * WG, kCtasPerSm = CTAS;  // as launch_bounds
+  static constexpr int kStages = CTAS == 3 ? 2 : 3;
+  static constexpr int kPRow = CTAS == 3 ? 144 : 160;
+  static constexpr bool kSwizzledDs = CTAS == 3;
+  static constexpr int kDsRow = kSwizzledDs ? 64 : kDsLd;  // staging row stride (elements)
   static constexpr int kPStage = kRows * kPRow;
   static constexpr int kOffV = WG * kTile;  // after dO
-  static constexpr int kOffP = kOffV + kDpsmStages * kTile;
-  static constexpr int kOffDs = kOffP + kDpsmStages * kPStage;  // 4·WG warps × 16 rows × kDsLd
-  static constexpr std::size_t kSmem = kOffDs + 4 * WG * 16 * kDsLd * 2 + 1024;
+  static constexpr int kOffP = kOffV + kStages * kTile;
+  static constexpr int kOffDs = kOffP + kStages * kPStage;  // 4·WG warps × 16 rows × kDsRow
+  static constexpr std::size_t kSmem = kOffDs + 4 * WG * 16 * kDsRow * 2 + 1024;
+  // element offset of (row, 16-byte chunk c) in a warp's staging rows
+  __host__ __device__ static constexpr int ds_at(int row, int c) { return row * kDsRow + (kSwizzledDs ? (c ^ (row & 7)) : c) * 8; }
+  static_assert(CTAS * (kSmem + 1024) <= 228 * 1024, "CTAS CTAs per SM (1 KB reserved per CTA)");
 };
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -432,10 +443,10 @@ struct PRow {
   std::uint32_t sel;
 };
 
-template <int WG>
-__global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel(const GqaDpSoftmax p) {
-  using L = DpsmLayout<WG>;
-  constexpr int kRows = L::kRows, kThreads = L::kThreads, kPStage = L::kPStage;
+template <int WG, int CTAS>
+__global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(const GqaDpSoftmax p) {
+  using L = DpsmLayout<WG, CTAS>;
+  constexpr int kRows = L::kRows, kThreads = L::kThreads, kPStage = L::kPStage, kPRow = L::kPRow;
   const int S = static_cast<int>(p.S), Sp = static_cast<int>(p.Sp);
   const int64_t bh = blockIdx.y;
   const int q0 = static_cast<int>(blockIdx.x) * kRows;
@@ -447,7 +458,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
   std::uint8_t* sdO = align_smem_1024(smem4);
   std::uint8_t* sV = sdO + L::kOffV;
   std::uint8_t* sP = sdO + L::kOffP;
-  bf* sDs = reinterpret_cast<bf*>(sdO + L::kOffDs) + w * 16 * kDsLd;  // this warp's 16 rows
+  bf* sDs = reinterpret_cast<bf*>(sdO + L::kOffDs) + w * 16 * L::kDsRow;  // this warp's 16 rows
   const std::uintptr_t pend = reinterpret_cast<std::uintptr_t>(p.P) + 2 * static_cast<std::uintptr_t>(p.BH * p.S * p.S);
   // byte address of P(bh, q0 + i, 0); a row's byte offset in its 16-byte chunk is the same for every key tile (64 keys:
   // 128 bytes)
@@ -524,7 +535,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
   float r[2] = {0.0f, 0.0f};
   const float scaling = p.scaling;
   int step = 0;
-  mma16::stream_blocks_deep<kBlk, kDpsmStages, true>(
+  mma16::stream_blocks_deep<kBlk, L::kStages, true>(
       0, 2 * static_cast<int64_t>(nt) * kBlk,
       [&](int64_t s0, int, int buf) {
         const int st = static_cast<int>(s0 / kBlk);  // the step (< 2·nt): tile st, then st − nt
@@ -613,7 +624,8 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
           for (int j = 0; j < 8; ++j) {
             const std::uint32_t dp = pack(acc[j][2 * h], acc[j][2 * h + 1]);
             const std::uint32_t x = pack(lo16(pp[h][j]) * (lo16(dp) - r[h]), hi16(pp[h][j]) * (hi16(dp) - r[h]));
-            *reinterpret_cast<std::uint32_t*>(sDs + (g + 8 * h) * kDsLd + 8 * j + 2 * t) =
+            *reinterpret_cast<std::uint32_t*>(sDs + (L::kSwizzledDs ? L::ds_at(g + 8 * h, j) + 2 * t
+                                                                     : (g + 8 * h) * kDsLd + 8 * j + 2 * t)) =
                 pack(lo16(x) * scaling, hi16(x) * scaling);
           }
         __syncwarp();
@@ -624,7 +636,8 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
             if (ds_at[u] == nullptr) continue;
             const int i = 16 * w + (lane >> 3) + 4 * u;
             *reinterpret_cast<uint4*>(ds_at[u] + k0) =
-                *reinterpret_cast<const uint4*>(sDs + ((lane >> 3) + 4 * u) * kDsLd + 8 * c);
+                *reinterpret_cast<const uint4*>(sDs + (L::kSwizzledDs ? L::ds_at((lane >> 3) + 4 * u, c)
+                                                                      : ((lane >> 3) + 4 * u) * kDsLd + 8 * c));
             if (pp_at[u] != nullptr) {
               uint4 v = make_uint4(0, 0, 0, 0);
               if (q0 + i < S) {
@@ -650,7 +663,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, 2 / WG) gqa_dp_softmax_kernel
 #else  // other passes of the fatbin: never launched there (the caller runs this on sm_90 devices only)
 
 __global__ void gqa_kv_attn_kernel(const GqaKvAttn) { __trap(); }
-template <int WG>
+template <int WG, int CTAS>
 __global__ void gqa_dp_softmax_kernel(const GqaDpSoftmax) { __trap(); }
 __global__ void gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                       const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
@@ -731,29 +744,36 @@ template <int WG>
 std::int64_t dpsm_row_blocks(const GqaDpSoftmax& p) {  // the grid's x: blocks of kRows query rows per head
   return (p.Sp + DpsmLayout<WG>::kRows - 1) / DpsmLayout<WG>::kRows;
 }
+// The form's CTAs per SM: wide 1, narrow 2, narrow with three_ctas 3.
+int dpsm_ctas_per_sm(const GqaDpSoftmax& p) {
+  return p.wide ? DpsmLayout<2>::kCtasPerSm : p.three_ctas ? DpsmLayout<1, 3>::kCtasPerSm : DpsmLayout<1>::kCtasPerSm;
+}
 }  // namespace
 
 bool gqa_dp_softmax_one_wave(const GqaDpSoftmax& p, int sms) {
-  const auto fits = [&](auto wg) {
-    constexpr int WG = decltype(wg)::value;
-    return dpsm_row_blocks<WG>(p) * p.BH <= static_cast<std::int64_t>(DpsmLayout<WG>::kCtasPerSm) * sms;
-  };
-  return p.wide ? fits(std::integral_constant<int, 2>{}) : fits(std::integral_constant<int, 1>{});
+  const std::int64_t blocks = p.wide ? dpsm_row_blocks<2>(p) : dpsm_row_blocks<1>(p);
+  return blocks * p.BH <= static_cast<std::int64_t>(dpsm_ctas_per_sm(p)) * sms;
 }
 
 void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream) {
-  const auto go = [&](auto wg) {
-    constexpr int WG = decltype(wg)::value;
-    using L = DpsmLayout<WG>;
-    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(gqa_dp_softmax_kernel<WG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(L::kSmem)));
+  const auto go = [&](auto wg, auto ctas) {
+    constexpr int WG = decltype(wg)::value, CTAS = decltype(ctas)::value;
+    using L = DpsmLayout<WG, CTAS>;
+    const void* kernel = reinterpret_cast<const void*>(gqa_dp_softmax_kernel<WG, CTAS>);
+    ATTNBWD_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kSmem)));
+    if constexpr (CTAS == 3)  // the whole 228 KB as shared memory: three CTAs of 75 KB + 1 KB each
+      ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                              static_cast<int>(cudaSharedmemCarveoutMaxShared)));
     const dim3 grid(static_cast<unsigned>(dpsm_row_blocks<WG>(p)), static_cast<unsigned>(p.BH));
-    gqa_dp_softmax_kernel<WG><<<grid, L::kThreads, L::kSmem, stream>>>(p);
+    gqa_dp_softmax_kernel<WG, CTAS><<<grid, L::kThreads, L::kSmem, stream>>>(p);
   };
   if (p.wide)
-    go(std::integral_constant<int, 2>{});
+    go(std::integral_constant<int, 2>{}, std::integral_constant<int, 1>{});
+  else if (p.three_ctas)
+    go(std::integral_constant<int, 1>{}, std::integral_constant<int, 3>{});
   else
-    go(std::integral_constant<int, 1>{});
+    go(std::integral_constant<int, 1>{}, std::integral_constant<int, 2>{});
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 

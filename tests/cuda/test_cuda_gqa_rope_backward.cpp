@@ -12,7 +12,7 @@
 // attention kernel (ATTNBWD_CUDA_GQA_ATTN=kv, head_dim 128 and S % 64 == 0: S = 64, 128, 192, 256 with dO a view
 // of dA (B = 1) or a head-split copy (B > 1); its warp-specialised form kvws at S % 128 == 0 and its bit
 // equality with kv; an Error where it cannot take the call), run-to-run bit
-// equality, the GEMM path's dP + softmax kernel (ATTNBWD_CUDA_GQA_DPSM=on|wide) and the cuBLASLt dP GEMM + row
+// equality, the GEMM path's dP + softmax kernel (ATTNBWD_CUDA_GQA_DPSM=on|wide|on3) and the cuBLASLt dP GEMM + row
 // kernel (off, as auto), the row kernel's rows per warp (ATTNBWD_CUDA_GQA_ROWS, bit equality), and the two smallest
 // benchmark workloads (#5 B=1 S=131, #11 B=1 S=128) at their own atol.
 // Every element of all five outputs is compared; outputs are poisoned with NaN before each run.
@@ -81,7 +81,10 @@ struct Mode {
   const char* small_split = "";
   const char* dpsm = "";
   // The dP + softmax kernel asked for (ATTNBWD_CUDA_GQA_DPSM=on|wide; sm_90 and head_dim 128 only).
-  bool dpsm_kernel() const { return std::string(dpsm) == "on" || std::string(dpsm) == "wide"; }
+  bool dpsm_kernel() const {
+    const std::string d(dpsm);
+    return d == "on" || d == "wide" || d == "on3";
+  }
   bool needs_sm90() const {
     return dpsm_kernel() || std::string(proj) == "sm90" || std::string(qkv) == "grouped" || std::string(qkv) == "thin" ||
            std::string(qkv) == "groupeddx" ||
@@ -143,6 +146,8 @@ constexpr Mode kDefault{"", ""}, kFused{"1", ""}, kSm90Proj{"", "sm90"}, kCublas
     kDpsmOff{"", "", "", "", "", "", "", "gemm", "", "", "", "", "off"},
     kDpsmOnView{"", "", "", "view", "", "", "", "gemm", "", "", "", "", "on"},
     kDpsmWide{"", "", "", "", "", "", "", "gemm", "", "", "", "", "wide"},
+    kDpsmOn3{"", "", "", "", "", "", "", "gemm", "", "", "", "", "on3"},
+    kDpsmOn3View{"", "", "", "view", "", "", "", "gemm", "", "", "", "", "on3"},
     kDpsmWideView{"", "", "", "view", "", "", "", "gemm", "", "", "", "", "wide"};
 
 // Sets the mode's environment for its lifetime.
@@ -237,7 +242,7 @@ TEST(CudaGqaRope, SmallShapesMatchTheOracle) {
           {kDefault, kGemm, kFused, kSm90Proj, kOverlap, kSerial, kPadOff, kDoView, kMergeScalar, kGroupedQkv,
            kSeparateQkv, kThinQkv, kKv, kKvSplit, kKvWs, kKvWsSplit, kSmall, kSmallSplit, kSmallSm90, kSmallMergeFused,
            kSmallOneWarp, kGroup, kGroupSplit, kGroupLate, kLate, kDaThin, kDaLt, kDaThinView, kGroupedDxQkv, kDpsmOn,
-           kDpsmOff, kDpsmOnView, kDpsmWide, kDpsmWideView});
+           kDpsmOff, kDpsmOnView, kDpsmWide, kDpsmWideView, kDpsmOn3});
   }
 }
 
@@ -496,16 +501,18 @@ TEST(CudaGqaRope, DpSoftmaxKernelMatchesTheOracleAndRefusesOtherPaths) {
   const std::vector<tools::Workload> all = tools::load_workloads(kOp);
   const tools::Workload& w = tools::find_workload(all, "7");
   check(tools::generate_inputs(kOp, w.axes, fresh_seed(600 + w.index), w.scalars), w.axes, w.atol,
-        {kDpsmOn, kDpsmWide, kDpsmOff});
+        {kDpsmOn, kDpsmWide, kDpsmOn3, kDpsmOff});
   std::uint64_t tag = 610;
   for (const tools::Axes& axes : {axes_of(2, 449, 8, 2, 128, 64), axes_of(1, 691, 4, 1, 128, 32),
                                   axes_of(3, 200, 8, 2, 128, 64), axes_of(1, 704, 4, 2, 128, 32)})
     check(tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp)), axes, smallest_atol(kOp),
-          {kDpsmOn, kDpsmOff, kDpsmOnView, kDpsmWide, kDpsmWideView});
+          {kDpsmOn, kDpsmOff, kDpsmOnView, kDpsmWide, kDpsmWideView, kDpsmOn3, kDpsmOn3View});
   const tools::Axes axes = axes_of(2, 75, 8, 2, 128, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(620), tools::default_scalars(kOp));
-  // 64 or 128 query rows per CTA: the same products and sums per row in the same order, so the same bits.
+  // 64 or 128 query rows per CTA, two or three CTAs per SM (on3: two stages, other shared-memory strides and dS
+  // staging swizzled): the same products and sums per row in the same order, so the same bits.
   expect_forms_rerun_and_same_bits(in, axes, kDpsmOn, kDpsmWide);
+  expect_forms_rerun_and_same_bits(in, axes, kDpsmOn, kDpsmOn3);
   {
     UseMode mode(kDpsmOn);
     expect_refused(axes_of(1, 75, 4, 1, 64, 64), fresh_seed(621), "ATTNBWD_CUDA_GQA_DPSM", "head_dim 64");
