@@ -1,7 +1,11 @@
 # Next session, call 2: depends on call 1. With ROWS=${ROWS:-4} (the winner of call 1; set ROWS=1 if none won): the
 # late dWo's SM target beside the row kernel (auto's 66 below 2048 tokens, 84 from there was tuned with ROWS = 1), on
-# the GEMM-path workloads, one round; then the four suites (the state of the code after call 1's choices are made
-# auto: rebundle first).
+# the GEMM-path workloads, one round; the dP + softmax kernel at three CTAs per SM (ATTNBWD_CUDA_GQA_DPSM=on3, 5f4591d)
+# against off and on, two rounds, and racecheck/memcheck on its tests; then the four suites (the state of the code
+# after call 1's choices are made auto: rebundle first).
+# on3's prediction: the kernel 90.8 -> ~65-75 us at #0 (three warps per scheduler against 1.9, one wave of 396 slots
+# for 352 CTAs); mha's occ3 gained only 2-4 % from the same step (perf/NOTES.md), so per call: on3 >= on everywhere,
+# and ahead of off where on was within 3 % (#7, #1, #8).
 source perf/device/common.sh
 LIMIT=${LIMIT:-540}
 P=$M/attnbwd_perf
@@ -11,6 +15,17 @@ ok && timeout $(tmo 150) python3 perf/scripts/ab.py --op gqa_rope_backward --wor
   --variant s100=$P,ATTNBWD_CUDA_GQA_ROWS=$RW,ATTNBWD_CUDA_GQA_DWO_SMS=100 \
   --variant s116=$P,ATTNBWD_CUDA_GQA_ROWS=$RW,ATTNBWD_CUDA_GQA_DWO_SMS=116 --out $R/ab-rows-dwo.json > $R/ab-rows-dwo.txt 2>&1
 echo "ab dwo rc=$? t=$SECONDS"; tail -14 $R/ab-rows-dwo.txt
+ok && timeout $(tmo 120) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 0,1,3,7,8,10,12,13,15 --rounds 2 \
+  --variant off=$P,ATTNBWD_CUDA_GQA_ROWS=$RW,ATTNBWD_CUDA_GQA_DPSM=off --variant on=$P,ATTNBWD_CUDA_GQA_DPSM=on \
+  --variant on3=$P,ATTNBWD_CUDA_GQA_DPSM=on3 --out $R/ab-dpsm3.json > $R/ab-dpsm3.txt 2>&1
+echo "ab dpsm3 rc=$? t=$SECONDS"; tail -14 $R/ab-dpsm3.txt
+T=$M/attnbwd_tests
+ok && timeout $(tmo 90) compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_filter='CudaGqaRope.DpSoftmaxKernel*' \
+  > $R/memcheck-dpsm3.txt 2>&1
+echo "memcheck rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|PASSED|FAILED" $R/memcheck-dpsm3.txt | tail -3
+ok && ATTNBWD_CUDA_SANITIZE_GEMM=plain timeout $(tmo 150) compute-sanitizer --tool racecheck --error-exitcode 9 $T \
+  --gtest_filter='CudaGqaRope.DpSoftmaxKernel*' > $R/racecheck-dpsm3.txt 2>&1
+echo "racecheck rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|PASSED|FAILED" $R/racecheck-dpsm3.txt | tail -3
 for op in out_proj_backward gqa_rope_backward vision_mha_norm_backward vision_varlen_rope_backward; do
   ok && PB suite-$op $P $op all
 done

@@ -5,7 +5,8 @@
 # the accumulator rows' pair reads (two words + byte_perm + the pad masks) and the store rows' 8-element reads for P's
 # padded copy, each compared with P (0 where the column or row is padding). Run: python3 perf/probes/dpsm_staging_sim.py
 import random, struct
-kBlk, kPRow = 64, 160
+import os
+kBlk, kPRow = 64, int(os.environ.get("PROW", "160"))  # 160: the two-CTA and wide forms; 144: on3
 def run(S, BH, seed, WG):
     checks = 0
     kRows, kWg = 64 * WG, 128 * WG
