@@ -19,6 +19,12 @@ ok && timeout $(tmo 120) python3 perf/scripts/ab.py --op gqa_rope_backward --wor
   --variant off=$P,ATTNBWD_CUDA_GQA_ROWS=$RW,ATTNBWD_CUDA_GQA_DPSM=off --variant on=$P,ATTNBWD_CUDA_GQA_DPSM=on \
   --variant on3=$P,ATTNBWD_CUDA_GQA_DPSM=on3 --out $R/ab-dpsm3.json > $R/ab-dpsm3.txt 2>&1
 echo "ab dpsm3 rc=$? t=$SECONDS"; tail -14 $R/ab-dpsm3.txt
+# the attention paths re-timed at the small-T GEMM-path workloads under today's defaults (their choices date from
+# before the late dWo's SM targets): #13 (B = 1, S = 256), auto against small / kv
+ok && timeout $(tmo 90) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 13 --rounds 2 \
+  --variant auto=$P --variant small=$P,ATTNBWD_CUDA_GQA_ATTN=small --variant kv=$P,ATTNBWD_CUDA_GQA_ATTN=kv \
+  --out $R/ab-attn13.json > $R/ab-attn13.txt 2>&1
+echo "ab attn rc=$? t=$SECONDS"; tail -6 $R/ab-attn13.txt
 T=$M/attnbwd_tests
 ok && timeout $(tmo 90) compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_filter='CudaGqaRope.DpSoftmaxKernel*' \
   > $R/memcheck-dpsm3.txt 2>&1
