@@ -336,6 +336,13 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
   // per call on 5 of 6 workloads, perf/NOTES.md), the element-pair kernel bias_rope (scalar), or bias_rope_vec with one
   // task per thread (vec1: not yet measured). Read here, before anything is enqueued (a bad value is an Error first).
   const int bias_rope_mode = env_switch("ATTNBWD_CUDA_VARLEN_BIASROPE", {"auto", "vec", "scalar", "vec1"});
+  // ATTNBWD_CUDA_VARLEN_TABLE=auto|main|side: where the block table (one CTA, ~3.5 µs) is built in stage 1: on the main
+  // stream between the QKV projection and bias + RoPE (auto, main: the order measured so far), or on the side stream
+  // after its conversions (side), off the main stream's chain: at S ≤ 256 the main stream runs the mixed QKV kernel then,
+  // which leaves 20 SMs free (thirty-second session's #8 trace: table 95.4-99.1 µs between the mixed kernel and bias +
+  // RoPE). Only the attention reads the table, after stage 1's join. The same bits. Not yet measured (thirty-seventh
+  // session, no GPU).
+  const bool table_on_side = env_switch("ATTNBWD_CUDA_VARLEN_TABLE", {"auto", "main", "side"}) == 2;
   sm90::MixedGemm mg;
   mg.M = S, mg.N = C3, mg.K = C, mg.lda = C, mg.ldw = C, mg.ldc = C3;
   mg.a = Xh, mg.w = Wqkv, mg.c = qkv, mg.w16 = Wqkvh;
@@ -362,6 +369,10 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
       if (use_fp16) {
         convert_to_half({{dY, dYh, S * C}, {Wp, Wph, C * C}}, side);
         stages.mark("to_half_dY_Wp");
+      }
+      if (table_on_side) {
+        varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, side);
+        stages.mark("table");
       }
       if (half_attn) {
         gemm_half(ctx, side_slot, side, g, dYh, Wph, dAOh);
@@ -394,8 +405,10 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
       }
       stages.mark("QKV");
     }
-    varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
-    stages.mark("table");
+    if (!table_on_side) {
+      varlen::build_block_table(a.cu_seqlens.data, n, S, table, slots, stream);
+      stages.mark("table");
+    }
     const bool vec_bias_rope = bias_rope_mode != 2 &&
                                bias_rope_vec_ok(qkv, half_attn ? static_cast<const void*>(qkvh) : qkv,
                                                 a.qkv_bias.data, a.cos.data, a.sin.data, H, D);

@@ -298,6 +298,43 @@ TEST(CudaVisionVarlenRope, BiasRopeOneTaskPerThreadGivesTheLoopsBits) {
   }
 }
 
+// ATTNBWD_CUDA_VARLEN_TABLE=side: the block table built on the side stream after its conversions instead of on the main
+// stream between the QKV projection and bias + RoPE; only the attention reads it, after stage 1's join: the same bits,
+// with the scratch poisoned before every call (a table the attention read before it was built would show), in Default
+// and Strict, with cu_seqlens' host copy and without it (the early first part), on an odd mix of 7 sequences (empty
+// and length-1 ones) and workload #8.
+TEST(CudaVisionVarlenRope, BlockTableOnEitherStreamGivesTheSameBits) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
+  const tools::Workload& w8 = tools::find_workload(all, "8");
+  std::vector<std::pair<std::string, std::pair<tools::TensorSet, tools::Axes>>> cases;
+  {
+    tools::Axes axes;
+    tools::TensorSet in = varlen_inputs({1, 130, 0, 33, 2, 64, 65}, 2, 4.0f, fresh_seed(180), axes);
+    cases.push_back({label_of({1, 130, 0, 33, 2, 64, 65}, 2), {std::move(in), axes}});
+  }
+  cases.push_back({"workload 8", {tools::generate_inputs(kOp, w8.axes, fresh_seed(181), w8.scalars), w8.axes}});
+  for (const auto& [label, c] : cases) {
+    for (const Precision p : {Precision::Default, Precision::Strict}) {
+      for (const bool host_cu : {true, false}) {
+        HostCase<Args> on_main(c.first, c.second), on_side(c.first, c.second);
+        {
+          const ScopedEnv table("ATTNBWD_CUDA_VARLEN_TABLE", "main");
+          run_cuda(on_main, p, host_cu);
+        }
+        {
+          const ScopedEnv table("ATTNBWD_CUDA_VARLEN_TABLE", "side");
+          run_cuda(on_side, p, host_cu);
+        }
+        expect_same_bits(on_main, on_side,
+                         "block table on the main vs the side stream, " + label + ", " + to_string(p) +
+                             (host_cu ? ", host cu_seqlens" : ", device cu_seqlens only"));
+      }
+    }
+  }
+}
+
 // ATTNBWD_CUDA_VARLEN_BWD=one (the default): the fp16-tile dQ and dK/dV CTAs in one launch (grid z = 2) run the same code on
 // disjoint outputs, so every output has the two launches' bits — with fp16 dQKV and per-CTA column sums (the default)
 // and with fp32 dQKV, on odd mixes (empty and length-1 sequences, tails, more CTAs than one wave holds: 300 blocks of
