@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -234,6 +235,45 @@ void check_variant_on_odd_mixes(const std::string& what, const std::vector<std::
   check(label_of(lengths, 2) + " " + what + " offset 4", in, axes, smallest_atol(kOp), true, 4);
 }
 
+// Cases for the bit-equality tests: an odd mix of 7 sequences (empty and length-1 ones, H = 2) and the named workloads.
+using Cases = std::vector<std::pair<std::string, std::pair<tools::TensorSet, tools::Axes>>>;
+Cases odd_mix_and_workloads(std::uint64_t tag, std::initializer_list<const char*> workloads) {
+  const std::vector<std::int32_t> mix = {1, 130, 0, 33, 2, 64, 65};
+  Cases cases;
+  tools::Axes axes;
+  tools::TensorSet in = varlen_inputs(mix, 2, 4.0f, fresh_seed(tag++), axes);
+  cases.push_back({label_of(mix, 2), {std::move(in), axes}});
+  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
+  for (const char* index : workloads) {
+    const tools::Workload& w = tools::find_workload(all, index);
+    cases.push_back({std::string("workload ") + index,
+                     {tools::generate_inputs(kOp, w.axes, fresh_seed(tag++), w.scalars), w.axes}});
+  }
+  return cases;
+}
+
+// Every case in Default and Strict (with `both_copies` also without cu_seqlens' host copy: the early first part) run
+// with `env` = a and with `env` = b: every output must have the same bits.
+void expect_same_bits_under(const Cases& cases, const char* env, const char* a, const char* b, const std::string& what,
+                            bool both_copies = false) {
+  for (const auto& [label, c] : cases)
+    for (const Precision p : {Precision::Default, Precision::Strict})
+      for (const bool host_cu : {true, false}) {
+        if (!host_cu && !both_copies) continue;
+        HostCase<Args> first(c.first, c.second), second(c.first, c.second);
+        {
+          const ScopedEnv e(env, a);
+          run_cuda(first, p, host_cu);
+        }
+        {
+          const ScopedEnv e(env, b);
+          run_cuda(second, p, host_cu);
+        }
+        expect_same_bits(first, second,
+                         what + ", " + label + ", " + to_string(p) + (host_cu ? "" : ", device cu_seqlens only"));
+      }
+}
+
 // ATTNBWD_CUDA_VARLEN_DQKV: fp16 (the default since 2026-12-01: the fp16-tile dQ and dK/dV kernels write
 // dQKV in fp16 and per-CTA column sums for grad_qkv_bias, with zero rows for the unused block slots, which
 // every case here has: block_slots = ⌈S/64⌉ + n) and fp32 (fp32 dQKV + conversion + column-sum passes,
@@ -269,33 +309,8 @@ TEST(CudaVisionVarlenRope, BiasRopeVariantsMatchTheOracle) {
 // Strict (in place on fp32), and on an odd mix of 2 heads (one block per token).
 TEST(CudaVisionVarlenRope, BiasRopeOneTaskPerThreadGivesTheLoopsBits) {
   ATTNBWD_SEED_TRACE();
-  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
-  std::vector<std::pair<std::string, std::pair<tools::TensorSet, tools::Axes>>> cases;
-  {
-    tools::Axes axes;
-    tools::TensorSet in = varlen_inputs({1, 130, 0, 33, 2, 64, 65}, 2, 4.0f, fresh_seed(175), axes);
-    cases.push_back({label_of({1, 130, 0, 33, 2, 64, 65}, 2), {std::move(in), axes}});
-  }
-  std::uint64_t tag = 176;
-  for (const char* index : {"8", "12"}) {
-    const tools::Workload& w = tools::find_workload(all, index);
-    cases.push_back({std::string("workload ") + index,
-                     {tools::generate_inputs(kOp, w.axes, fresh_seed(tag++), w.scalars), w.axes}});
-  }
-  for (const auto& [label, c] : cases) {
-    for (const Precision p : {Precision::Default, Precision::Strict}) {
-      HostCase<Args> loop(c.first, c.second), wide(c.first, c.second);
-      {
-        const ScopedEnv br("ATTNBWD_CUDA_VARLEN_BIASROPE", "vec");
-        run_cuda(loop, p);
-      }
-      {
-        const ScopedEnv br("ATTNBWD_CUDA_VARLEN_BIASROPE", "vec1");
-        run_cuda(wide, p);
-      }
-      expect_same_bits(loop, wide, "bias + RoPE vec vs vec1, " + label + ", " + to_string(p));
-    }
-  }
+  expect_same_bits_under(odd_mix_and_workloads(175, {"8", "12"}), "ATTNBWD_CUDA_VARLEN_BIASROPE", "vec", "vec1",
+                         "bias + RoPE vec vs vec1");
 }
 
 // ATTNBWD_CUDA_VARLEN_TABLE=side: the block table built on the side stream after its conversions instead of on the main
@@ -306,33 +321,8 @@ TEST(CudaVisionVarlenRope, BiasRopeOneTaskPerThreadGivesTheLoopsBits) {
 TEST(CudaVisionVarlenRope, BlockTableOnEitherStreamGivesTheSameBits) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
-  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
-  const tools::Workload& w8 = tools::find_workload(all, "8");
-  std::vector<std::pair<std::string, std::pair<tools::TensorSet, tools::Axes>>> cases;
-  {
-    tools::Axes axes;
-    tools::TensorSet in = varlen_inputs({1, 130, 0, 33, 2, 64, 65}, 2, 4.0f, fresh_seed(180), axes);
-    cases.push_back({label_of({1, 130, 0, 33, 2, 64, 65}, 2), {std::move(in), axes}});
-  }
-  cases.push_back({"workload 8", {tools::generate_inputs(kOp, w8.axes, fresh_seed(181), w8.scalars), w8.axes}});
-  for (const auto& [label, c] : cases) {
-    for (const Precision p : {Precision::Default, Precision::Strict}) {
-      for (const bool host_cu : {true, false}) {
-        HostCase<Args> on_main(c.first, c.second), on_side(c.first, c.second);
-        {
-          const ScopedEnv table("ATTNBWD_CUDA_VARLEN_TABLE", "main");
-          run_cuda(on_main, p, host_cu);
-        }
-        {
-          const ScopedEnv table("ATTNBWD_CUDA_VARLEN_TABLE", "side");
-          run_cuda(on_side, p, host_cu);
-        }
-        expect_same_bits(on_main, on_side,
-                         "block table on the main vs the side stream, " + label + ", " + to_string(p) +
-                             (host_cu ? ", host cu_seqlens" : ", device cu_seqlens only"));
-      }
-    }
-  }
+  expect_same_bits_under(odd_mix_and_workloads(180, {"8"}), "ATTNBWD_CUDA_VARLEN_TABLE", "main", "side",
+                         "block table on the main vs the side stream", /*both_copies=*/true);
 }
 
 // ATTNBWD_CUDA_VARLEN_BWD=one (the default): the fp16-tile dQ and dK/dV CTAs in one launch (grid z = 2) run the same code on
@@ -387,29 +377,7 @@ TEST(CudaVisionVarlenRope, OneBackwardLaunchGivesTheTwoLaunchesBits) {
 TEST(CudaVisionVarlenRope, OneStreamGivesTheTwoStreamsBits) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
-  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
-  const tools::Workload& w1 = tools::find_workload(all, "1");
-  std::vector<std::pair<std::string, std::pair<tools::TensorSet, tools::Axes>>> cases;
-  {
-    tools::Axes axes;
-    tools::TensorSet in = varlen_inputs({1, 130, 0, 33, 2, 64, 65}, 2, 4.0f, fresh_seed(170), axes);
-    cases.push_back({label_of({1, 130, 0, 33, 2, 64, 65}, 2), {std::move(in), axes}});
-  }
-  cases.push_back({"workload 1", {tools::generate_inputs(kOp, w1.axes, fresh_seed(171), w1.scalars), w1.axes}});
-  for (const auto& [label, c] : cases) {
-    for (const Precision p : {Precision::Default, Precision::Strict}) {
-      HostCase<Args> two(c.first, c.second), one(c.first, c.second);
-      {
-        const ScopedEnv streams("ATTNBWD_CUDA_STREAMS", "two");
-        run_cuda(two, p);
-      }
-      {
-        const ScopedEnv streams("ATTNBWD_CUDA_STREAMS", "one");
-        run_cuda(one, p);
-      }
-      expect_same_bits(one, two, "one stream vs two, " + label + ", " + to_string(p));
-    }
-  }
+  expect_same_bits_under(odd_mix_and_workloads(170, {"1"}), "ATTNBWD_CUDA_STREAMS", "two", "one", "one stream vs two");
 }
 
 // ATTNBWD_CUDA_VARLEN_WGMMA=off|dq|dkv|fwd|all (sm_90 only; auto = all there, so the other tests run the wgmma kernels
