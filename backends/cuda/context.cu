@@ -228,6 +228,7 @@ void Context::claim(cudaStream_t stream, bool allowed) {
     t.gain = static_cast<float>(pct / 100.0);
   }
   lt_tune_ = t;
+  plain_gemm_ = env_switch("ATTNBWD_CUDA_SANITIZE_GEMM", {"cublaslt", "plain"}) == 1;  // a bad value: before any output
   // handoff_ was recorded at the end of the previous op (its stream may be gone by now; the event
   // keeps what it captured).
   if (claimed_ && stream != last_stream_) ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(stream, handoff_, 0));

@@ -83,6 +83,9 @@ class Context {
   void finish_host_copy(void* dst, std::size_t bytes);
   void release(cudaStream_t stream);
   const LtTune& lt_tune() const { return lt_tune_; }
+  // ATTNBWD_CUDA_SANITIZE_GEMM=plain (compute-sanitizer runs only; lt_gemm.cu): every GEMM of the call through the plain
+  // kernel instead of cuBLASLt. Read by claim(), before the op enqueues anything.
+  bool plain_gemm() const { return plain_gemm_; }
 
   // `n` zeroed unsigned counters for kernels that leave them zero when they finish (split-K arrival
   // counts). Grown, and zeroed, on `stream` when needed.
@@ -150,6 +153,7 @@ class Context {
   std::size_t scratch_bytes_[kSlots] = {0, 0};
   std::map<AlgoKey, Algo> algos_;
   LtTune lt_tune_;
+  bool plain_gemm_ = false;
   cudaStream_t last_stream_ = nullptr;
   bool claimed_ = false;
   cudaEvent_t handoff_ = nullptr;

@@ -190,17 +190,17 @@ __device__ __forceinline__ void prefetch_row16(const bf* __restrict__ P, const b
   if (Pad && lane == 0) prefetch_l2(p + S - 1);
 }
 
-// R > 1 with rows of ≤ 768 columns: registers capped for R = 1's 4 blocks of 256 threads per SM (the prefetch's loop
-// otherwise takes 72 registers at NC = 3 with Pad, 3 blocks).
+// R > 1 (rows of ≤ 768 columns only: NC ≤ 3): registers capped for R = 1's 4 blocks of 256 threads per SM (the
+// prefetch's loop otherwise takes 72 registers at NC = 3 with Pad, 3 blocks).
 template <int NC, int R>
 constexpr int rows16_min_blocks() {
-  return R > 1 && NC <= 3 ? 4 : 1;
+  return R > 1 ? 4 : 1;
 }
 
 template <int NC, bool Pad, int R>
 __global__ void __launch_bounds__(256, rows16_min_blocks<NC, R>()) softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict__ ds, bf* __restrict__ p_pad,
                                         int64_t BH, int64_t S, int64_t S8, float scaling) {
-  static_assert(R == 1 || NC > 0, "rows of more than 2048 columns (two passes) take one row per warp");
+  static_assert(R == 1 || (NC > 0 && NC <= 3), "rows of more than 768 columns take one row per warp");
   const int lane = threadIdx.x % 32;
   const int64_t rows = BH * S8;
   const int64_t first = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * R;
@@ -217,24 +217,25 @@ __global__ void __launch_bounds__(256, rows16_min_blocks<NC, R>()) softmax_backw
   }
 }
 
-// ATTNBWD_CUDA_GQA_ROWS=auto|1|2|4|8: softmax_backward_rows16's rows per warp (R above) where the row is held in
-// registers (S8 ≤ 2048; longer rows take 1). auto = 1 until the others are measured.
+// ATTNBWD_CUDA_GQA_ROWS=auto|1|2|4|8: softmax_backward_rows16's rows per warp (R above) for rows of at most 768
+// columns (NC ≤ 3, where rows16_min_blocks caps R > 1's registers at R = 1's occupancy; the GEMM attention path's rows
+// are at most 691 + 5 long); longer rows take 1. auto = 1 until the others are measured.
 int rows_per_warp() {
   static constexpr int kRows[] = {1, 1, 2, 4, 8};
   return kRows[env_switch("ATTNBWD_CUDA_GQA_ROWS", {"auto", "1", "2", "4", "8"})];
 }
 
 // Launches softmax_backward_rows16 with the row held in registers where S8 ≤ 2048 (NC = S8 / 256 rounded
-// up), else the two-pass form; `rows` (rows_per_warp()) rows per warp with the row in registers, else one.
+// up), else the two-pass form; `rows` (rows_per_warp()) rows per warp at NC ≤ 3, else one.
 template <bool Pad>
 void softmax_rows16(const bf* P, bf* ds, bf* p_pad, int64_t BH, int64_t S, int64_t S8, float scaling, int rows,
                     cudaStream_t stream) {
   const int threads = 256, warps = threads / 32;
   const int nc = static_cast<int>(std::min<int64_t>((S8 + 255) / 256, 9));  // 9 → 0: the two-pass form
-  const int R = nc <= 8 ? rows : 1;
+  const int R = nc <= 3 ? rows : 1;
   const auto go = [&](auto ncc, auto rc) {
     constexpr int kNc = decltype(ncc)::value, kR = decltype(rc)::value;
-    if constexpr (kR == 1 || kNc > 0) {
+    if constexpr (kR == 1 || (kNc > 0 && kNc <= 3)) {
       const unsigned grid = blocks_for(BH * S8, warps * kR);
       softmax_backward_rows16<kNc, Pad, kR><<<grid, threads, 0, stream>>>(P, ds, p_pad, BH, S, S8, scaling);
     }

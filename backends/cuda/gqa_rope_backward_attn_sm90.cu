@@ -61,9 +61,9 @@ constexpr std::size_t kWsSmem = kWsOffBar + (2 * kWsStages + 1) * 8 + 1024;
 // at any even byte), the dS staging rows (16 per warp). WG = 1, CTAS = 2: 104 KB, three stages, P rows of 160 bytes,
 // staging rows of kDsLd elements; WG = 2, CTAS = 1: 159 KB, the same; WG = 1, CTAS = 3 (ATTNBWD_CUDA_GQA_DPSM=on3):
 // 75 KB, so that three CTAs fill the SM's 228 KB with their 1 KB reserves — two stages, P rows of 144 bytes (the 9
-// chunks, no padding: the pair reads of a warp's 8 rows fall in 8 distinct bank quads), staging rows of 64 elements
-// with their 16-byte chunks XOR-swizzled by the row (conflict-free writes of a column pair per lane and reads of a
-// row's chunks).
+// chunks, no padding; the pair reads of a warp's 8 rows fall in 8 distinct bank quads where S % 8 == 0, and are 2-way
+// conflicted otherwise, as with 160-byte rows), staging rows of 64 elements with their 16-byte chunks XOR-swizzled by
+// the row (conflict-free writes of a column pair per lane and reads of a row's chunks).
 template <int WG, int CTAS = 2 / WG>
 struct DpsmLayout {
   static_assert((WG == 1 && (CTAS == 2 || CTAS == 3)) || (WG == 2 && CTAS == 1), "the kernel's forms");

@@ -252,7 +252,7 @@ void lt_forget_timed_choices() {
 
 void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void* A, const void* B, void* C,
           float alpha, float beta) {
-  if (env_switch("ATTNBWD_CUDA_SANITIZE_GEMM", {"cublaslt", "plain"}) == 1) {
+  if (ctx.plain_gemm()) {  // ATTNBWD_CUDA_SANITIZE_GEMM=plain, read by Context::claim
     if (g.M <= 0 || g.N <= 0 || g.count <= 0) return;
     const dim3 grid(static_cast<unsigned>((g.N + 127) / 128), static_cast<unsigned>(g.M < 65535 ? g.M : 65535),
                     static_cast<unsigned>(g.count < 65535 ? g.count : 65535));

@@ -25,6 +25,14 @@ ok && timeout $(tmo 90) python3 perf/scripts/ab.py --op gqa_rope_backward --work
   --variant auto=$P --variant small=$P,ATTNBWD_CUDA_GQA_ATTN=small --variant kv=$P,ATTNBWD_CUDA_GQA_ATTN=kv \
   --out $R/ab-attn13.json > $R/ab-attn13.txt 2>&1
 echo "ab attn rc=$? t=$SECONDS"; tail -6 $R/ab-attn13.txt
+# on3's occupancy: 3 CTAs per SM only if the 76,800-byte layout plus the 1 KB reserve fits three times (a review found
+# cuobjdump reporting 1 KB of static shared memory for every sm_90a kernel, taken to be that reserve: mha's occ3 with
+# the same budget measured as one wave at 3 CTAs per SM)
+ok && ATTNBWD_CUDA_GQA_DPSM=on3 timeout $(tmo 90) ncu --kernel-name regex:gqa_dp_softmax --launch-count 1 \
+  --section Occupancy --section LaunchStats $P --clock=events --backend=cuda --ops=gqa_rope_backward --workloads=0 \
+  > $R/ncu-on3-occupancy.txt 2>&1
+echo "ncu rc=$? t=$SECONDS"; grep -E "Theoretical Occupancy|Block Limit (Shared|Registers)|Achieved Occupancy" \
+  $R/ncu-on3-occupancy.txt | head -5
 T=$M/attnbwd_tests
 ok && timeout $(tmo 90) compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_filter='CudaGqaRope.DpSoftmaxKernel*' \
   > $R/memcheck-dpsm3.txt 2>&1

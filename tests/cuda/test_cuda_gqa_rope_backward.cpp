@@ -619,8 +619,9 @@ TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
 // The softmax row kernel with R rows per warp (ATTNBWD_CUDA_GQA_ROWS=2|4|8: the warp's rows one after another, the
 // next row's P and dP prefetched into L2) does each row's math in the order of one row per warp (1): the same bits, on
 // the padded (S = 75, 131, 300) and unpadded (S = 40, 128, 520) GEMM attention paths, rows of one to three 256-column
-// chunks, row counts that leave the last block and the last warp part-filled (3 query heads: 240 and 120 rows); R = 8
-// against the oracle too. A value outside the list is an Error naming the switch.
+// chunks, row counts that leave the last block part-filled (3 query heads: 240 and 120 rows; a warp's R rows are
+// always all there: the row count B·H·S8 is a multiple of 8); R = 8 against the oracle too. A value outside the list is
+// an Error naming the switch.
 TEST(CudaGqaRope, RowKernelRowsPerWarpGiveTheSameBits) {
   ATTNBWD_SEED_TRACE();
   struct Shape {
@@ -653,20 +654,23 @@ TEST(CudaGqaRope, RowKernelRowsPerWarpGiveTheSameBits) {
   expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(419), "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_GQA_ROWS=3");
 }
 
-// Switches the op reads late in its course before the thirty-seventh session (the attention's stream overlap, the
-// merge's form, the thin launch's programmatic dependence) are read before anything is enqueued: a malformed value is
-// an Error naming the switch with every output untouched, also where grad_o_weight's GEMM is queued first
-// (ATTNBWD_CUDA_GQA_DWO=early on the GEMM attention path) and on the thin q/k/v path (T ≤ 256).
+// Switches the op read late in its course before the thirty-seventh session (the attention's stream overlap, the
+// merge's form, the thin launch's programmatic dependence; and every GEMM's ATTNBWD_CUDA_SANITIZE_GEMM, now read when
+// the context is claimed) are read before anything is enqueued: a malformed value is an Error naming the switch with
+// every output untouched, where grad_o_weight's GEMM is queued first (ATTNBWD_CUDA_GQA_DWO=early on the GEMM attention
+// path: T = 262, the separate or grouped q/k/v path) and at T = 131 (the thin q/k/v path).
 TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early");
   const ScopedEnv gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
   std::uint64_t tag = 430;
-  for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
-                          "ATTNBWD_CUDA_GQA_ROWS"}) {
-    const ScopedEnv bad(env, "bogus");
-    expect_refused(axes_of(2, 131, 8, 2, 128, 64), fresh_seed(tag++), env, std::string(env) + "=bogus");
-  }
+  for (const int64_t B : {2, 1})
+    for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
+                            "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM"}) {
+      const ScopedEnv bad(env, "bogus");
+      expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
+                     std::string(env) + "=bogus, B = " + std::to_string(B));
+    }
 }
 
 // The merge pass with 16-byte moves (default) and with one element pair per thread (scalar) do the same
