@@ -33,6 +33,12 @@ ok && ATTNBWD_CUDA_GQA_DPSM=on3 timeout $(tmo 90) ncu --kernel-name regex:gqa_dp
   > $R/ncu-on3-occupancy.txt 2>&1
 echo "ncu rc=$? t=$SECONDS"; grep -E "Theoretical Occupancy|Block Limit (Shared|Registers)|Achieved Occupancy" \
   $R/ncu-on3-occupancy.txt | head -5
+# gqa's q/k/v path at 385 <= T < 2048 (auto: separate cuBLASLt pairs + add3) against groupeddx (one grouped dX-only
+# sm_90a launch into grad_hidden_states, no add3, the weight gradients by cuBLASLt beside it), never timed there:
+# #12 (T = 512), #0 (691), #1 (898), #4 (1024; measured 0.995x in the thirty-third session)
+ok && timeout $(tmo 90) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 12,0,1,4 --rounds 2 \
+  --variant auto=$P --variant gdx=$P,ATTNBWD_CUDA_GQA_QKV=groupeddx --out $R/ab-gdx.json > $R/ab-gdx.txt 2>&1
+echo "ab gdx rc=$? t=$SECONDS"; tail -8 $R/ab-gdx.txt
 T=$M/attnbwd_tests
 ok && timeout $(tmo 90) compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_filter='CudaGqaRope.DpSoftmaxKernel*' \
   > $R/memcheck-dpsm3.txt 2>&1
