@@ -1,8 +1,8 @@
 # Next session, call 2: depends on call 1. With ROWS=${ROWS:-4} (the winner of call 1; set ROWS=1 if none won): the
 # late dWo's SM target beside the row kernel (auto's 66 below 2048 tokens, 84 from there was tuned with ROWS = 1), on
 # the GEMM-path workloads, one round; the dP + softmax kernel at three CTAs per SM (ATTNBWD_CUDA_GQA_DPSM=on3, 5f4591d)
-# against off and on, two rounds, and racecheck/memcheck on its tests; then the four suites (the state of the code
-# after call 1's choices are made auto: rebundle first).
+# against off and on, two rounds, and racecheck/memcheck on its tests; gqa #13's attention paths; groupeddx at
+# 385 <= T < 2048. The suites are call 3 (next-c3.sh), after the winners are made auto and the bundle is remade.
 # on3's prediction: the kernel 90.8 -> ~65-75 us at #0 (three warps per scheduler against 1.9, one wave of 396 slots
 # for 352 CTAs); mha's occ3 gained only 2-4 % from the same step (perf/NOTES.md), so per call: on3 >= on everywhere,
 # and ahead of off where on was within 3 % (#7, #1, #8).
@@ -46,7 +46,4 @@ echo "memcheck rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|PASSED|FAILED" $R/memch
 ok && ATTNBWD_CUDA_SANITIZE_GEMM=plain timeout $(tmo 150) compute-sanitizer --tool racecheck --error-exitcode 9 $T \
   --gtest_filter='CudaGqaRope.DpSoftmaxKernel*' > $R/racecheck-dpsm3.txt 2>&1
 echo "racecheck rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|PASSED|FAILED" $R/racecheck-dpsm3.txt | tail -3
-for op in out_proj_backward gqa_rope_backward vision_mha_norm_backward vision_varlen_rope_backward; do
-  ok && PB suite-$op $P $op all
-done
 fin
