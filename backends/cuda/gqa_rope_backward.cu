@@ -192,14 +192,10 @@ __device__ __forceinline__ void prefetch_row16(const bf* __restrict__ P, const b
 
 // R > 1 (rows of ≤ 768 columns only: NC ≤ 3): registers capped for R = 1's 4 blocks of 256 threads per SM (the
 // prefetch's loop otherwise takes 72 registers at NC = 3 with Pad, 3 blocks).
-template <int NC, int R>
-constexpr int rows16_min_blocks() {
-  return R > 1 ? 4 : 1;
-}
-
 template <int NC, bool Pad, int R>
-__global__ void __launch_bounds__(256, rows16_min_blocks<NC, R>()) softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict__ ds, bf* __restrict__ p_pad,
-                                        int64_t BH, int64_t S, int64_t S8, float scaling) {
+__global__ void __launch_bounds__(256, R > 1 ? 4 : 1)
+    softmax_backward_rows16(const bf* __restrict__ P, bf* __restrict__ ds, bf* __restrict__ p_pad, int64_t BH,
+                            int64_t S, int64_t S8, float scaling) {
   static_assert(R == 1 || (NC > 0 && NC <= 3), "rows of more than 768 columns take one row per warp");
   const int lane = threadIdx.x % 32;
   const int64_t rows = BH * S8;
@@ -659,7 +655,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // Switches read here, before anything is enqueued, so that a malformed value is an Error before any output is written
   // (the others below are read before the first enqueue too).
   const int row_kernel_rows = rows_per_warp();
-  const bool overlap_switch = gqa_overlap();
+  const bool overlap = gqa_overlap();
   const bool merge_scalar_switch = merge_scalar();
   const bool thin_pdl_switch = thin_pdl();
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
@@ -968,7 +964,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     const auto over_groups = [&](Gemm& g) {
       g.K *= G, g.stride_a *= G, g.stride_b *= G, g.count = static_cast<int>(B * Hkv);
     };
-    const bool overlap = overlap_switch;
     const cudaStream_t attn_side = overlap && !(late && pad) ? side : stream;
     const int attn_slot = attn_side == stream ? 0 : 1;
     const auto dv_gemm = [&] {  // 5a. dV32 = Pᵀ·dO (per query head, or per KV head over its group)

@@ -78,7 +78,9 @@ struct DpsmLayout {
   static constexpr int kOffDs = kOffP + kStages * kPStage;  // 4·WG warps × 16 rows × kDsRow
   static constexpr std::size_t kSmem = kOffDs + 4 * WG * 16 * kDsRow * 2 + 1024;
   // element offset of (row, 16-byte chunk c) in a warp's staging rows
-  __host__ __device__ static constexpr int ds_at(int row, int c) { return row * kDsRow + (kSwizzledDs ? (c ^ (row & 7)) : c) * 8; }
+  __host__ __device__ static constexpr int ds_at(int row, int c) {
+    return row * kDsRow + (kSwizzledDs ? (c ^ (row & 7)) : c) * 8;
+  }
   static_assert(CTAS * (kSmem + 1024) <= 228 * 1024, "CTAS CTAs per SM (1 KB reserved per CTA)");
 };
 
@@ -624,8 +626,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
           for (int j = 0; j < 8; ++j) {
             const std::uint32_t dp = pack(acc[j][2 * h], acc[j][2 * h + 1]);
             const std::uint32_t x = pack(lo16(pp[h][j]) * (lo16(dp) - r[h]), hi16(pp[h][j]) * (hi16(dp) - r[h]));
-            *reinterpret_cast<std::uint32_t*>(sDs + (L::kSwizzledDs ? L::ds_at(g + 8 * h, j) + 2 * t
-                                                                     : (g + 8 * h) * kDsLd + 8 * j + 2 * t)) =
+            *reinterpret_cast<std::uint32_t*>(sDs + L::ds_at(g + 8 * h, j) + 2 * t) =
                 pack(lo16(x) * scaling, hi16(x) * scaling);
           }
         __syncwarp();
@@ -636,8 +637,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
             if (ds_at[u] == nullptr) continue;
             const int i = 16 * w + (lane >> 3) + 4 * u;
             *reinterpret_cast<uint4*>(ds_at[u] + k0) =
-                *reinterpret_cast<const uint4*>(sDs + (L::kSwizzledDs ? L::ds_at((lane >> 3) + 4 * u, c)
-                                                                      : ((lane >> 3) + 4 * u) * kDsLd + 8 * c));
+                *reinterpret_cast<const uint4*>(sDs + L::ds_at((lane >> 3) + 4 * u, c));
             if (pp_at[u] != nullptr) {
               uint4 v = make_uint4(0, 0, 0, 0);
               if (q0 + i < S) {

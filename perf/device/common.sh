@@ -30,4 +30,15 @@ PB() {
     --benchmark_out_format=json > "$R/$name.log" 2>&1
   echo "PB $name rc=$? t=$SECONDS"
 }
+# shards FILTER SECONDS: the test binary ($M/attnbwd_tests) on FILTER in three concurrent gtest shards into
+# $R/tests-{0,1,2}.txt (each cut at SECONDS, or what is left), then the PASSED/FAILED lines of all three
+shards() {
+  local i
+  for i in 0 1 2; do
+    GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$i timeout "$(tmo "$2")" "$M/attnbwd_tests" --gtest_filter="$1" \
+      > "$R/tests-$i.txt" 2>&1 &
+  done
+  wait
+  echo "tests t=$SECONDS"; grep -hE '^\[ +(PASSED|FAILED) +\]|FAILED  \]' "$R"/tests-*.txt
+}
 fin() { echo "fin t=$SECONDS"; cd "$OUT" && tar czf r.tgz r && rm -rf r; }

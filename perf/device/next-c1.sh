@@ -12,14 +12,9 @@
 # 4. Timelines of gqa #0 and #10 at ROWS 1 and 4, varlen #8 at vec and vec1.
 source perf/device/common.sh
 LIMIT=${LIMIT:-540}
-T=$M/attnbwd_tests
 P=$M/attnbwd_perf
 F='CudaGqaRope.*:CudaVisionVarlenRope.BiasRope*:CudaVisionVarlenRope.Lt16*:CudaVisionVarlenRope.BlockTable*'
-for i in 0 1 2; do
-  GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$i timeout $(tmo 220) $T --gtest_filter="$F" > $R/tests-$i.txt 2>&1 &
-done
-wait
-echo "tests t=$SECONDS"; grep -hE '^\[ +(PASSED|FAILED) +\]|FAILED  \]' $R/tests-*.txt
+shards "$F" 220
 ok && timeout $(tmo 150) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 0,1,3,8,10,12,13,15 --rounds 2 \
   --variant r1=$P,ATTNBWD_CUDA_GQA_ROWS=1 --variant r2=$P,ATTNBWD_CUDA_GQA_ROWS=2 \
   --variant r4=$P,ATTNBWD_CUDA_GQA_ROWS=4 --variant r8=$P,ATTNBWD_CUDA_GQA_ROWS=8 \

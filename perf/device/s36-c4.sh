@@ -6,11 +6,7 @@ LIMIT=${LIMIT:-420}
 T=$M/attnbwd_tests
 P=$M/attnbwd_perf
 F='CudaGqaRope.*:CudaGraphs.Gqa*:CudaDeterminism.Gqa*:CudaConcurrency.Gqa*'
-for i in 0 1 2; do
-  GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=$i timeout $(tmo 200) $T --gtest_filter="$F" > $R/tests-$i.txt 2>&1 &
-done
-wait
-echo "tests t=$SECONDS"; grep -hE '^\[ +(PASSED|FAILED) +\]|FAILED  \]' $R/tests-*.txt
+shards "$F" 200
 ok && timeout $(tmo 100) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads all --rounds 2 \
   --variant auto=$P --variant off=$P,ATTNBWD_CUDA_GQA_DPSM=off --out $R/ab-auto.json > $R/ab-auto.txt 2>&1
 echo "ab rc=$? t=$SECONDS"; tail -22 $R/ab-auto.txt
