@@ -591,6 +591,29 @@ constexpr int64_t kGroupMinTokens = 513;
 // kernels either way (the same bits). auto = late.
 bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"}) != 1; }
 
+// ATTNBWD_CUDA_GQA_PV=auto|main|side: where O = bf16(P·V), the GEMM the softmax row term r = Σ_d dO·O can be taken
+// from, runs. It reads only the inputs P and V, not dA. main (auto; as measured so far): the key-major path computes O
+// on the caller's stream after dA; the small kernels' first kernel and the dP + softmax kernel (ATTNBWD_CUDA_GQA_DPSM)
+// take no O: they sum r = Σ_k P·bf16(dP) over the keys in a first pass, before the pass that writes dS. side
+// (thirty-eighth session, not yet run on a GPU): O on the side stream from the op's start, beside dA, each sized by
+// cuBLASLt's SM-count target for its part of the GPU (ATTNBWD_CUDA_GQA_PV_SMS); the key-major path's r then follows dA
+// at once, and the small path's first kernel and the dP + softmax kernel take r from O and skip their first pass
+// (other bits than main's there: r's sum reassociated, as the key-major path's). Counted (perf/NOTES.md, thirty-eighth
+// session): O at #6 reads P's 268 MB (DRAM-bound, ~96-118 µs after dA today) while dA's 86 GFLOP is compute-bound; the
+// first small kernel and the dP + softmax kernel drop a third and half of their products. side on the GEMM attention
+// path with the row kernel (which takes r from P and dP in one pass) is an Error naming the switch.
+bool pv_side() { return env_switch("ATTNBWD_CUDA_GQA_PV", {"auto", "main", "side"}) == 2; }
+
+// ATTNBWD_CUDA_GQA_PV_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_PV=side, the SMs O's GEMM is sized for; a cuBLASLt dA GEMM is
+// sized for the others. off: both for every SM (each a persistent grid of one CTA per SM: they then take turns).
+// auto (from the count, not measured): 40 of 132 beside the key-major kernel's path (O's share of the two GEMMs'
+// FLOPs at #6 and #9: 34 of 120 GFLOP), else 16 (O is 0.1-0.3 GFLOP on the small path, where dA is DRAM-bound, and
+// 0.7-3.9 GFLOP against dA's 12-38 at S = 293-691).
+int pv_sm_target(const Context& ctx, bool kv_attn) {
+  const int sms = ctx.sm_count();
+  return sm_target_switch("ATTNBWD_CUDA_GQA_PV_SMS", sms, sms_of_132(sms, kv_attn ? 40 : 16));
+}
+
 // ATTNBWD_CUDA_GQA_DWO_SMS=auto|off|N: the SM count cuBLASLt chooses and sizes grad_o_weight's GEMM for
 // (Gemm::sm_target), where dWo runs late (beside the attention chain). Every cuBLASLt GEMM of this op on sm_90 is a
 // persistent grid of one CTA per SM that holds all of them until it ends, so the chain queued beside dWo waited for it
@@ -656,6 +679,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // (the others below are read before the first enqueue too).
   const int row_kernel_rows = rows_per_warp();
   const bool overlap = gqa_overlap();
+  const bool pv_on_side = pv_side();
   const bool merge_scalar_switch = merge_scalar();
   const bool thin_pdl_switch = thin_pdl();
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
@@ -862,6 +886,17 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   } else if (dpsm == 0 && pad && !use_small && !use_kv && !fused_asked) {  // auto: the narrow form (dq.wide false)
     use_dpsm = gqa_dp_softmax_one_wave(dq, ctx.sm_count()) && gqa_dp_softmax_unsupported(dq, ctx.cc()).empty();
   }
+  // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), into dK32 (free until the key-major
+  // kernel writes it, or the small path's second kernel after its griddepcontrol.wait, when the first has read O).
+  const int pv_target = pv_sm_target(ctx, use_kv);  // (a malformed value is an Error on any path)
+  if (pv_on_side && !use_small && !use_kv && !use_dpsm)
+    throw Error("ATTNBWD_CUDA_GQA_PV", "side: the GEMM attention path with the row kernel takes no O (side needs the "
+                                       "key-major kernel, the small kernels or ATTNBWD_CUDA_GQA_DPSM's kernel)");
+  if (pv_on_side && !use_kv)
+    if (const std::string why = gqa_pv_unsupported(P, V, dK32, S, BH, D); !why.empty())
+      throw Error("ATTNBWD_CUDA_GQA_PV", "side: the O kernel cannot take this call: " + why);
+  if (pv_on_side && use_small) sm.O = dK32;
+  if (pv_on_side && use_dpsm) dq.O = dK32;
   // Group GEMMs for dK32 / dV32 (ATTNBWD_CUDA_GQA_GROUP): the GEMM attention path only, dV32 only where dO is a
   // head-split (or padded) copy [B, Hq, Sp, D], whose group rows are consecutive.
   const bool gemm_attn = !use_small && !use_kv;
@@ -885,6 +920,27 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
     stages.mark("dWo");
   };
+  // O = bf16(P·V) per query head (P [BH, S, S], V [BH, S, 128]: the inputs, before any padding copy): cuBLASLt on the
+  // key-major path (S % 64 == 0), else (on the side stream only) gqa_pv_launch's kernel, which takes P at any alignment.
+  const auto pv_gemm = [&](int slot, cudaStream_t st, int sms) {
+    Gemm g;
+    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = static_cast<int>(BH), g.stride_a = S * S,
+    g.stride_b = S * D, g.stride_c = S * D;
+    g.sm_target = sms;
+    gemm(ctx, slot, st, g, P, V, dK32);
+  };
+  // dA's SM target beside O on the side stream: the SMs O leaves.
+  const int da_sms = pv_on_side && pv_target > 0 && pv_target < ctx.sm_count() ? ctx.sm_count() - pv_target : 0;
+  if (pv_on_side) {
+    stages.fork(ctx);
+    forked = true;
+    if (use_kv)
+      pv_gemm(1, side, pv_target);
+    else
+      gqa_pv_launch(P, V, dK32, S, BH, D, pv_target > 0 ? pv_target : ctx.sm_count(), side);
+    stages.mark("PV");
+    stages.mark_side(ctx);  // the attention waits for O alone (wait_side_mark), not for what the side stream does next
+  }
   if (all_sm90) {
     sm90_launch(ctx, oj, stream);
   } else {
@@ -903,6 +959,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     } else {
       Gemm g;
       g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
+      g.sm_target = da_sms;
       gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
     }
     if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
@@ -926,16 +983,20 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     dwo_gemm();
   }
   if (use_small) {
-    // 3-5 as two launches (dS and dQ; then dK32 and dV32), on the main stream.
+    // 3-5 as two launches (dS and dQ; then dK32 and dV32), on the main stream; with O on the side stream, after it.
+    if (pv_on_side) stages.wait_side_mark(ctx);
     gqa_small_attn_launch(sm, stream);
     stages.mark(sm.merged ? "small_attn_merged" : "small_attn");
   } else if (use_kv) {
     // 3-5 key-major: O = bf16(P·V) (into dK32, free until the kernel writes it), r = Σ dO⊙O, then the kernel
     // (dSᵀ into dS, dK32, dV32), then dQ = dS·K = (dSᵀ)ᵀ·K.
-    Gemm g;
+    if (pv_on_side)
+      stages.wait_side_mark(ctx);  // O, queued on the side stream at the op's start
+    else
+      pv_gemm(0, stream, 0);
+    Gemm g;  // dQ's below: [S, S]ᵀ·[S, D] per head
     g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * S,
     g.stride_b = S * D, g.stride_c = S * D;
-    gemm(ctx, 0, stream, g, P, V, dK32);
     const int threads = 256;
     row_dot128<<<blocks_for(BH * S, threads / 32), threads, 0, stream>>>(kv.dO, kv.do_ld, kv.do_head, dK32, rbuf,
                                                                          BH * S, S);
@@ -975,6 +1036,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       gemm(ctx, attn_slot, attn_side, g, pad ? Pp : P, dOp, dV32);
       stages.mark("dV");
     };
+    // O for the dP + softmax kernel (ATTNBWD_CUDA_GQA_PV=side), waited for here: the side stream's mark is taken again
+    // below (late dWo), after dV32.
+    if (pv_on_side) stages.wait_side_mark(ctx);
     if (overlap || late) {
       stages.fork(ctx);  // side: after dO exists (and after grad_o_weight, queued there before unless late)
       forked = true;

@@ -39,17 +39,10 @@
 #include "griddep.cuh"
 #include "mma_fp16.cuh"
 
+#include "gqa_rope_small_tiles.cuh"
+
 namespace attnbwd::cuda {
 namespace {
-
-using std::int64_t;
-using bf = __nv_bfloat16;
-
-constexpr int kD = 128;        // head_dim
-constexpr int kRows = 64;      // query rows per CTA (16 per warp)
-constexpr int kKeys = 64;      // keys per tile
-constexpr int kStride = 136;   // smem row stride of the V tile (elements): conflict-free fragment loads
-constexpr int kThreads = 128;
 
 // The merged epilogues' output (GqaSmallAttn::merged): out [T, ldo] with the q columns of head h at h·128, the k
 // columns of KV head j at (Hq + j)·128 and the v columns at (Hq + Hkv + j)·128; cos, sin [T, 128]; token t = b·S + s.
@@ -60,85 +53,6 @@ struct MergeOut {
   const bf* sin;
   int Hq, Hkv;
 };
-
-__device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Issues the cp.async copies of rows [k0, k0 + kTileRows) of a [S, 128] matrix x (V, K, Q or dO: row stride ldx)
-// into a tile of row stride kStride; rows past S are zero-filled (nothing read). Thread i copies chunk i % 16 of rows
-// i / 16 + (kNThreads / 16)·u: one 64-bit address per call, the rest immediate offsets (kNThreads: the CTA's threads).
-// The caller commits and waits.
-template <int kTileRows, int kNThreads = kThreads>
-__device__ __forceinline__ void issue_rows(bf* s, const bf* __restrict__ x, int64_t ldx, int64_t S, int64_t k0) {
-  constexpr int kChunks = kD / 8, kStep = kNThreads / kChunks;  // 16 chunks per row, 8 or 16 rows per pass
-  static_assert(kTileRows % kStep == 0, "whole passes");
-  const int r = static_cast<int>(threadIdx.x) / kChunks, c = (static_cast<int>(threadIdx.x) % kChunks) * 8;
-  const bf* src = x + (k0 + r) * ldx + c;
-  bf* dst = s + r * kStride + c;
-#pragma unroll
-  for (int u = 0; u < kTileRows / kStep; ++u) {
-    const bool valid = k0 + r + u * kStep < S;
-    mma16::cp_async16(dst + u * kStep * kStride, valid ? src + u * kStep * ldx : x, valid);
-  }
-}
-
-// acc[nt] = dO(16 rows of this warp)·V_tileᵀ for the NT key groups nt of 8 keys from vs (the tile, or its second
-// half); the B fragments of key groups nt, nt + 1 by one ldmatrix.x4: matrix m = (keys 8·(nt + m / 2), dims 16·ks +
-// 8·(m % 2)).
-template <int NT>
-__device__ __forceinline__ void dp_tile(float (&acc)[NT][4], const std::uint32_t (&a)[8][4], const bf* vs, int lane) {
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
-  const bf* base = vs + ((lane / 16) * 8 + lane % 8) * kStride + ((lane / 8) % 2) * 8;
-#pragma unroll
-  for (int ks = 0; ks < kD / 16; ++ks) {
-#pragma unroll
-    for (int nt = 0; nt < NT; nt += 2) {
-      std::uint32_t b[4];
-      mma16::ldsm4(b, mma16::smem_u32(base + nt * 8 * kStride + ks * 16));
-      mma16816(acc[nt], a[ks], b[0], b[1]);
-      mma16816(acc[nt + 1], a[ks], b[2], b[3]);
-    }
-  }
-}
-
-// P tiles keep each row's 16-byte phase (P's rows start at any element): element (r, c) of a tile is at
-// r·kPStride + sh(r) + c, sh(r) = the row start's element offset within its 16-byte chunk, and a row is 9 aligned
-// chunks (64 keys and up to 7 before them). A chunk not wholly inside the tensor [pbeg, pend) is copied an element
-// at a time (zero outside); invalid rows are zero. Keys past S hold the next row's values: every reader masks them
-// or multiplies them by zero. Tiles start at keys k0 ≡ 0 (mod 64) and rows q0 ≡ 0 (mod 32), so a row's phase
-// depends only on its head and its index mod 8: fixed per thread for a whole kernel.
-constexpr int kPStride = 72;  // elements; 144 B: conflict-free ldmatrix on the aligned tiles of the same stride
-constexpr int kPChunks = kPStride / 8;
-__device__ __forceinline__ int p_shift(const bf* p) {
-  return static_cast<int>((reinterpret_cast<std::uintptr_t>(p) >> 1) & 7);
-}
-// One row of a P tile by kTpr threads (this one: chunks c0, c0 + kTpr, ...); src: the row's first key less its shift.
-template <int kTpr>
-__device__ __forceinline__ void issue_p_row(bf* dst, const bf* src, bool valid, const bf* pbeg, const bf* pend,
-                                            int c0) {
-#pragma unroll
-  for (int j = 0; j < (kPChunks + kTpr - 1) / kTpr; ++j) {
-    const int ch = c0 + kTpr * j;
-    if (ch >= kPChunks) break;
-    bf* d = dst + 8 * ch;
-    const bf* s = src + 8 * ch;
-    if (!valid) {
-      mma16::cp_async16(d, pbeg, false);
-    } else if (s >= pbeg && s + 8 <= pend) {
-      mma16::cp_async16(d, s, true);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) d[e] = s + e >= pbeg && s + e < pend ? s[e] : __float2bfloat16_rn(0.0f);
-    }
-  }
-}
 
 // Both elements rounded to bf16, back as floats (one cvt.rn.bf16x2.f32).
 __device__ __forceinline__ float2 round2(float x, float y) { return __bfloat1622float2(__floats2bfloat162_rn(x, y)); }
@@ -162,6 +76,9 @@ constexpr std::size_t dp_smem_bytes() {
 // The two sweeps are one stream of 2n key tiles (n = ⌈S / 64⌉; tile i < n: sweep 1, V and P; i ≥ n: sweep 2, V, P
 // and with kDq K) through kDpStages<kSplit> cp.async stages.
 // kMerge (with kDq): dQ's RoPE backward into mo.out instead of dQ.
+// kRo (with kDq; the small path with ATTNBWD_CUDA_GQA_PV=side): r = Σ_d dO·O from O = bf16(P·V) [BH, S, 128], computed
+// by the op beside its dA GEMM (Σ_k P·dP reassociated, as the key-major path's r), instead of sweep 1: the stream is
+// sweep 2's n tiles only.
 // kSplit = 2 (the small path's form): 8 warps, warp w takes rows 16·(w % 4) .. + 16 and keys 32·(w / 4) .. + 32 of
 // every 64-key tile — half the products and element work per warp of the 4-warp form (kSplit = 1) on the same tiles,
 // twice the warps to hide their latency; r and dQ are summed over the two halves through shared memory (half 0's
@@ -169,13 +86,14 @@ constexpr std::size_t dp_smem_bytes() {
 // At most 168 registers: an 8-warp CTA (43 K registers) or two 4-warp CTAs beside a small_dkdv_kernel CTA (16 K at its
 // 128 registers; 21.5 K at 168 in the merged form) on one SM, so that the second launch's first pass runs under this
 // kernel's tail.
-template <bool kDq, bool kMerge = false, int kSplit = 1>
+template <bool kDq, bool kMerge = false, int kSplit = 1, bool kRo = false>
 __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, int64_t do_ld, int64_t do_head,
                                                               const bf* __restrict__ V, const bf* __restrict__ P,
                                                               bf* __restrict__ dS, int64_t S, int64_t ld, float scaling,
                                                               const bf* __restrict__ K, bf* __restrict__ dQ,
-                                                              int64_t BH, MergeOut mo) {
+                                                              int64_t BH, MergeOut mo, const bf* __restrict__ O) {
   static_assert(kDq || !kMerge, "the merged epilogue writes dQ");
+  static_assert(kDq || !kRo, "r from O is the small path's form");
   static_assert(kSplit == 1 || kSplit == 2, "one or two key halves");
   constexpr int kNT = 8 / kSplit;             // 8-key groups per warp and tile
   constexpr int kNThreads = kThreads * kSplit;
@@ -237,17 +155,38 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
   const int k_off = kKeyTile + kPTile + (kofs + (lane / 8) % 2 * 8 + lane % 8) * kStride + (lane / 16) * 8;
 
   float ra = 0.0f, rb = 0.0f;  // r for rows qa, qb (this lane's share until sweep 2, then the quad's)
+  if constexpr (kRo) {
+    // r = Σ_d dO·O over this lane's 32 columns of rows qa and qb (those of its dO fragments), then over the quad: a
+    // fixed order (both key halves of the 8-warp form compute the same sums, so no exchange).
+    const bf* oa = O + (bh * S + qa) * kD;
+    const bf* ob = O + (bh * S + qb) * kD;
+    const auto dot2 = [](std::uint32_t d, const bf* o) {
+      const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&d));
+      const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o));
+      return x.x * y.x + x.y * y.y;
+    };
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      const int col = ks * 16 + 2 * t;
+      if (va) ra += dot2(a[ks][0], oa + col) + dot2(a[ks][2], oa + col + 8);
+      if (vb) rb += dot2(a[ks][1], ob + col) + dot2(a[ks][3], ob + col + 8);
+    }
+    ra += __shfl_xor_sync(0xffffffffu, ra, 1);
+    ra += __shfl_xor_sync(0xffffffffu, ra, 2);
+    rb += __shfl_xor_sync(0xffffffffu, rb, 1);
+    rb += __shfl_xor_sync(0xffffffffu, rb, 2);
+  }
   float acc[kNT][4];
   float dq[kDq ? 16 : 1][4];
   if constexpr (kDq) {
 #pragma unroll
     for (int j = 0; j < 16; ++j) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
   }
-  int64_t tile = 0;
-  mma16::stream_blocks_deep<kKeys, kDpStages<kSplit>>(0, 2 * n * kKeys, issue, [&](int buf, int) {
+  int64_t tile = kRo ? n : 0;
+  mma16::stream_blocks_deep<kKeys, kDpStages<kSplit>>(kRo ? n * kKeys : 0, 2 * n * kKeys, issue, [&](int buf, int) {
     const bf* st = sm + buf * kDpStage<kDq>;
     dp_tile<kNT>(acc, a, st + kofs * kStride, lane);
-    if (tile < n) {
+    if (!kRo && tile < n) {
       // Sweep 1. Keys past S: dP is exactly 0 there (V's rows zero), so their P values (the next row's) add 0;
       // rows past S: P and dO zero.
 #pragma unroll
@@ -266,7 +205,7 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
       }
       return;
     }
-    if constexpr (kSplit == 2)
+    if constexpr (kSplit == 2 && !kRo)
       if (tile == n) {  // after the stream's barrier: both halves' sums, half 0's first
         ra = r_half[rl] + r_half[kRows + rl];
         rb = r_half[rl + 8] + r_half[kRows + rl + 8];
@@ -603,7 +542,7 @@ bool fused_dp_softmax(const bf* dO, const bf* V, const bf* P, bf* dS, int64_t BH
   ATTNBWD_CUDA_CHECK(
       cudaFuncSetAttribute(dp_softmax_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   dp_softmax_kernel<false><<<grid, kThreads, smem, stream>>>(dO, kD, S * kD, V, P, dS, S, ld, scaling, nullptr, nullptr,
-                                                             BH, MergeOut{});
+                                                             BH, MergeOut{}, nullptr);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -626,6 +565,7 @@ std::string gqa_small_attn_unsupported(const GqaSmallAttn& a) {
   if (a.do_ld % 8 != 0 || a.do_head % 8 != 0) return "dO strides not multiples of 8";
   if (a.split != 1 && a.split != 2) return "split " + std::to_string(a.split) + " (1 or 2)";
   if (!a16(a.dO) || !a16(a.dS) || !a16(a.dQ) || !a16(a.dK) || !a16(a.dV)) return "a tensor not 16-byte aligned";
+  if (a.O != nullptr && !a16(a.O)) return "O not 16-byte aligned";
   return {};
 }
 
@@ -650,11 +590,14 @@ void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(a.BH));
   const bool split = a.split == 2;
   const std::size_t smem = split ? dp_smem_bytes<true, 2>() : dp_smem_bytes<true, 1>();
-  const auto first = merged ? (split ? dp_softmax_kernel<true, true, 2> : dp_softmax_kernel<true, true, 1>)
-                            : (split ? dp_softmax_kernel<true, false, 2> : dp_softmax_kernel<true, false, 1>);
+  const bool ro = a.O != nullptr;
+  const auto first = ro ? (merged ? (split ? dp_softmax_kernel<true, true, 2, true> : dp_softmax_kernel<true, true, 1, true>)
+                                  : (split ? dp_softmax_kernel<true, false, 2, true> : dp_softmax_kernel<true, false, 1, true>))
+                        : (merged ? (split ? dp_softmax_kernel<true, true, 2> : dp_softmax_kernel<true, true, 1>)
+                                  : (split ? dp_softmax_kernel<true, false, 2> : dp_softmax_kernel<true, false, 1>));
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(first, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   first<<<grid, split ? 2 * kThreads : kThreads, smem, stream>>>(a.dO, a.do_ld, a.do_head, a.V, a.P, a.dS, a.S, a.ld,
-                                                                   a.scaling, a.K, a.dQ, a.BH, mo);
+                                                                   a.scaling, a.K, a.dQ, a.BH, mo, a.O);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   const auto second = G == 0   ? small_dkdv_kernel<0>
                       : G == 1 ? small_dkdv_kernel<1>

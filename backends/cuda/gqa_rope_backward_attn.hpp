@@ -56,9 +56,12 @@ struct GqaDpSoftmax {
   // (narrow form) three CTAs per SM instead of two: two stages instead of three, 75 KB of shared memory, at most 168
   // registers (ATTNBWD_CUDA_GQA_DPSM=on3)
   bool three_ctas = false;
+  // With O = bf16(P·V) [BH, S, 128] given (ATTNBWD_CUDA_GQA_PV=side: the op computes it beside its dA GEMM), r = Σ_d dO·O
+  // (Σ_k P·dP reassociated, as the key-major path's) instead of pass 1: the kernel runs pass 2 alone.
+  const __nv_bfloat16* O = nullptr;
 };
 // Why the kernel cannot take the call ("" when it can): an sm_90 device, head_dim 128, Sp = S rounded up to 8 and
-// ld_ds = Sp, at most 65535 (batch, head) pairs, 16-byte aligned tensors and dO rows.
+// ld_ds = Sp, at most 65535 (batch, head) pairs, 16-byte aligned tensors and dO rows (and O, where given).
 std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc);
 // Whether the kernel's grid for `p` (its form by p.wide and p.three_ctas) is at most one wave on a device of `sms` SMs.
 bool gqa_dp_softmax_one_wave(const GqaDpSoftmax& p, int sms);
@@ -93,6 +96,11 @@ struct GqaSmallAttn {
   std::int64_t Hq = 0, Hkv = 0;
   // The first kernel's form: 2 (8 warps, each row group's keys split in two halves) or 1 (4 warps, all keys per warp).
   int split = 2;
+  // With O = bf16(P·V) [BH, S, 128] given (ATTNBWD_CUDA_GQA_PV=side: the op computes it beside its dA GEMM), the first
+  // kernel takes the softmax row term as r = Σ_d dO·O (Σ_k P·dP reassociated, as the key-major path's) instead of
+  // its first sweep over the keys (r = Σ_k P·bf16(dP), the reference's order); O must stay unwritten until that kernel
+  // ends (the second kernel writes dK only after its griddepcontrol.wait).
+  const __nv_bfloat16* O = nullptr;
 };
 // Why the kernels cannot take the op's own inputs ("" when they can): head_dim 128, at most 65535 (batch, head) pairs,
 // Q, K, V 16-byte aligned. Known before the op carves its scratch (gqa's auto path choice asks it first).
@@ -108,5 +116,15 @@ std::string gqa_small_attn_merge_unsupported(const GqaSmallAttn& a);
 // Enqueues both launches (an Error where gqa_small_attn_unsupported, or with a.merged set
 // gqa_small_attn_merge_unsupported, says why not).
 void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream);
+
+// O = bf16(P·V) [BH, S, 128] (one rounding of an fp32 sum) for the r of the small path's first kernel and of the dP +
+// softmax kernel (GqaSmallAttn::O, GqaDpSoftmax::O), by an mma.sync kernel (gqa_rope_backward_attn.cu; any S and
+// alignment of P: cuBLASLt has only slow kernels for odd S) as a persistent grid of at most `ctas` CTAs, one per SM, so
+// that it takes `ctas` SMs beside a GEMM sized for the others. P [BH, S, S], V [BH, S, 128].
+// gqa_pv_unsupported: why it cannot ("" when it can): head_dim 128, V 16-byte, O 4-byte aligned.
+std::string gqa_pv_unsupported(const __nv_bfloat16* P, const __nv_bfloat16* V, const __nv_bfloat16* O, std::int64_t S,
+                               std::int64_t BH, std::int64_t D);
+void gqa_pv_launch(const __nv_bfloat16* P, const __nv_bfloat16* V, __nv_bfloat16* O, std::int64_t S, std::int64_t BH,
+                   std::int64_t D, int ctas, cudaStream_t stream);
 
 }  // namespace attnbwd::cuda

@@ -436,6 +436,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 // Tiles stream three deep by cp.async: V (rows ≥ Sp zero-filled) and P's 64 × 64 tile, each row's 128 bytes at any
 // even byte: the 16-byte chunks holding them (≤ 9) at a row stride of kPRow bytes, read back at the row's offset.
 // P comes from DRAM once (pass 2's tiles are L2 hits while the CTA's rows are in flight); dP is never written.
+// RO (p.O given, ATTNBWD_CUDA_GQA_PV=side): r = Σ_d dO·O from O = bf16(P·V), which the op computes beside its dA GEMM,
+// before the stream; pass 2 alone (half the products and one read of P).
 
 // Per pair of columns (8j + 2t, +1) of a row: the two bf16 of P (lo, hi) from the staged row, whose elements start at
 // byte `off` (even): words w = (off + 4t) / 4 + 4j and w + 1, bytes chosen by sel = pair_sel(off); the kernel masks pad
@@ -445,7 +447,7 @@ struct PRow {
   std::uint32_t sel;
 };
 
-template <int WG, int CTAS>
+template <int WG, int CTAS, bool RO = false>
 __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(const GqaDpSoftmax p) {
   using L = DpsmLayout<WG, CTAS>;
   constexpr int kRows = L::kRows, kThreads = L::kThreads, kPStage = L::kPStage, kPRow = L::kPRow;
@@ -535,10 +537,32 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
     pw_sel[u] = pair_sel(b);
   }
   float r[2] = {0.0f, 0.0f};
+  if constexpr (RO) {
+    // r of the accumulator rows row_a + 8h: lane t of the row's quad takes columns 32t..32t + 31 (four 16-byte pieces of
+    // dO's and O's rows), then the quad's sum (a fixed order); pad rows (≥ S) 0.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int q = q0 + row_a + 8 * h;
+      if (q < S) {
+        const uint4* a = reinterpret_cast<const uint4*>(p.dO + bh * p.do_head + static_cast<int64_t>(q) * p.do_ld + 32 * t);
+        const uint4* o = reinterpret_cast<const uint4*>(p.O + (bh * p.S + q) * kD + 32 * t);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const uint4 x = a[u], y = o[u];
+          r[h] += lo16(x.x) * lo16(y.x) + hi16(x.x) * hi16(y.x);
+          r[h] += lo16(x.y) * lo16(y.y) + hi16(x.y) * hi16(y.y);
+          r[h] += lo16(x.z) * lo16(y.z) + hi16(x.z) * hi16(y.z);
+          r[h] += lo16(x.w) * lo16(y.w) + hi16(x.w) * hi16(y.w);
+        }
+      }
+      r[h] += __shfl_xor_sync(0xffffffffu, r[h], 1);
+      r[h] += __shfl_xor_sync(0xffffffffu, r[h], 2);
+    }
+  }
   const float scaling = p.scaling;
-  int step = 0;
+  int step = RO ? nt : 0;
   mma16::stream_blocks_deep<kBlk, L::kStages, true>(
-      0, 2 * static_cast<int64_t>(nt) * kBlk,
+      RO ? static_cast<int64_t>(nt) * kBlk : 0, 2 * static_cast<int64_t>(nt) * kBlk,
       [&](int64_t s0, int, int buf) {
         const int st = static_cast<int>(s0 / kBlk);  // the step (< 2·nt): tile st, then st − nt
         const int k0 = (st < nt ? st : st - nt) * kBlk;
@@ -602,7 +626,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
         }
         wgmma_wait<0>();
         fence_acc(acc);
-        if (!second) {
+        if (!RO && !second) {
 #pragma unroll
           for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -663,7 +687,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
 #else  // other passes of the fatbin: never launched there (the caller runs this on sm_90 devices only)
 
 __global__ void gqa_kv_attn_kernel(const GqaKvAttn) { __trap(); }
-template <int WG, int CTAS>
+template <int WG, int CTAS, bool RO = false>
 __global__ void gqa_dp_softmax_kernel(const GqaDpSoftmax) { __trap(); }
 __global__ void gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                       const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
@@ -734,7 +758,8 @@ std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc) {
   if (p.ld_ds != p.Sp) return "dS rows are not Sp long";
   if (p.BH <= 0 || p.BH > 65535 || p.Sp > INT32_MAX / 2) return "too many heads or rows for the grid";
   if (!aligned16(p.dO) || !aligned16(p.V) || !aligned16(p.P) || !aligned16(p.dS) ||
-      (p.Pp != nullptr && !aligned16(p.Pp)) || p.do_ld % 8 != 0 || p.do_head % 8 != 0)
+      (p.Pp != nullptr && !aligned16(p.Pp)) || (p.O != nullptr && !aligned16(p.O)) || p.do_ld % 8 != 0 ||
+      p.do_head % 8 != 0)
     return "tensors or dO rows not 16-byte aligned";
   return {};
 }
@@ -759,14 +784,15 @@ void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream) {
   const auto go = [&](auto wg, auto ctas) {
     constexpr int WG = decltype(wg)::value, CTAS = decltype(ctas)::value;
     using L = DpsmLayout<WG, CTAS>;
-    const void* kernel = reinterpret_cast<const void*>(gqa_dp_softmax_kernel<WG, CTAS>);
+    const auto kern = p.O != nullptr ? gqa_dp_softmax_kernel<WG, CTAS, true> : gqa_dp_softmax_kernel<WG, CTAS>;
+    const void* kernel = reinterpret_cast<const void*>(kern);
     ATTNBWD_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kSmem)));
     if constexpr (CTAS == 3)  // the whole 228 KB as shared memory: three CTAs of 75 KB + 1 KB each
       ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                               static_cast<int>(cudaSharedmemCarveoutMaxShared)));
     const dim3 grid(static_cast<unsigned>(dpsm_row_blocks<WG>(p)), static_cast<unsigned>(p.BH));
-    gqa_dp_softmax_kernel<WG, CTAS><<<grid, L::kThreads, L::kSmem, stream>>>(p);
+    kern<<<grid, L::kThreads, L::kSmem, stream>>>(p);
   };
   if (p.wide)
     go(std::integral_constant<int, 2>{}, std::integral_constant<int, 1>{});

@@ -1,6 +1,8 @@
 # Next session, call 1 (planned in the thirty-seventh session, which had no GPU): the first GPU run of 74e90de..HEAD.
 # 1. gqa's CUDA tests in three shards (74e90de's review mends; the row kernel's rows per warp, ATTNBWD_CUDA_GQA_ROWS;
-#    the switches read at the op's start with untouched outputs on refusal) and varlen's bias + RoPE tests (vec1).
+#    the switches read at the op's start with untouched outputs on refusal; the thirty-eighth session's O on the side
+#    stream, ATTNBWD_CUDA_GQA_PV, with r from O in the small and dP + softmax kernels: PvOnTheSideStreamMatchesTheOracle)
+#    and varlen's bias + RoPE tests (vec1).
 # 2. A/B ROWS 1 / 2 / 4 / 8 on the eight GEMM-path workloads that run the row kernel (#7 takes the dP + softmax
 #    kernel), two interleaved rounds. Prediction: 1.00 at the unshared or small ones; where the row kernel runs beside
 #    the late dWo GEMM on part of the SMs (#0 59.7 us, #10 125.5 us) up to -20 us at #0 if its per-SM rate was latency-

@@ -1,49 +1,57 @@
-# Next session, call 2: depends on call 1. With ROWS=${ROWS:-4} (the winner of call 1; set ROWS=1 if none won): the
-# late dWo's SM target beside the row kernel (auto's 66 below 2048 tokens, 84 from there was tuned with ROWS = 1), on
-# the GEMM-path workloads, one round; the dP + softmax kernel at three CTAs per SM (ATTNBWD_CUDA_GQA_DPSM=on3, 5f4591d)
-# against off and on, two rounds, and racecheck/memcheck on its tests; gqa #13's attention paths; groupeddx at
-# 385 <= T < 2048. The suites are call 3 (next-c3.sh), after the winners are made auto and the bundle is remade.
-# on3's prediction: the kernel 90.8 -> ~65-75 us at #0 (three warps per scheduler against 1.9, one wave of 396 slots
-# for 352 CTAs); mha's occ3 gained only 2-4 % from the same step (perf/NOTES.md), so per call: on3 >= on everywhere,
-# and ahead of off where on was within 3 % (#7, #1, #8).
+# Next session, call 2: depends on call 1 (its tests include CudaGqaRope.PvOnTheSideStreamMatchesTheOracle, the first
+# GPU run of ATTNBWD_CUDA_GQA_PV). With ROWS=${ROWS:-4} (the winner of call 1; set ROWS=1 if none won):
+# 1. O = bf16(P·V) on the side stream beside dA (ATTNBWD_CUDA_GQA_PV=side, thirty-eighth session) on its three paths,
+#    two interleaved rounds each, against today's defaults:
+#    - the GEMM path's dP + softmax kernel (r from O: pass 2 alone) in its two-CTA (on) and three-CTA (on3) forms
+#      against the pair (off) and the kernels with their own first pass, on the nine GEMM-path workloads. Prediction:
+#      the kernel 90.8 -> ~50-55 us at #0 (half its products and one read of P), so on+side ahead of off by ~5-10 us at
+#      #0, #1, #10 and ~10 us at #7; on3 (without side) as the thirty-seventh session predicted (>= on).
+#    - the small kernels' path (#2, #5, #11; r from O: the first kernel's first sweep gone), PV_SMS 16 (auto), 8, 32.
+#      Prediction: -2 to -4 us per call (the first kernel ~10 -> ~7 us) unless dA on 116 SMs loses more.
+#    - the key-major path (#4, #6, #9, #14; O beside dA instead of after it), PV_SMS 40 (auto), 24, 60. Prediction:
+#      -20 to -40 us at #6 and #9, -10 to -20 at #14, -5 to -10 at #4 (O's DRAM-bound 96-118 us under dA's compute).
+# 2. memcheck and racecheck on the dP + softmax kernel's tests and the new PV test (three forms of r from O).
+# 3. groupeddx at 385 <= T < 2048 (never timed there).
+# The suites are call 3 (next-c3.sh), after the winners are made auto and the bundle is remade. Left for a later call
+# (next-c4.sh): the late dWo's SM target re-swept with the winning ROWS, gqa #13's attention paths, on3's occupancy.
 source perf/device/common.sh
 LIMIT=${LIMIT:-540}
 P=$M/attnbwd_perf
 RW=${ROWS:-4}
-ok && timeout $(tmo 150) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 0,1,3,8,10,12,13,15 --rounds 1 \
-  --variant auto=$P,ATTNBWD_CUDA_GQA_ROWS=$RW --variant s84=$P,ATTNBWD_CUDA_GQA_ROWS=$RW,ATTNBWD_CUDA_GQA_DWO_SMS=84 \
-  --variant s100=$P,ATTNBWD_CUDA_GQA_ROWS=$RW,ATTNBWD_CUDA_GQA_DWO_SMS=100 \
-  --variant s116=$P,ATTNBWD_CUDA_GQA_ROWS=$RW,ATTNBWD_CUDA_GQA_DWO_SMS=116 --out $R/ab-rows-dwo.json > $R/ab-rows-dwo.txt 2>&1
-echo "ab dwo rc=$? t=$SECONDS"; tail -14 $R/ab-rows-dwo.txt
-ok && timeout $(tmo 120) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 0,1,3,7,8,10,12,13,15 --rounds 2 \
+PV=ATTNBWD_CUDA_GQA_PV
+ok && timeout $(tmo 170) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 0,1,3,7,8,10,12,13,15 --rounds 2 \
   --variant off=$P,ATTNBWD_CUDA_GQA_ROWS=$RW,ATTNBWD_CUDA_GQA_DPSM=off --variant on=$P,ATTNBWD_CUDA_GQA_DPSM=on \
-  --variant on3=$P,ATTNBWD_CUDA_GQA_DPSM=on3 --out $R/ab-dpsm3.json > $R/ab-dpsm3.txt 2>&1
-echo "ab dpsm3 rc=$? t=$SECONDS"; tail -14 $R/ab-dpsm3.txt
-# the attention paths re-timed at the small-T GEMM-path workloads under today's defaults (their choices date from
-# before the late dWo's SM targets): #13 (B = 1, S = 256), auto against small / kv
-ok && timeout $(tmo 90) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 13 --rounds 2 \
-  --variant auto=$P --variant small=$P,ATTNBWD_CUDA_GQA_ATTN=small --variant kv=$P,ATTNBWD_CUDA_GQA_ATTN=kv \
-  --out $R/ab-attn13.json > $R/ab-attn13.txt 2>&1
-echo "ab attn rc=$? t=$SECONDS"; tail -6 $R/ab-attn13.txt
-# on3's occupancy: 3 CTAs per SM only if the 76,800-byte layout plus the 1 KB reserve fits three times (a review found
-# cuobjdump reporting 1 KB of static shared memory for every sm_90a kernel, taken to be that reserve: mha's occ3 with
-# the same budget measured as one wave at 3 CTAs per SM)
-ok && ATTNBWD_CUDA_GQA_DPSM=on3 timeout $(tmo 90) ncu --kernel-name regex:gqa_dp_softmax --launch-count 1 \
-  --section Occupancy --section LaunchStats $P --clock=events --backend=cuda --ops=gqa_rope_backward --workloads=0 \
-  > $R/ncu-on3-occupancy.txt 2>&1
-echo "ncu rc=$? t=$SECONDS"; grep -E "Theoretical Occupancy|Block Limit (Shared|Registers)|Achieved Occupancy" \
-  $R/ncu-on3-occupancy.txt | head -5
+  --variant onpv=$P,ATTNBWD_CUDA_GQA_DPSM=on,$PV=side --variant on3=$P,ATTNBWD_CUDA_GQA_DPSM=on3 \
+  --variant on3pv=$P,ATTNBWD_CUDA_GQA_DPSM=on3,$PV=side --out $R/ab-dpsm-pv.json > $R/ab-dpsm-pv.txt 2>&1
+echo "ab dpsm pv rc=$? t=$SECONDS"; tail -16 $R/ab-dpsm-pv.txt
+ok && timeout $(tmo 90) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 2,5,11 --rounds 2 \
+  --variant main=$P --variant side=$P,$PV=side --variant s8=$P,$PV=side,${PV}_SMS=8 \
+  --variant s32=$P,$PV=side,${PV}_SMS=32 --out $R/ab-pv-small.json > $R/ab-pv-small.txt 2>&1
+echo "ab pv small rc=$? t=$SECONDS"; tail -8 $R/ab-pv-small.txt
+ok && timeout $(tmo 120) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 4,6,9,14 --rounds 2 \
+  --variant main=$P --variant side=$P,$PV=side --variant s24=$P,$PV=side,${PV}_SMS=24 \
+  --variant s60=$P,$PV=side,${PV}_SMS=60 --out $R/ab-pv-kv.json > $R/ab-pv-kv.txt 2>&1
+echo "ab pv kv rc=$? t=$SECONDS"; tail -8 $R/ab-pv-kv.txt
+mkdir -p $R/tl
+for v in "0 on main" "0 on side" "11 auto side" "6 auto side"; do
+  set -- $v
+  ok && env ATTNBWD_CUDA_GQA_DPSM=$2 $PV=$3 ATTNBWD_PERF_TIMELINE=$R/tl/gqa-$1-$2-$3.txt timeout $(tmo 60) $P \
+    --backend=cuda --ops=gqa_rope_backward --workloads=$1 > /dev/null 2>&1
+  python3 perf/scripts/timeline.py $R/tl/gqa-$1-$2-$3.txt > $R/tl/gqa-$1-$2-$3-print.txt 2>&1
+  grep -E "span|dp_softmax|nvjet" $R/tl/gqa-$1-$2-$3-print.txt | head -5
+done
+T=$M/attnbwd_tests
+F='CudaGqaRope.DpSoftmaxKernel*:CudaGqaRope.PvOnTheSideStream*'
+ok && timeout $(tmo 100) compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_filter="$F" \
+  > $R/memcheck-pv.txt 2>&1
+echo "memcheck rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|PASSED|FAILED" $R/memcheck-pv.txt | tail -3
+ok && ATTNBWD_CUDA_SANITIZE_GEMM=plain timeout $(tmo 150) compute-sanitizer --tool racecheck --error-exitcode 9 $T \
+  --gtest_filter="$F" > $R/racecheck-pv.txt 2>&1
+echo "racecheck rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|PASSED|FAILED" $R/racecheck-pv.txt | tail -3
 # gqa's q/k/v path at 385 <= T < 2048 (auto: separate cuBLASLt pairs + add3) against groupeddx (one grouped dX-only
 # sm_90a launch into grad_hidden_states, no add3, the weight gradients by cuBLASLt beside it), never timed there:
 # #12 (T = 512), #0 (691), #1 (898), #4 (1024; measured 0.995x in the thirty-third session)
 ok && timeout $(tmo 90) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 12,0,1,4 --rounds 2 \
   --variant auto=$P --variant gdx=$P,ATTNBWD_CUDA_GQA_QKV=groupeddx --out $R/ab-gdx.json > $R/ab-gdx.txt 2>&1
 echo "ab gdx rc=$? t=$SECONDS"; tail -8 $R/ab-gdx.txt
-T=$M/attnbwd_tests
-ok && timeout $(tmo 90) compute-sanitizer --tool memcheck --error-exitcode 9 $T --gtest_filter='CudaGqaRope.DpSoftmaxKernel*' \
-  > $R/memcheck-dpsm3.txt 2>&1
-echo "memcheck rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|PASSED|FAILED" $R/memcheck-dpsm3.txt | tail -3
-ok && ATTNBWD_CUDA_SANITIZE_GEMM=plain timeout $(tmo 150) compute-sanitizer --tool racecheck --error-exitcode 9 $T \
-  --gtest_filter='CudaGqaRope.DpSoftmaxKernel*' > $R/racecheck-dpsm3.txt 2>&1
-echo "racecheck rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|PASSED|FAILED" $R/racecheck-dpsm3.txt | tail -3
 fin

@@ -616,6 +616,75 @@ TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
   }
 }
 
+// O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
+// leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
+// over the keys: the small path at S = 1, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
+// (G = 8); the dP + softmax kernel (sm_90) as auto takes it at S = 293 (padded, one wave), forced in its three-CTA form
+// unpadded (B = 2, S = 128) and wide at S = 300; the key-major path (sm_90) at B = 1, S = 1024 by auto and with the
+// warp-specialised kernel forced at S = 256. Each against the oracle with the SM targets auto, 8 and off, and twice with
+// the same bits; at S = 131 (small) and S = 293 (dP + softmax) side's bits must differ from main's (r is summed in
+// another order), so that the test can tell the forms ran. side on the GEMM path with the row kernel (forced at S = 131
+// and auto's at S = 293, the dP + softmax kernel off) and malformed values are Errors naming the switch, before any
+// output is written.
+TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  struct Shape {
+    int64_t B, S, Hq, Hkv;
+    const Mode* mode;
+    bool sm90, differs;
+  };
+  const Shape shapes[] = {{1, 1, 4, 1, &kDefault, false, false},         {1, 64, 4, 1, &kDefault, false, false},
+                          {1, 131, 8, 2, &kDefault, false, true},        {2, 128, 8, 2, &kSmallOneWarp, false, false},
+                          {2, 70, 8, 1, &kSmallMergeFused, false, false}, {1, 293, 8, 2, &kDefault, true, true},
+                          {2, 128, 8, 2, &kDpsmOn3, true, false},         {1, 300, 4, 1, &kDpsmWide, true, false},
+                          {1, 1024, 8, 2, &kDefault, true, false},        {1, 256, 8, 2, &kKvWs, true, false}};
+  int k = 0;
+  for (const Shape& sh : shapes) {
+    if (sh.sm90 && !is_sm90()) continue;
+    const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, 128, 64);
+    SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name());
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(440 + k++), tools::default_scalars(kOp));
+    std::vector<std::vector<unsigned char>> main_bits;
+    if (sh.differs) {
+      const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "main");
+      main_bits = outputs_in(in, axes, *sh.mode);
+    }
+    const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "side");
+    for (const char* v : {"auto", "8", "off"}) {
+      SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_PV_SMS=") + v);
+      const ScopedEnv target("ATTNBWD_CUDA_GQA_PV_SMS", v);
+      check(in, axes, smallest_atol(kOp), {*sh.mode});
+    }
+    const auto first = outputs_in(in, axes, *sh.mode), second = outputs_in(in, axes, *sh.mode);
+    ASSERT_EQ(first.size(), second.size());
+    for (std::size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(first[i] == second[i]) << "output " << i << ": rerun";
+    if (sh.differs) {
+      ASSERT_EQ(main_bits.size(), first.size());
+      bool differ = false;
+      for (std::size_t i = 0; i < first.size(); ++i) differ = differ || main_bits[i] != first[i];
+      EXPECT_TRUE(differ) << "ATTNBWD_CUDA_GQA_PV=side gave main's bits: r from O did not run";
+    }
+  }
+  {
+    const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "side");
+    const ScopedEnv rows("ATTNBWD_CUDA_GQA_DPSM", "off");
+    {
+      const ScopedEnv gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
+      expect_refused(axes_of(1, 131, 8, 2, 128, 64), fresh_seed(450), "ATTNBWD_CUDA_GQA_PV",
+                     "ATTNBWD_CUDA_GQA_PV=side on the GEMM attention path with the row kernel (forced)");
+    }
+    expect_refused(axes_of(1, 293, 8, 2, 128, 64), fresh_seed(451), "ATTNBWD_CUDA_GQA_PV",
+                   "ATTNBWD_CUDA_GQA_PV=side at S = 293 (auto's GEMM attention path, the row kernel)");
+  }
+  for (const char* bad : {"0", "many", "100000"}) {
+    const ScopedEnv target("ATTNBWD_CUDA_GQA_PV_SMS", bad);
+    expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(452), "ATTNBWD_CUDA_GQA_PV_SMS",
+                   std::string("ATTNBWD_CUDA_GQA_PV_SMS=") + bad);
+  }
+  const ScopedEnv bad("ATTNBWD_CUDA_GQA_PV", "early");
+  expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(453), "ATTNBWD_CUDA_GQA_PV", "ATTNBWD_CUDA_GQA_PV=early");
+}
+
 // The softmax row kernel with R rows per warp (ATTNBWD_CUDA_GQA_ROWS=2|4|8: the warp's rows one after another, the
 // next row's P and dP prefetched into L2) does each row's math in the order of one row per warp (1): the same bits, on
 // the padded (S = 75, 131, 300) and unpadded (S = 40, 128, 520) GEMM attention paths, rows of one to three 256-column
@@ -666,7 +735,8 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
   std::uint64_t tag = 430;
   for (const int64_t B : {2, 1})
     for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
-                            "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM"}) {
+                            "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
+                            "ATTNBWD_CUDA_GQA_PV_SMS"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
