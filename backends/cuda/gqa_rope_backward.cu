@@ -604,14 +604,16 @@ bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "l
 // path with the row kernel (which takes r from P and dP in one pass) is an Error naming the switch.
 bool pv_side() { return env_switch("ATTNBWD_CUDA_GQA_PV", {"auto", "main", "side"}) == 2; }
 
-// ATTNBWD_CUDA_GQA_PV_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_PV=side, the SMs O's GEMM is sized for; a cuBLASLt dA GEMM is
-// sized for the others. off: both for every SM (each a persistent grid of one CTA per SM: they then take turns).
-// auto (from the count, not measured): 40 of 132 beside the key-major kernel's path (O's share of the two GEMMs'
-// FLOPs at #6 and #9: 34 of 120 GFLOP), else 16 (O is 0.1-0.3 GFLOP on the small path, where dA is DRAM-bound, and
-// 0.7-3.9 GFLOP against dA's 12-38 at S = 293-691).
+// ATTNBWD_CUDA_GQA_PV_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_PV=side, the SMs O takes (cuBLASLt's SM-count target on the
+// key-major path; elsewhere the O kernel's grid of at most N CTAs, one per SM); a cuBLASLt dA GEMM is sized for the
+// others. off: both for every SM (each a persistent grid of one CTA per SM: they then take turns). auto, on sm_90 (from
+// the count, not measured): 40 of 132 beside the key-major kernel's path (O's share of the two GEMMs' FLOPs at #6 and
+// #9: 34 of 120 GFLOP), else 16 (O is 0.1-0.3 GFLOP on the small path, where dA is DRAM-bound, and 0.7-3.9 GFLOP
+// against dA's 12-38 at S = 293-691); elsewhere off. On one stream (ATTNBWD_CUDA_STREAMS=one, STAGES=1) the targets
+// stay (the same GEMM algorithms, the same bits) but the O kernel takes every SM.
 int pv_sm_target(const Context& ctx, bool kv_attn) {
   const int sms = ctx.sm_count();
-  return sm_target_switch("ATTNBWD_CUDA_GQA_PV_SMS", sms, sms_of_132(sms, kv_attn ? 40 : 16));
+  return sm_target_switch("ATTNBWD_CUDA_GQA_PV_SMS", sms, ctx.cc() == 90 ? sms_of_132(sms, kv_attn ? 40 : 16) : 0);
 }
 
 // ATTNBWD_CUDA_GQA_DWO_SMS=auto|off|N: the SM count cuBLASLt chooses and sizes grad_o_weight's GEMM for
@@ -837,6 +839,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     sm.Q = Q, sm.K = K, sm.V = V, sm.P = P, sm.dS = dS, sm.ld = ld, sm.dQ = dQ32, sm.dK = dK32, sm.dV = dV32;
     sm.BH = BH, sm.S = S, sm.D = D, sm.scaling = static_cast<float>(a.scaling);
     sm.split = env_switch("ATTNBWD_CUDA_GQA_SMALL_SPLIT", {"auto", "off"}) == 1 ? 1 : 2;
+    if (pv_on_side) sm.O = dK32;  // r from O (ATTNBWD_CUDA_GQA_PV=side), checked with the rest
     std::string why = gqa_small_attn_unsupported(sm);
     if (why.empty() && fused_asked) why = "the fused dP kernel was asked for";
     if (!why.empty() && !small_auto) throw Error("ATTNBWD_CUDA_GQA_ATTN", "small kernels cannot take this call: " + why);
@@ -873,6 +876,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   GqaDpSoftmax dq;
   const int dpsm = dpsm_switch();
   dq.dO = dOp, dq.do_ld = ld_do, dq.do_head = head_do, dq.V = pad ? Vp : V, dq.P = P, dq.dS = dS, dq.ld_ds = ld;
+  dq.O = pv_on_side ? dK32 : nullptr;  // r from O (ATTNBWD_CUDA_GQA_PV=side)
   dq.Pp = pad ? Pp : nullptr, dq.BH = BH, dq.S = S, dq.Sp = Sp, dq.D = D, dq.scaling = static_cast<float>(a.scaling);
   dq.wide = dpsm == 3;
   dq.three_ctas = dpsm == 4;
@@ -890,13 +894,13 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // kernel writes it, or the small path's second kernel after its griddepcontrol.wait, when the first has read O).
   const int pv_target = pv_sm_target(ctx, use_kv);  // (a malformed value is an Error on any path)
   if (pv_on_side && !use_small && !use_kv && !use_dpsm)
-    throw Error("ATTNBWD_CUDA_GQA_PV", "side: the GEMM attention path with the row kernel takes no O (side needs the "
-                                       "key-major kernel, the small kernels or ATTNBWD_CUDA_GQA_DPSM's kernel)");
+    throw Error("ATTNBWD_CUDA_GQA_PV", "side: the GEMM attention path without the dP + softmax kernel takes no O (the "
+                                       "row kernel, ATTNBWD_GQA_FUSED's kernel, or auto's fallback where the small "
+                                       "kernels refuse; side needs the key-major kernel, the small kernels or "
+                                       "ATTNBWD_CUDA_GQA_DPSM's kernel)");
   if (pv_on_side && !use_kv)
     if (const std::string why = gqa_pv_unsupported(P, V, dK32, S, BH, D); !why.empty())
       throw Error("ATTNBWD_CUDA_GQA_PV", "side: the O kernel cannot take this call: " + why);
-  if (pv_on_side && use_small) sm.O = dK32;
-  if (pv_on_side && use_dpsm) dq.O = dK32;
   // Group GEMMs for dK32 / dV32 (ATTNBWD_CUDA_GQA_GROUP): the GEMM attention path only, dV32 only where dO is a
   // head-split (or padded) copy [B, Hq, Sp, D], whose group rows are consecutive.
   const bool gemm_attn = !use_small && !use_kv;
@@ -937,7 +941,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     if (use_kv)
       pv_gemm(1, side, pv_target);
     else
-      gqa_pv_launch(P, V, dK32, S, BH, D, pv_target > 0 ? pv_target : ctx.sm_count(), side);
+      // (its bits do not depend on its grid: on one stream, where nothing runs beside it, every SM)
+      gqa_pv_launch(P, V, dK32, S, BH, D,
+                    pv_target > 0 && !stages.single_stream() ? pv_target : ctx.sm_count(), side);
     stages.mark("PV");
     stages.mark_side(ctx);  // the attention waits for O alone (wait_side_mark), not for what the side stream does next
   }
@@ -1036,8 +1042,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       gemm(ctx, attn_slot, attn_side, g, pad ? Pp : P, dOp, dV32);
       stages.mark("dV");
     };
-    // O for the dP + softmax kernel (ATTNBWD_CUDA_GQA_PV=side), waited for here: the side stream's mark is taken again
-    // below (late dWo), after dV32.
+    // O for the dP + softmax kernel (ATTNBWD_CUDA_GQA_PV=side), waited for here and not next to the kernel's launch: the
+    // Context has one side mark, and the late-dWo form below takes it again (after dV32) before that launch.
     if (pv_on_side) stages.wait_side_mark(ctx);
     if (overlap || late) {
       stages.fork(ctx);  // side: after dO exists (and after grad_o_weight, queued there before unless late)

@@ -118,7 +118,7 @@ std::string gqa_small_attn_merge_unsupported(const GqaSmallAttn& a);
 void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream);
 
 // O = bf16(P·V) [BH, S, 128] (one rounding of an fp32 sum) for the r of the small path's first kernel and of the dP +
-// softmax kernel (GqaSmallAttn::O, GqaDpSoftmax::O), by an mma.sync kernel (gqa_rope_backward_attn.cu; any S and
+// softmax kernel (GqaSmallAttn::O, GqaDpSoftmax::O), by an mma.sync kernel (gqa_rope_backward_pv.cu; any S and
 // alignment of P: cuBLASLt has only slow kernels for odd S) as a persistent grid of at most `ctas` CTAs, one per SM, so
 // that it takes `ctas` SMs beside a GEMM sized for the others. P [BH, S, S], V [BH, S, 128].
 // gqa_pv_unsupported: why it cannot ("" when it can): head_dim 128, V 16-byte, O 4-byte aligned.

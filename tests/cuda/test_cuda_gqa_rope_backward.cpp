@@ -28,6 +28,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/common/host_case.hpp"
@@ -620,10 +621,12 @@ TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
 // leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
 // over the keys: the small path at S = 1, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
 // (G = 8); the dP + softmax kernel (sm_90) as auto takes it at S = 293 (padded, one wave), forced in its three-CTA form
-// unpadded (B = 2, S = 128) and wide at S = 300; the key-major path (sm_90) at B = 1, S = 1024 by auto and with the
-// warp-specialised kernel forced at S = 256. Each against the oracle with the SM targets auto, 8 and off, and twice with
-// the same bits; at S = 131 (small) and S = 293 (dP + softmax) side's bits must differ from main's (r is summed in
-// another order), so that the test can tell the forms ran. side on the GEMM path with the row kernel (forced at S = 131
+// unpadded (B = 2, S = 128), on B = 1's view of dA (S = 128) and wide at S = 300; the key-major path (sm_90) with the
+// warp-specialised kernel at S = 1024 (auto's choice there) and the one-warpgroup kernel at S = 256. Each against the
+// oracle with the SM targets auto, 8 and off, and twice with the same bits; at S = 131 (small) and S = 293 (dP + softmax)
+// side's bits must differ from main's (r is summed in another order; both with PV_SMS=off, so that dA's GEMM has the
+// same algorithm key in both), so that the test can tell the forms ran. The stream orders of early dWo without the
+// attention overlap, and of one stream, at S = 131 and 293. side on the GEMM path with the row kernel (forced at S = 131
 // and auto's at S = 293, the dP + softmax kernel off) and malformed values are Errors naming the switch, before any
 // output is written.
 TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
@@ -636,18 +639,30 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
   const Shape shapes[] = {{1, 1, 4, 1, &kDefault, false, false},         {1, 64, 4, 1, &kDefault, false, false},
                           {1, 131, 8, 2, &kDefault, false, true},        {2, 128, 8, 2, &kSmallOneWarp, false, false},
                           {2, 70, 8, 1, &kSmallMergeFused, false, false}, {1, 293, 8, 2, &kDefault, true, true},
-                          {2, 128, 8, 2, &kDpsmOn3, true, false},         {1, 300, 4, 1, &kDpsmWide, true, false},
-                          {1, 1024, 8, 2, &kDefault, true, false},        {1, 256, 8, 2, &kKvWs, true, false}};
+                          {2, 128, 8, 2, &kDpsmOn3, true, false},         {1, 128, 8, 2, &kDpsmOnView, true, false},
+                          {1, 300, 4, 1, &kDpsmWide, true, false},        {1, 1024, 8, 2, &kKvWs, true, false},
+                          {1, 256, 8, 2, &kKv, true, false}};
   int k = 0;
   for (const Shape& sh : shapes) {
     if (sh.sm90 && !is_sm90()) continue;
     const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, 128, 64);
     SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name());
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(440 + k++), tools::default_scalars(kOp));
-    std::vector<std::vector<unsigned char>> main_bits;
     if (sh.differs) {
-      const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "main");
-      main_bits = outputs_in(in, axes, *sh.mode);
+      const ScopedEnv target("ATTNBWD_CUDA_GQA_PV_SMS", "off");
+      std::vector<std::vector<unsigned char>> main_bits, side_bits;
+      {
+        const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "main");
+        main_bits = outputs_in(in, axes, *sh.mode);
+      }
+      {
+        const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "side");
+        side_bits = outputs_in(in, axes, *sh.mode);
+      }
+      ASSERT_EQ(main_bits.size(), side_bits.size());
+      bool differ = false;
+      for (std::size_t i = 0; i < side_bits.size(); ++i) differ = differ || main_bits[i] != side_bits[i];
+      EXPECT_TRUE(differ) << "ATTNBWD_CUDA_GQA_PV=side gave main's bits: r from O did not run";
     }
     const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "side");
     for (const char* v : {"auto", "8", "off"}) {
@@ -658,11 +673,15 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
     const auto first = outputs_in(in, axes, *sh.mode), second = outputs_in(in, axes, *sh.mode);
     ASSERT_EQ(first.size(), second.size());
     for (std::size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(first[i] == second[i]) << "output " << i << ": rerun";
-    if (sh.differs) {
-      ASSERT_EQ(main_bits.size(), first.size());
-      bool differ = false;
-      for (std::size_t i = 0; i < first.size(); ++i) differ = differ || main_bits[i] != first[i];
-      EXPECT_TRUE(differ) << "ATTNBWD_CUDA_GQA_PV=side gave main's bits: r from O did not run";
+    if (sh.differs) {  // the other stream orders: early dWo without the attention overlap, and one stream
+      const std::pair<const char*, const char*> orders[][2] = {
+          {{"ATTNBWD_CUDA_GQA_DWO", "early"}, {"ATTNBWD_CUDA_GQA_OVERLAP", "off"}},
+          {{"ATTNBWD_CUDA_STREAMS", "one"}, {"ATTNBWD_CUDA_GQA_OVERLAP", "auto"}}};
+      for (const auto& o : orders) {
+        SCOPED_TRACE(std::string(o[0].first) + "=" + o[0].second + " " + o[1].first + "=" + o[1].second);
+        const ScopedEnv e0(o[0].first, o[0].second), e1(o[1].first, o[1].second);
+        check(in, axes, smallest_atol(kOp), {*sh.mode});
+      }
     }
   }
   {
