@@ -276,8 +276,9 @@ __device__ __forceinline__ void store_w(bf* p, const bf (&x)[W]) {
 // same + D/2 of its slot: W = 8 moves them, their cos and sin as uint4 (needs D % 16 == 0, every pointer 16-byte
 // aligned and ldo % 8 == 0); W = 1 one element at a time. The same math in the same order per element either way
 // (the same bits). G > 0: the group size Hq / Hkv, the group's loads unrolled (all in flight together); G = 0: any
-// group size, one head after another.
-template <int W, int G>
+// group size, one head after another. kKv: the k and v slots only (the key-major path's early half with
+// ATTNBWD_CUDA_GQA_KVW=under; its q half is this kernel with Hkv = 0).
+template <int W, int G, bool kKv = false>
 __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
                                const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out, int64_t T,
                                int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo, bool k_summed,
@@ -286,13 +287,13 @@ __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__
   // which this kernel does not write) once every CTA here is resident, and waits for this grid before reading out.
   griddep_launch_dependents();
   const int half = D / 2, groups = half / W;
-  const int per_token = (Hq + 2 * Hkv) * groups;
+  const int per_token = (kKv ? 2 * Hkv : Hq + 2 * Hkv) * groups;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (item >= T * per_token) return;
   const int64_t t = item / per_token;
   const int idx = static_cast<int>(item - t * per_token);
   const int64_t b = t / S, s = t % S;
-  const int slot = idx / groups, d0 = (idx % groups) * W;
+  const int slot = (kKv ? Hq : 0) + idx / groups, d0 = (idx % groups) * W;
   bf* o = out + t * ldo;
   float g0[W], g1[W];
   bf* dst;
@@ -616,6 +617,26 @@ int pv_sm_target(const Context& ctx, bool kv_attn) {
   return sm_target_switch("ATTNBWD_CUDA_GQA_PV_SMS", sms, ctx.cc() == 90 ? sms_of_132(sms, kv_attn ? 40 : 16) : 0);
 }
 
+// ATTNBWD_CUDA_GQA_KVW=auto|after|under, the key-major attention path with cuBLASLt weight gradients (the separate and
+// groupeddx q/k/v paths): where grad_k_weight and grad_v_weight are queued. after (auto; as measured so far): on the
+// side stream after the merge pass, with grad_q_weight. under (thirty-eighth session, not yet run on a GPU): the merge
+// pass's k and v half on the side stream as soon as the key-major kernel has written dK32 and dV32, then both weight
+// gradients there, beside the dQ GEMM (its q half of the merge follows on the caller's stream), the GPU split between
+// them by ATTNBWD_CUDA_GQA_KVW_SMS. Counted (perf/NOTES.md, thirty-eighth session): the dQ GEMM is DRAM-bound (dSᵀ's
+// 268 MB at #6: 85-92 µs with the tensor cores mostly idle), the two weight gradients 43 GFLOP at T = 2048, which
+// today share the compute-bound end of the call with grad_q_weight and the dX launch. The same bits (the same GEMMs
+// and merge math; the SM targets are part of cuBLASLt's algorithm choice, so with a target the bits may differ).
+// Forcing under where the key-major kernel does not run, or with the sm_90a q/k/v launches, is an Error.
+bool kvw_under() { return env_switch("ATTNBWD_CUDA_GQA_KVW", {"auto", "after", "under"}) == 2; }
+
+// ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
+// are sized for; the dQ GEMM is sized for the others. auto, on sm_90 (from the count, not measured): 66 of 132 (the dQ
+// GEMM's DRAM stream needs ~40 GB/s per SM on 66); elsewhere off. off: every SM for each.
+int kvw_sm_target(const Context& ctx) {
+  const int sms = ctx.sm_count();
+  return sm_target_switch("ATTNBWD_CUDA_GQA_KVW_SMS", sms, ctx.cc() == 90 ? sms_of_132(sms, 66) : 0);
+}
+
 // ATTNBWD_CUDA_GQA_DWO_SMS=auto|off|N: the SM count cuBLASLt chooses and sizes grad_o_weight's GEMM for
 // (Gemm::sm_target), where dWo runs late (beside the attention chain). Every cuBLASLt GEMM of this op on sm_90 is a
 // persistent grid of one CTA per SM that holds all of them until it ends, so the chain queued beside dWo waited for it
@@ -682,6 +703,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int row_kernel_rows = rows_per_warp();
   const bool overlap = gqa_overlap();
   const bool pv_on_side = pv_side();
+  const bool kvw_early = kvw_under();
   const bool merge_scalar_switch = merge_scalar();
   const bool thin_pdl_switch = thin_pdl();
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
@@ -898,6 +920,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                        "row kernel, ATTNBWD_GQA_FUSED's kernel, or auto's fallback where the small "
                                        "kernels refuse; side needs the key-major kernel, the small kernels or "
                                        "ATTNBWD_CUDA_GQA_DPSM's kernel)");
+  const int kvw_target = kvw_sm_target(ctx);  // (a malformed value is an Error on any path)
+  if (kvw_early && (!use_kv || all_sm90 || grouped || thin))
+    throw Error("ATTNBWD_CUDA_GQA_KVW", "under: needs the key-major attention kernel and cuBLASLt weight gradients (the "
+                                        "separate or groupeddx q/k/v path), not taken here");
+  const int dq_sms = kvw_early && kvw_target > 0 && kvw_target < ctx.sm_count() ? ctx.sm_count() - kvw_target : 0;
   if (pv_on_side && !use_kv)
     if (const std::string why = gqa_pv_unsupported(P, V, dK32, S, BH, D); !why.empty())
       throw Error("ATTNBWD_CUDA_GQA_PV", "side: the O kernel cannot take this call: " + why);
@@ -932,6 +959,22 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     g.stride_b = S * D, g.stride_c = S * D;
     g.sm_target = sms;
     gemm(ctx, slot, st, g, P, V, dK32);
+  };
+  // Steps 6-8 (the merge pass) on stream st: part 0 every slot, 1 the q slots (Hkv = 0), 2 the k and v slots.
+  const auto merge_launch = [&](cudaStream_t st, int part) {
+    const bool vec = D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar_switch;
+    const bool g4 = Hq == 4 * Hkv;
+    const auto merge = part == 2 ? (vec ? (g4 ? gqa_rope_merge<8, 4, true> : gqa_rope_merge<8, 0, true>)
+                                        : (g4 ? gqa_rope_merge<1, 4, true> : gqa_rope_merge<1, 0, true>))
+                                 : (vec ? (g4 ? gqa_rope_merge<8, 4> : gqa_rope_merge<8, 0>)
+                                        : (g4 ? gqa_rope_merge<1, 4> : gqa_rope_merge<1, 0>));
+    const int64_t slots = part == 0 ? Hq + 2 * Hkv : part == 1 ? Hq : 2 * Hkv;
+    const int64_t items = T * slots * (D / 2 / (vec ? 8 : 1));
+    const int threads = 256;
+    merge<<<blocks_for(items, threads), threads, 0, st>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp, T, S, Sp,
+                                                         static_cast<int>(Hq), part == 1 ? 0 : static_cast<int>(Hkv),
+                                                         static_cast<int>(D), QKV, k_summed, v_summed);
+    ATTNBWD_CUDA_CHECK_LAUNCH();
   };
   // dA's SM target beside O on the side stream: the SMs O leaves.
   const int da_sms = pv_on_side && pv_target > 0 && pv_target < ctx.sm_count() ? ctx.sm_count() - pv_target : 0;
@@ -1013,7 +1056,21 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     else
       gqa_kv_attn_launch(kv, stream);
     stages.mark("kv");
+    if (kvw_early) {  // the merge's k/v half and grad_k/v_weight on the side stream, beside the dQ GEMM
+      stages.fork(ctx);
+      forked = true;
+      merge_launch(side, 2);
+      stages.mark_side(ctx);  // step 9's dX waits for the k/v columns (the merge's q half is on this stream)
+      Gemm gw;
+      gw.trans_a = true;
+      gw.M = KP, gw.N = HS, gw.K = T, gw.lda = QKV, gw.ldb = HS, gw.ldc = HS;
+      gw.sm_target = kvw_target;
+      gemm(ctx, 1, side, gw, dQKVp + QP, a.hidden_states.data, a.grad_k_weight.data);
+      gemm(ctx, 1, side, gw, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
+      stages.mark("dW_kv");
+    }
     g.trans_a = true;
+    g.sm_target = dq_sms;
     gemm(ctx, 0, stream, g, dS, K, dQ32);
     stages.mark("dQ");
   } else {
@@ -1098,16 +1155,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   }
   // 6-8. GQA sums, RoPE, merge (done already where the small kernels wrote the merged form).
   if (!sm.merged) {
-    const bool vec = D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar_switch;
-    const bool g4 = Hq == 4 * Hkv;
-    const auto merge = vec ? (g4 ? gqa_rope_merge<8, 4> : gqa_rope_merge<8, 0>)
-                           : (g4 ? gqa_rope_merge<1, 4> : gqa_rope_merge<1, 0>);
-    const int64_t items = T * (Hq + 2 * Hkv) * (D / 2 / (vec ? 8 : 1));
-    const int threads = 256;
-    merge<<<blocks_for(items, threads), threads, 0, stream>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp, T,
-                                                             S, Sp, static_cast<int>(Hq), static_cast<int>(Hkv),
-                                                             static_cast<int>(D), QKV, k_summed, v_summed);
-    ATTNBWD_CUDA_CHECK_LAUNCH();
+    merge_launch(stream, kvw_early ? 1 : 0);  // (the k/v half went to the side stream after the key-major kernel)
     stages.mark("gqa_rope_merge");
   }
 
@@ -1125,6 +1173,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     for (const auto& j : pj) sm90_launch(ctx, j, stream);
     stages.mark("qkv_proj");
   } else {
+    if (kvw_early) stages.wait_side_mark(ctx);  // the k/v columns of dQKVp (merged on the side stream)
     stages.fork(ctx);
     forked = true;
     {
@@ -1133,9 +1182,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.N = HS, g.K = T, g.lda = QKV, g.ldb = HS, g.ldc = HS;
       g.M = QP;
       gemm(ctx, 1, side, g, dQKVp, a.hidden_states.data, a.grad_q_weight.data);
-      g.M = KP;
-      gemm(ctx, 1, side, g, dQKVp + QP, a.hidden_states.data, a.grad_k_weight.data);
-      gemm(ctx, 1, side, g, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
+      if (!kvw_early) {  // (else queued after the key-major kernel)
+        g.M = KP;
+        gemm(ctx, 1, side, g, dQKVp + QP, a.hidden_states.data, a.grad_k_weight.data);
+        gemm(ctx, 1, side, g, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
+      }
       stages.mark("dW_qkv");
     }
     if (grouped_dx) {

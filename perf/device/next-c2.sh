@@ -12,8 +12,8 @@
 #      -20 to -40 us at #6 and #9, -10 to -20 at #14, -5 to -10 at #4 (O's DRAM-bound 96-118 us under dA's compute).
 # 2. Timelines of #0 (on + side) and #6 (side); memcheck on the PV test (the O kernel and r from O in three forms).
 # The suites are call 3 (next-c3.sh), after the winners are made auto and the bundle is remade. Left for a later call
-# (next-c4.sh): racecheck on the dP + softmax and PV tests, groupeddx at 385 <= T < 2048, the late dWo's SM target
-# re-swept with the winning ROWS, gqa #13's attention paths, on3's occupancy.
+# (next-c4.sh): the k/v weight gradients under the dQ GEMM (ATTNBWD_CUDA_GQA_KVW), racecheck on the new kernels' tests,
+# groupeddx at 385 <= T < 2048, on3's occupancy, the late dWo's SM target re-swept with the winning ROWS.
 source perf/device/common.sh
 LIMIT=${LIMIT:-540}
 P=$M/attnbwd_perf

@@ -711,6 +711,50 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
   expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(453), "ATTNBWD_CUDA_GQA_PV", "ATTNBWD_CUDA_GQA_PV=early");
 }
 
+// The key-major path's k/v weight gradients under the dQ GEMM (ATTNBWD_CUDA_GQA_KVW=under: the merge's k/v half and
+// grad_k/v_weight on the side stream right after the key-major kernel, the q half after the dQ GEMM), at B = 1, S = 1024
+// (sm_90) with the separate q/k/v path (auto at T = 1024) and the grouped dX-only launch (forced), alone and with O on the
+// side stream too (two side marks in one call): against the oracle with the SM targets auto, 8 and off, rerun for the
+// same bits, and with KVW_SMS=off the bits of after (the same GEMMs with the same algorithm keys, the same merge math).
+// under where the key-major kernel does not run (S = 131) or with the grouped q/k/v launch is an Error naming the
+// switch before any output is written.
+TEST(CudaGqaRope, KvWeightGradientsUnderDqMatchTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the key-major kernel runs on sm_90 only";
+  const tools::Axes axes = axes_of(1, 1024, 8, 2, 128, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(460), tools::default_scalars(kOp));
+  const Oracle<Args> want(in, axes);
+  for (const Mode* mode : {&kKvWs, &kGroupedDxQkv}) {
+    for (const char* pv : {"main", "side"}) {
+      SCOPED_TRACE(mode->name() + " ATTNBWD_CUDA_GQA_PV=" + pv);
+      const ScopedEnv pv_env("ATTNBWD_CUDA_GQA_PV", pv);
+      std::vector<std::vector<unsigned char>> after;
+      {
+        const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "after");
+        after = outputs_in(in, axes, *mode);
+      }
+      const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "under");
+      for (const char* v : {"auto", "8", "off"}) {
+        SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_KVW_SMS=") + v);
+        const ScopedEnv target("ATTNBWD_CUDA_GQA_KVW_SMS", v);
+        check_against(want, in, axes, smallest_atol(kOp), {*mode});
+      }
+      const ScopedEnv target("ATTNBWD_CUDA_GQA_KVW_SMS", "off");
+      const auto first = outputs_in(in, axes, *mode), second = outputs_in(in, axes, *mode);
+      ASSERT_EQ(first.size(), after.size());
+      for (std::size_t i = 0; i < first.size(); ++i) {
+        EXPECT_TRUE(first[i] == second[i]) << "output " << i << ": rerun";
+        EXPECT_TRUE(first[i] == after[i]) << "output " << i << ": under (no SM targets) against after";
+      }
+    }
+  }
+  const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "under");
+  expect_refused(axes_of(1, 131, 8, 2, 128, 64), fresh_seed(461), "ATTNBWD_CUDA_GQA_KVW",
+                 "ATTNBWD_CUDA_GQA_KVW=under on the small path");
+  const ScopedEnv grouped("ATTNBWD_CUDA_GQA_QKV", "grouped");
+  expect_refused(axes, fresh_seed(462), "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW=under with the grouped launch");
+}
+
 // The softmax row kernel with R rows per warp (ATTNBWD_CUDA_GQA_ROWS=2|4|8: the warp's rows one after another, the
 // next row's P and dP prefetched into L2) does each row's math in the order of one row per warp (1): the same bits, on
 // the padded (S = 75, 131, 300) and unpadded (S = 40, 128, 520) GEMM attention paths, rows of one to three 256-column
@@ -762,7 +806,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
   for (const int64_t B : {2, 1})
     for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
-                            "ATTNBWD_CUDA_GQA_PV_SMS"}) {
+                            "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
