@@ -448,16 +448,7 @@ __global__ void __maxnreg__(kG == 0 ? 128 : 168) small_dkdv_kernel(const bf* __r
     }
   };
   const auto h16 = [](const bf* st, int off) { return static_cast<std::uint32_t>(__bfloat16_as_ushort(st[off])); };
-  // acc += A (16 keys × 16 queries) · B (16 queries × 128 dims of the dO or Q tile at b, by ldmatrix.trans).
-  const auto mma_b_tile = [](float (&acc)[16][4], const std::uint32_t (&a)[4], const bf* b) {
-#pragma unroll
-    for (int j = 0; j < 16; j += 2) {
-      std::uint32_t f[4];
-      mma16::ldsm4_trans(f, mma16::smem_u32(b + 8 * j));
-      mma16816(acc[j], a, f[0], f[1]);
-      mma16816(acc[j + 1], a, f[2], f[3]);
-    }
-  };
+  // (mma_b_tile: acc += A (16 keys × 16 queries) · B (16 queries × 128 dims of the dO or Q tile at b).)
   // dO and Q by ldmatrix.trans: matrix m = (queries 16·kq + 8·(m % 2), dims 8·(j + m / 2)).
   const int o_off = kBq * kPStride + ((m % 2) * 8 + lane % 8) * kStride + 8 * (m / 2);
 

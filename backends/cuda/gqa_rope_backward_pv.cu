@@ -81,13 +81,7 @@ __global__ void __launch_bounds__(kPvThreads, 1) pv_kernel(const bf* __restrict_
             a[e] = l >= 2 ? a[e] : l == 1 ? (a[e] & 0xFFFFu) : 0u;
           }
         }
-#pragma unroll
-        for (int j = 0; j < 16; j += 2) {
-          std::uint32_t b[4];
-          mma16::ldsm4_trans(b, mma16::smem_u32(st + v_off + 16 * kk * kStride + 8 * j));
-          mma16816(acc[j], a, b[0], b[1]);
-          mma16816(acc[j + 1], a, b[2], b[3]);
-        }
+        mma_b_tile(acc, a, st + v_off + 16 * kk * kStride);
       }
       k0 += kKeys;
     });
