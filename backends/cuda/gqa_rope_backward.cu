@@ -620,13 +620,14 @@ int pv_sm_target(const Context& ctx, bool kv_attn) {
 // ATTNBWD_CUDA_GQA_KVW=auto|after|under, the key-major attention path with cuBLASLt weight gradients (the separate and
 // groupeddx q/k/v paths): where grad_k_weight and grad_v_weight are queued. after (auto; as measured so far): on the
 // side stream after the merge pass, with grad_q_weight. under (thirty-eighth session, not yet run on a GPU): the merge
-// pass's k and v half on the side stream as soon as the key-major kernel has written dK32 and dV32, then both weight
-// gradients there, beside the dQ GEMM (its q half of the merge follows on the caller's stream), the GPU split between
-// them by ATTNBWD_CUDA_GQA_KVW_SMS. Counted (perf/NOTES.md, thirty-eighth session): the dQ GEMM is DRAM-bound (dSᵀ's
-// 268 MB at #6: 85-92 µs with the tensor cores mostly idle), the two weight gradients 43 GFLOP at T = 2048, which
-// today share the compute-bound end of the call with grad_q_weight and the dX launch. The same bits (the same GEMMs
-// and merge math; the SM targets are part of cuBLASLt's algorithm choice, so with a target the bits may differ).
-// Forcing under where the key-major kernel does not run, or with the sm_90a q/k/v launches, is an Error.
+// pass's k and v half as soon as the key-major kernel has written dK32 and dV32, then both weight gradients on the side
+// stream, beside the dQ GEMM (the merge's q half follows it), the GPU split between them by ATTNBWD_CUDA_GQA_KVW_SMS.
+// Counted (perf/NOTES.md, thirty-eighth session): the dQ GEMM is DRAM-bound (dSᵀ's 268 MB at #6: 85-92 µs with the
+// tensor cores mostly idle), the two weight gradients 43 GFLOP at T = 2048, which today share the compute-bound end
+// of the call with grad_q_weight and the dX launch. The same GEMM descriptions and merge math: without SM targets
+// (KVW_SMS=off) the bits of after wherever cuBLASLt's choices are the same (within a process, or untuned: deterministic
+// calls, ATTNBWD_CUDA_LT_TUNE=off); a target is part of the choice. Forcing under where the key-major kernel does not
+// run, or with the sm_90a q/k/v launches, is an Error.
 bool kvw_under() { return env_switch("ATTNBWD_CUDA_GQA_KVW", {"auto", "after", "under"}) == 2; }
 
 // ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
@@ -1056,11 +1057,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     else
       gqa_kv_attn_launch(kv, stream);
     stages.mark("kv");
-    if (kvw_early) {  // the merge's k/v half and grad_k/v_weight on the side stream, beside the dQ GEMM
+    if (kvw_early) {  // the merge's k/v half here, then grad_k/v_weight on the side stream beside the dQ GEMM
+      // (the k/v half on this stream: it is DRAM-bound as the dQ GEMM is, so nothing is gained beside it, and step 9's
+      // dX then waits for no side-stream work, e.g. a late dWo still running there)
+      merge_launch(stream, 2);
       stages.fork(ctx);
       forked = true;
-      merge_launch(side, 2);
-      stages.mark_side(ctx);  // step 9's dX waits for the k/v columns (the merge's q half is on this stream)
       Gemm gw;
       gw.trans_a = true;
       gw.M = KP, gw.N = HS, gw.K = T, gw.lda = QKV, gw.ldb = HS, gw.ldc = HS;
@@ -1155,7 +1157,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   }
   // 6-8. GQA sums, RoPE, merge (done already where the small kernels wrote the merged form).
   if (!sm.merged) {
-    merge_launch(stream, kvw_early ? 1 : 0);  // (the k/v half went to the side stream after the key-major kernel)
+    merge_launch(stream, kvw_early ? 1 : 0);  // (the k/v half ran right after the key-major kernel)
     stages.mark("gqa_rope_merge");
   }
 
@@ -1173,7 +1175,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     for (const auto& j : pj) sm90_launch(ctx, j, stream);
     stages.mark("qkv_proj");
   } else {
-    if (kvw_early) stages.wait_side_mark(ctx);  // the k/v columns of dQKVp (merged on the side stream)
     stages.fork(ctx);
     forked = true;
     {

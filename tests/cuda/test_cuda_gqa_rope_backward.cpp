@@ -623,6 +623,21 @@ TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
   }
 }
 
+// The stderr line of one call under ATTNBWD_CUDA_STAGES=1 (every stage's name, in the order queued; its side-stream
+// work then runs on the caller's stream): shows which form a switch made the op take.
+std::string stage_line(const tools::TensorSet& in, const tools::Axes& axes, const Mode& m) {
+  const ScopedEnv stages("ATTNBWD_CUDA_STAGES", "1");
+  testing::internal::CaptureStderr();
+  outputs_in(in, axes, m);
+  return testing::internal::GetCapturedStderr();
+}
+bool has_stage(const std::string& line, const char* name) {
+  return line.find(std::string(" ") + name + " ") != std::string::npos;
+}
+// A test's scratch poisoned (NaN) at every call, so that work a form skips, or reads before it is written, cannot find
+// the previous call's values there.
+constexpr const char* kPoison = "poison";
+
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
 // leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
 // over the keys: the small path at S = 1, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
@@ -631,12 +646,14 @@ TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
 // warp-specialised kernel at S = 1024 (auto's choice there) and the one-warpgroup kernel at S = 256. Each against the
 // oracle with the SM targets auto, 8 and off, and twice with the same bits; at S = 131 (small) and S = 293 (dP + softmax)
 // side's bits must differ from main's (r is summed in another order; both with PV_SMS=off, so that dA's GEMM has the
-// same algorithm key in both), so that the test can tell the forms ran. The stream orders of early dWo without the
-// attention overlap, and of one stream, at S = 131 and 293. side on the GEMM path with the row kernel (forced at S = 131
+// same algorithm key in both), so that the test can tell the forms ran, and the stage split must show O's stage. The
+// stream orders of early dWo without the attention overlap, and of one stream, at S = 131 and 293. Scratch poisoned at
+// every call. side on the GEMM path with the row kernel (forced at S = 131
 // and auto's at S = 293, the dP + softmax kernel off) and malformed values are Errors naming the switch, before any
 // output is written.
 TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", kPoison);
   struct Shape {
     int64_t B, S, Hq, Hkv;
     const Mode* mode;
@@ -671,6 +688,7 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
       EXPECT_TRUE(differ) << "ATTNBWD_CUDA_GQA_PV=side gave main's bits: r from O did not run";
     }
     const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "side");
+    EXPECT_TRUE(has_stage(stage_line(in, axes, *sh.mode), "PV")) << "no O stage with ATTNBWD_CUDA_GQA_PV=side";
     const Oracle<Args> want(in, axes);
     for (const char* v : {"auto", "8", "off"}) {
       SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_PV_SMS=") + v);
@@ -714,17 +732,32 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
 // The key-major path's k/v weight gradients under the dQ GEMM (ATTNBWD_CUDA_GQA_KVW=under: the merge's k/v half and
 // grad_k/v_weight on the side stream right after the key-major kernel, the q half after the dQ GEMM), at B = 1, S = 1024
 // (sm_90) with the separate q/k/v path (auto at T = 1024) and the grouped dX-only launch (forced), alone and with O on the
-// side stream too (two side marks in one call): against the oracle with the SM targets auto, 8 and off, rerun for the
-// same bits, and with KVW_SMS=off the bits of after (the same GEMMs with the same algorithm keys, the same merge math).
-// under where the key-major kernel does not run (S = 131) or with the grouped q/k/v launch is an Error naming the
-// switch before any output is written.
+// side stream too: against the oracle with the SM targets auto, 8 and off, rerun for the same bits, and with
+// KVW_SMS=off the bits of after (the same GEMM descriptions, cuBLASLt's choices cached in this process, the same merge
+// math); the stage split shows the early k/v weight gradients' stage with under, not with after. Then under = after's
+// bits (KVW_SMS=off) on the other merge forms (one element per thread; a group of 8 query heads per KV head: the
+// merge's any-group form) and stream orders (early dWo without the attention overlap; one stream). Scratch poisoned at
+// every call (a merge half skipped or read early cannot find the previous call's columns). under where the key-major
+// kernel does not run (S = 131) or with the grouped q/k/v launch is an Error naming the switch before any output is
+// written.
 TEST(CudaGqaRope, KvWeightGradientsUnderDqMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the key-major kernel runs on sm_90 only";
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", kPoison);
+  // the grouped dX-only launch on the key-major path, named so (attn=kvws: the ungrouped attention's tolerance)
+  constexpr Mode kGroupedDxKvWs{"", "", "", "", "", "", "groupeddx", "kvws"};
   const tools::Axes axes = axes_of(1, 1024, 8, 2, 128, 64);
   const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(460), tools::default_scalars(kOp));
   const Oracle<Args> want(in, axes);
-  for (const Mode* mode : {&kKvWs, &kGroupedDxQkv}) {
+  {
+    const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "after");
+    EXPECT_FALSE(has_stage(stage_line(in, axes, kKvWs), "dW_kv"));
+  }
+  {
+    const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "under");
+    EXPECT_TRUE(has_stage(stage_line(in, axes, kKvWs), "dW_kv")) << "no early k/v weight gradients with under";
+  }
+  for (const Mode* mode : {&kKvWs, &kGroupedDxKvWs}) {
     for (const char* pv : {"main", "side"}) {
       SCOPED_TRACE(mode->name() + " ATTNBWD_CUDA_GQA_PV=" + pv);
       const ScopedEnv pv_env("ATTNBWD_CUDA_GQA_PV", pv);
@@ -747,6 +780,40 @@ TEST(CudaGqaRope, KvWeightGradientsUnderDqMatchTheOracle) {
         EXPECT_TRUE(first[i] == after[i]) << "output " << i << ": under (no SM targets) against after";
       }
     }
+  }
+  const auto expect_under_is_after = [](const tools::TensorSet& x, const tools::Axes& ax, const Mode& m) {
+    const ScopedEnv target("ATTNBWD_CUDA_GQA_KVW_SMS", "off");
+    std::vector<std::vector<unsigned char>> after, under;
+    {
+      const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "after");
+      after = outputs_in(x, ax, m);
+    }
+    {
+      const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "under");
+      under = outputs_in(x, ax, m);
+    }
+    ASSERT_EQ(after.size(), under.size());
+    for (std::size_t i = 0; i < after.size(); ++i) EXPECT_TRUE(after[i] == under[i]) << "output " << i;
+  };
+  {
+    SCOPED_TRACE("ATTNBWD_CUDA_GQA_MERGE=scalar");
+    const ScopedEnv scalar("ATTNBWD_CUDA_GQA_MERGE", "scalar");
+    expect_under_is_after(in, axes, kKvWs);
+  }
+  {
+    SCOPED_TRACE("8 query heads per KV head");
+    const tools::Axes g8 = axes_of(1, 1024, 8, 1, 128, 64);
+    expect_under_is_after(tools::generate_inputs(kOp, g8, fresh_seed(463), tools::default_scalars(kOp)), g8, kKvWs);
+  }
+  {
+    SCOPED_TRACE("ATTNBWD_CUDA_GQA_DWO=early ATTNBWD_CUDA_GQA_OVERLAP=off");
+    const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early"), serial("ATTNBWD_CUDA_GQA_OVERLAP", "off");
+    expect_under_is_after(in, axes, kKvWs);
+  }
+  {
+    SCOPED_TRACE("ATTNBWD_CUDA_STREAMS=one");
+    const ScopedEnv one("ATTNBWD_CUDA_STREAMS", "one");
+    expect_under_is_after(in, axes, kKvWs);
   }
   const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "under");
   expect_refused(axes_of(1, 131, 8, 2, 128, 64), fresh_seed(461), "ATTNBWD_CUDA_GQA_KVW",
