@@ -10,7 +10,7 @@
 #      Prediction: -2 to -4 us per call (the first kernel ~10 -> ~7 us) unless dA on 116 SMs loses more.
 #    - the key-major path (#4, #6, #9, #14; O beside dA instead of after it), PV_SMS 40 (auto), 24, 60. Prediction:
 #      -20 to -40 us at #6 and #9, -10 to -20 at #14, -5 to -10 at #4 (O's DRAM-bound 96-118 us under dA's compute).
-# 2. Timelines of #0 (on + side) and #6 (side); memcheck on the PV test (the O kernel and r from O in three forms).
+# 2. Timelines of #0 (on + side), #11 and #6 (side); memcheck on the PV test (the O kernel and r from O in three forms).
 # The suites are call 3 (next-c3.sh), after the winners are made auto and the bundle is remade. Left for a later call
 # (next-c4.sh): the k/v weight gradients under the dQ GEMM (ATTNBWD_CUDA_GQA_KVW), racecheck on the new kernels' tests,
 # groupeddx at 385 <= T < 2048, on3's occupancy, the late dWo's SM target re-swept with the winning ROWS.
@@ -33,7 +33,7 @@ ok && timeout $(tmo 110) python3 perf/scripts/ab.py --op gqa_rope_backward --wor
   --variant s60=$P,$PV=side,${PV}_SMS=60 --out $R/ab-pv-kv.json > $R/ab-pv-kv.txt 2>&1
 echo "ab pv kv rc=$? t=$SECONDS"; tail -8 $R/ab-pv-kv.txt
 mkdir -p $R/tl
-for v in "0 on side" "6 auto side"; do
+for v in "0 on side" "11 auto side" "6 auto side"; do
   set -- $v
   ok && env ATTNBWD_CUDA_GQA_DPSM=$2 $PV=$3 ATTNBWD_PERF_TIMELINE=$R/tl/gqa-$1-$2-$3.txt timeout $(tmo 60) $P \
     --backend=cuda --ops=gqa_rope_backward --workloads=$1 > /dev/null 2>&1
