@@ -608,13 +608,18 @@ bool pv_side() { return env_switch("ATTNBWD_CUDA_GQA_PV", {"auto", "main", "side
 // ATTNBWD_CUDA_GQA_PV_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_PV=side, the SMs O takes (cuBLASLt's SM-count target on the
 // key-major path; elsewhere the O kernel's grid of at most N CTAs, one per SM); a cuBLASLt dA GEMM is sized for the
 // others. off: both for every SM (each a persistent grid of one CTA per SM: they then take turns). auto, on sm_90 (from
-// the count, not measured): 40 of 132 beside the key-major kernel's path (O's share of the two GEMMs' FLOPs at #6 and
-// #9: 34 of 120 GFLOP), else 16 (O is 0.1-0.3 GFLOP on the small path, where dA is DRAM-bound, and 0.7-3.9 GFLOP
-// against dA's 12-38 at S = 293-691); elsewhere off. On one stream (ATTNBWD_CUDA_STREAMS=one, STAGES=1) the targets
-// stay (the same GEMM algorithms, the same bits) but the O kernel takes every SM.
-int pv_sm_target(const Context& ctx, bool kv_attn) {
+// the count, not measured): O's share of the two products' FLOPs, r / (1 + r) with r = Hq·S·D / (hidden·Hq·D) (O's
+// 2·B·Hq·S²·D against dA's 2·T·hidden·Hq·D), of the SMs, times 1.25 for cuBLASLt's O on the key-major path (DRAM-bound
+// on P) and 2.5 for the O kernel (mma.sync, latency-bound: about half cuBLASLt's rate per SM), within 8 and half the
+// SMs: 28 and 47 of 132 at S = 1024 and 2048; 8, 18, 27 and 39 at S = 128, 293, 449 and 691. Elsewhere off. On one
+// stream (ATTNBWD_CUDA_STREAMS=one, STAGES=1) the targets stay (the same GEMM algorithms, the same bits) but the O kernel
+// takes every SM.
+int pv_sm_target(const Context& ctx, bool kv_attn, int64_t S, int64_t hidden) {
   const int sms = ctx.sm_count();
-  return sm_target_switch("ATTNBWD_CUDA_GQA_PV_SMS", sms, ctx.cc() == 90 ? sms_of_132(sms, kv_attn ? 40 : 16) : 0);
+  const double r = static_cast<double>(S) / static_cast<double>(hidden), share = r / (1.0 + r);
+  const int n = static_cast<int>(share * (kv_attn ? 1.25 : 2.5) * sms + 0.5);
+  const int auto_sms = std::min(std::max(n, 8), sms / 2);
+  return sm_target_switch("ATTNBWD_CUDA_GQA_PV_SMS", sms, ctx.cc() == 90 ? auto_sms : 0);
 }
 
 // ATTNBWD_CUDA_GQA_KVW=auto|after|under, the key-major attention path with cuBLASLt weight gradients (the separate and
@@ -915,7 +920,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   }
   // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), into dK32 (free until the key-major
   // kernel writes it, or the small path's second kernel after its griddepcontrol.wait, when the first has read O).
-  const int pv_target = pv_sm_target(ctx, use_kv);  // (a malformed value is an Error on any path)
+  const int pv_target = pv_sm_target(ctx, use_kv, S, HS);  // (a malformed value is an Error on any path)
   if (pv_on_side && !use_small && !use_kv && !use_dpsm)
     throw Error("ATTNBWD_CUDA_GQA_PV", "side: the GEMM attention path without the dP + softmax kernel takes no O (the "
                                        "row kernel, ATTNBWD_GQA_FUSED's kernel, or auto's fallback where the small "

@@ -6,9 +6,9 @@
 #      against the pair (off) and the kernels with their own first pass, on the nine GEMM-path workloads. Prediction:
 #      the kernel 90.8 -> ~50-55 us at #0 (half its products and one read of P), so on+side ahead of off by ~5-10 us at
 #      #0, #1, #10 and ~10 us at #7; on3 (without side) as the thirty-seventh session predicted (>= on).
-#    - the small kernels' path (#2, #5, #11; r from O: the first kernel's first sweep gone), PV_SMS 16 (auto), 8, 32.
+#    - the small kernels' path (#2, #5, #11; r from O: the first kernel's first sweep gone), PV_SMS auto (8), 16, 32.
 #      Prediction: -2 to -4 us per call (the first kernel ~10 -> ~7 us) unless dA on 116 SMs loses more.
-#    - the key-major path (#4, #6, #9, #14; O beside dA instead of after it), PV_SMS 40 (auto), 24, 60. Prediction:
+#    - the key-major path (#4, #6, #9, #14; O beside dA instead of after it), PV_SMS auto (28-47), 20, 64. Prediction:
 #      -20 to -40 us at #6 and #9, -10 to -20 at #14, -5 to -10 at #4 (O's DRAM-bound 96-118 us under dA's compute).
 # 2. Timelines of #0 (on + side), #11 and #6 (side); memcheck on the PV test (the O kernel and r from O in three forms).
 # The suites are call 3 (next-c3.sh), after the winners are made auto and the bundle is remade. Left for a later call
@@ -25,12 +25,12 @@ ok && timeout $(tmo 190) python3 perf/scripts/ab.py --op gqa_rope_backward --wor
   --variant on3pv=$P,ATTNBWD_CUDA_GQA_DPSM=on3,$PV=side --out $R/ab-dpsm-pv.json > $R/ab-dpsm-pv.txt 2>&1
 echo "ab dpsm pv rc=$? t=$SECONDS"; tail -16 $R/ab-dpsm-pv.txt
 ok && timeout $(tmo 80) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 2,5,11 --rounds 2 \
-  --variant main=$P --variant side=$P,$PV=side --variant s8=$P,$PV=side,${PV}_SMS=8 \
+  --variant main=$P --variant side=$P,$PV=side --variant s16=$P,$PV=side,${PV}_SMS=16 \
   --variant s32=$P,$PV=side,${PV}_SMS=32 --out $R/ab-pv-small.json > $R/ab-pv-small.txt 2>&1
 echo "ab pv small rc=$? t=$SECONDS"; tail -8 $R/ab-pv-small.txt
 ok && timeout $(tmo 110) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 4,6,9,14 --rounds 2 \
-  --variant main=$P --variant side=$P,$PV=side --variant s24=$P,$PV=side,${PV}_SMS=24 \
-  --variant s60=$P,$PV=side,${PV}_SMS=60 --out $R/ab-pv-kv.json > $R/ab-pv-kv.txt 2>&1
+  --variant main=$P --variant side=$P,$PV=side --variant s20=$P,$PV=side,${PV}_SMS=20 \
+  --variant s64=$P,$PV=side,${PV}_SMS=64 --out $R/ab-pv-kv.json > $R/ab-pv-kv.txt 2>&1
 echo "ab pv kv rc=$? t=$SECONDS"; tail -8 $R/ab-pv-kv.txt
 mkdir -p $R/tl
 for v in "0 on side" "11 auto side" "6 auto side"; do

@@ -644,7 +644,7 @@ constexpr const char* kPoison = "poison";
 // (G = 8); the dP + softmax kernel (sm_90) as auto takes it at S = 293 (padded, one wave), forced in its three-CTA form
 // unpadded (B = 2, S = 128), on B = 1's view of dA (S = 128) and wide at S = 300; the key-major path (sm_90) with the
 // warp-specialised kernel at S = 1024 (auto's choice there) and the one-warpgroup kernel at S = 256. Each against the
-// oracle with the SM targets auto, 8 and off, and twice with the same bits; at S = 131 (small) and S = 293 (dP + softmax)
+// oracle with the SM targets auto, 24 and off, and twice with the same bits; at S = 131 (small) and S = 293 (dP + softmax)
 // side's bits must differ from main's (r is summed in another order; both with PV_SMS=off, so that dA's GEMM has the
 // same algorithm key in both), so that the test can tell the forms ran, and the stage split must show O's stage. The
 // stream orders of early dWo without the attention overlap, and of one stream, at S = 131 and 293. Scratch poisoned at
@@ -690,7 +690,7 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
     const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "side");
     EXPECT_TRUE(has_stage(stage_line(in, axes, *sh.mode), "PV")) << "no O stage with ATTNBWD_CUDA_GQA_PV=side";
     const Oracle<Args> want(in, axes);
-    for (const char* v : {"auto", "8", "off"}) {
+    for (const char* v : {"auto", "24", "off"}) {
       SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_PV_SMS=") + v);
       const ScopedEnv target("ATTNBWD_CUDA_GQA_PV_SMS", v);
       check_against(want, in, axes, smallest_atol(kOp), {*sh.mode});
