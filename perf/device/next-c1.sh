@@ -13,10 +13,10 @@
 #    projection and bias + RoPE (all eight).
 # 4. Timelines of gqa #0 and #10 at ROWS 1 and 4, varlen #8 at vec and vec1.
 source perf/device/common.sh
-LIMIT=${LIMIT:-540}
+LIMIT=${LIMIT:-570}
 P=$M/attnbwd_perf
 F='CudaGqaRope.*:CudaVisionVarlenRope.BiasRope*:CudaVisionVarlenRope.Lt16*:CudaVisionVarlenRope.BlockTable*'
-shards "$F" 220
+shards "$F" 235
 ok && timeout $(tmo 150) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 0,1,3,8,10,12,13,15 --rounds 2 \
   --variant r1=$P,ATTNBWD_CUDA_GQA_ROWS=1 --variant r2=$P,ATTNBWD_CUDA_GQA_ROWS=2 \
   --variant r4=$P,ATTNBWD_CUDA_GQA_ROWS=4 --variant r8=$P,ATTNBWD_CUDA_GQA_ROWS=8 \
