@@ -930,7 +930,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   if (kvw_early && (!use_kv || all_sm90 || grouped || thin))
     throw Error("ATTNBWD_CUDA_GQA_KVW", "under: needs the key-major attention kernel and cuBLASLt weight gradients (the "
                                         "separate or groupeddx q/k/v path), not taken here");
-  const int dq_sms = kvw_early && kvw_target > 0 && kvw_target < ctx.sm_count() ? ctx.sm_count() - kvw_target : 0;
+  const int dq_sms = kvw_early ? sms_beside(ctx.sm_count(), kvw_target) : 0;
   if (pv_on_side && !use_kv)
     if (const std::string why = gqa_pv_unsupported(P, V, dK32, S, BH, D); !why.empty())
       throw Error("ATTNBWD_CUDA_GQA_PV", "side: the O kernel cannot take this call: " + why);
@@ -957,14 +957,29 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
     stages.mark("dWo");
   };
-  // O = bf16(P·V) per query head (P [BH, S, S], V [BH, S, 128]: the inputs, before any padding copy): cuBLASLt on the
-  // key-major path (S % 64 == 0), else (on the side stream only) gqa_pv_launch's kernel, which takes P at any alignment.
-  const auto pv_gemm = [&](int slot, cudaStream_t st, int sms) {
+  // The key-major path's per-head products, [S, S]·[S, D] for each of the BH query heads: O = P·V, and with trans_a
+  // dQ = (dSᵀ)ᵀ·K.
+  const auto per_head = [&] {
     Gemm g;
     g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = static_cast<int>(BH), g.stride_a = S * S,
     g.stride_b = S * D, g.stride_c = S * D;
+    return g;
+  };
+  // O = bf16(P·V) per query head (P [BH, S, S], V [BH, S, 128]: the inputs, before any padding copy): cuBLASLt on the
+  // key-major path (S % 64 == 0), else (on the side stream only) gqa_pv_launch's kernel, which takes P at any alignment.
+  const auto pv_gemm = [&](int slot, cudaStream_t st, int sms) {
+    Gemm g = per_head();
     g.sm_target = sms;
     gemm(ctx, slot, st, g, P, V, dK32);
+  };
+  // One weight gradient of step 9 on the side stream, grad_w = dXp[:, off, +rows]ᵀ·Xh: the same description wherever it
+  // is queued (step 9, or grad_k/v_weight right after the key-major kernel with ATTNBWD_CUDA_GQA_KVW=under).
+  const auto dw_gemm = [&](int64_t off, int64_t rows, void* grad_w, int sms) {
+    Gemm g;
+    g.trans_a = true;
+    g.M = rows, g.N = HS, g.K = T, g.lda = QKV, g.ldb = HS, g.ldc = HS;
+    g.sm_target = sms;
+    gemm(ctx, 1, side, g, dQKVp + off, a.hidden_states.data, grad_w);
   };
   // Steps 6-8 (the merge pass) on stream st: part 0 every slot, 1 the q slots (Hkv = 0), 2 the k and v slots.
   const auto merge_launch = [&](cudaStream_t st, int part) {
@@ -983,7 +998,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     ATTNBWD_CUDA_CHECK_LAUNCH();
   };
   // dA's SM target beside O on the side stream: the SMs O leaves.
-  const int da_sms = pv_on_side && pv_target > 0 && pv_target < ctx.sm_count() ? ctx.sm_count() - pv_target : 0;
+  const int da_sms = pv_on_side ? sms_beside(ctx.sm_count(), pv_target) : 0;
   if (pv_on_side) {
     stages.fork(ctx);
     forked = true;
@@ -1049,9 +1064,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       stages.wait_side_mark(ctx);  // O, queued on the side stream at the op's start
     else
       pv_gemm(0, stream, 0);
-    Gemm g;  // dQ's below: [S, S]ᵀ·[S, D] per head
-    g.M = S, g.N = D, g.K = S, g.lda = S, g.ldb = D, g.ldc = D, g.count = count, g.stride_a = S * S,
-    g.stride_b = S * D, g.stride_c = S * D;
     const int threads = 256;
     row_dot128<<<blocks_for(BH * S, threads / 32), threads, 0, stream>>>(kv.dO, kv.do_ld, kv.do_head, dK32, rbuf,
                                                                          BH * S, S);
@@ -1068,14 +1080,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       merge_launch(stream, 2);
       stages.fork(ctx);
       forked = true;
-      Gemm gw;
-      gw.trans_a = true;
-      gw.M = KP, gw.N = HS, gw.K = T, gw.lda = QKV, gw.ldb = HS, gw.ldc = HS;
-      gw.sm_target = kvw_target;
-      gemm(ctx, 1, side, gw, dQKVp + QP, a.hidden_states.data, a.grad_k_weight.data);
-      gemm(ctx, 1, side, gw, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
+      dw_gemm(QP, KP, a.grad_k_weight.data, kvw_target);
+      dw_gemm(QP + KP, KP, a.grad_v_weight.data, kvw_target);
       stages.mark("dW_kv");
     }
+    Gemm g = per_head();
     g.trans_a = true;
     g.sm_target = dq_sms;
     gemm(ctx, 0, stream, g, dS, K, dQ32);
@@ -1182,19 +1191,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   } else {
     stages.fork(ctx);
     forked = true;
-    {
-      Gemm g;
-      g.trans_a = true;
-      g.N = HS, g.K = T, g.lda = QKV, g.ldb = HS, g.ldc = HS;
-      g.M = QP;
-      gemm(ctx, 1, side, g, dQKVp, a.hidden_states.data, a.grad_q_weight.data);
-      if (!kvw_early) {  // (else queued after the key-major kernel)
-        g.M = KP;
-        gemm(ctx, 1, side, g, dQKVp + QP, a.hidden_states.data, a.grad_k_weight.data);
-        gemm(ctx, 1, side, g, dQKVp + QP + KP, a.hidden_states.data, a.grad_v_weight.data);
-      }
-      stages.mark("dW_qkv");
+    dw_gemm(0, QP, a.grad_q_weight.data, 0);
+    if (!kvw_early) {  // (else queued after the key-major kernel)
+      dw_gemm(QP, KP, a.grad_k_weight.data, 0);
+      dw_gemm(QP + KP, KP, a.grad_v_weight.data, 0);
     }
+    stages.mark("dW_qkv");
     if (grouped_dx) {
       sm90_launch(ctx, gdx, stream);
       stages.mark("dX_qkv_grouped");

@@ -247,13 +247,7 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
 #pragma unroll
       for (int kk = 0; kk < kNT / 2; ++kk) {
         const std::uint32_t af[4] = {sa[2 * kk][0], sa[2 * kk][1], sa[2 * kk + 1][0], sa[2 * kk + 1][1]};
-#pragma unroll
-        for (int j = 0; j < 16; j += 2) {
-          std::uint32_t b[4];
-          mma16::ldsm4_trans(b, mma16::smem_u32(st + k_off + 16 * kk * kStride + 8 * j));
-          mma16816(dq[j], af, b[0], b[1]);
-          mma16816(dq[j + 1], af, b[2], b[3]);
-        }
+        mma_b_tile(dq, af, st + k_off + 16 * kk * kStride);
       }
     }
     ++tile;
@@ -538,15 +532,11 @@ bool fused_dp_softmax(const bf* dO, const bf* V, const bf* P, bf* dS, int64_t BH
   return true;
 }
 
-namespace {
-bool a16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-}  // namespace
-
 std::string gqa_small_attn_inputs_unsupported(std::int64_t D, std::int64_t BH, const void* Q, const void* K,
                                               const void* V) {
   if (D != kD) return "head_dim " + std::to_string(D) + " (the kernels take 128)";
   if (BH > 65535) return "more than 65535 (batch, head) pairs";
-  if (!a16(Q) || !a16(K) || !a16(V)) return "a tensor not 16-byte aligned";
+  if (!aligned16(Q) || !aligned16(K) || !aligned16(V)) return "a tensor not 16-byte aligned";
   return {};
 }
 
@@ -555,8 +545,9 @@ std::string gqa_small_attn_unsupported(const GqaSmallAttn& a) {
   if (a.ld % 8 != 0 || a.ld < a.S) return "dS row stride not a multiple of 8 at least S";
   if (a.do_ld % 8 != 0 || a.do_head % 8 != 0) return "dO strides not multiples of 8";
   if (a.split != 1 && a.split != 2) return "split " + std::to_string(a.split) + " (1 or 2)";
-  if (!a16(a.dO) || !a16(a.dS) || !a16(a.dQ) || !a16(a.dK) || !a16(a.dV)) return "a tensor not 16-byte aligned";
-  if (a.O != nullptr && !a16(a.O)) return "O not 16-byte aligned";
+  if (!aligned16(a.dO) || !aligned16(a.dS) || !aligned16(a.dQ) || !aligned16(a.dK) || !aligned16(a.dV))
+    return "a tensor not 16-byte aligned";
+  if (a.O != nullptr && !aligned16(a.O)) return "O not 16-byte aligned";
   return {};
 }
 
@@ -567,7 +558,7 @@ std::string gqa_small_attn_merge_unsupported(const GqaSmallAttn& a) {
   if (G != 1 && G != 2 && G != 4 && G != 8) return "group size " + std::to_string(G) + " (clusters of 1, 2, 4 or 8)";
   if (a.BH % a.Hq != 0) return "(batch, head) pairs not a multiple of the query heads";
   if (a.ldm % 8 != 0 || a.ldm < (a.Hq + 2 * a.Hkv) * kD) return "merged row stride not a multiple of 8 holding every head";
-  if (!a16(a.merged) || !a16(a.cos) || !a16(a.sin)) return "merged, cos or sin not 16-byte aligned";
+  if (!aligned16(a.merged) || !aligned16(a.cos) || !aligned16(a.sin)) return "merged, cos or sin not 16-byte aligned";
   return {};
 }
 

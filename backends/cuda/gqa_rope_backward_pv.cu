@@ -97,14 +97,12 @@ __global__ void __launch_bounds__(kPvThreads, 1) pv_kernel(const bf* __restrict_
   }
 }
 
-bool a16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 std::string gqa_pv_unsupported(const bf* P, const bf* V, const bf* O, std::int64_t S, std::int64_t BH, std::int64_t D) {
   if (D != kD) return "head_dim " + std::to_string(D) + " (the kernel takes 128)";
   if (S < 1 || BH < 1) return "no rows";
-  if (!a16(V) || reinterpret_cast<std::uintptr_t>(O) % 4 != 0 || reinterpret_cast<std::uintptr_t>(P) % 2 != 0)
+  if (!aligned16(V) || reinterpret_cast<std::uintptr_t>(O) % 4 != 0 || reinterpret_cast<std::uintptr_t>(P) % 2 != 0)
     return "V not 16-byte aligned, O not 4-byte aligned or P not 2-byte aligned";
   return {};
 }

@@ -102,7 +102,7 @@ __device__ __forceinline__ void issue_p_row(bf* dst, const bf* src, bool valid, 
 
 // acc += A (16 rows × 16 k of this warp's m16n8k16 A fragments) · B (16 k × 128 columns of a [k][kStride] tile at b,
 // its fragments by ldmatrix.trans: the caller's b points at this lane's ldmatrix row, k 8·(m % 2) + lane % 8 and
-// columns 8·(m / 2) for matrix m = lane / 8).
+// columns 8·(m / 2) for matrix m = lane / 8). dQ += dS·K, dV += Pᵀ·dO, dK += dSᵀ·Q and O += P·V of the small kernels.
 __device__ __forceinline__ void mma_b_tile(float (&acc)[16][4], const std::uint32_t (&a)[4], const bf* b) {
 #pragma unroll
   for (int j = 0; j < 16; j += 2) {

@@ -30,6 +30,10 @@ inline int env_switch(const char* var, std::initializer_list<const char*> values
 // `of132` of an H200's 132 SMs scaled to a device of `sms` SMs (at least 1): the SM count targets measured there.
 inline int sms_of_132(int sms, int of132) { return std::max(1, sms * of132 / 132); }
 
+// The SM target of a GEMM beside work that takes `taken` of the device's `sms` SMs: the others, or 0 (every SM) where the
+// other work takes none or all of them.
+inline int sms_beside(int sms, int taken) { return taken > 0 && taken < sms ? sms - taken : 0; }
+
 // An SM count for Gemm::sm_target from environment variable `var`: unset, empty or "auto" gives `auto_value`, "off"
 // gives 0 (every SM), else a count 1..sms; any other value is an Error naming `var`.
 inline int sm_target_switch(const char* var, int sms, int auto_value) {
