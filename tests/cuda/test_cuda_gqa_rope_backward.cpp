@@ -285,13 +285,24 @@ std::vector<std::vector<unsigned char>> outputs_in(const tools::TensorSet& in, c
   return got.outputs;
 }
 
+// outputs_in with environment variable `var` set to `value` for the call.
+std::vector<std::vector<unsigned char>> outputs_with(const tools::TensorSet& in, const tools::Axes& axes, const Mode& m,
+                                                     const char* var, const char* value) {
+  const ScopedEnv env(var, value);
+  return outputs_in(in, axes, m);
+}
+
+// Two runs' outputs have the same bits, output by output (`what` names the pair).
+void expect_same_outputs(const std::vector<std::vector<unsigned char>>& a, const std::vector<std::vector<unsigned char>>& b,
+                         const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i] == b[i]) << "output " << i << ": " << what;
+}
+
 // The op on fresh copies of `in` in modes `a` and `b`: every output must have the same bits (two paths that do the same
 // math in the same order).
 void expect_same_bits(const tools::TensorSet& in, const tools::Axes& axes, const Mode& a, const Mode& b) {
-  const auto first = outputs_in(in, axes, a), second = outputs_in(in, axes, b);
-  ASSERT_EQ(first.size(), second.size());
-  for (std::size_t i = 0; i < first.size(); ++i)
-    EXPECT_TRUE(first[i] == second[i]) << "output " << i << ": " << a.name() << " / " << b.name();
+  expect_same_outputs(outputs_in(in, axes, a), outputs_in(in, axes, b), a.name() + " / " + b.name());
 }
 
 // The op on fresh inputs of `axes` (in a mode forced onto a path that cannot take them, or with a malformed switch)
@@ -634,9 +645,6 @@ std::string stage_line(const tools::TensorSet& in, const tools::Axes& axes, cons
 bool has_stage(const std::string& line, const char* name) {
   return line.find(std::string(" ") + name + " ") != std::string::npos;
 }
-// A test's scratch poisoned (NaN) at every call, so that work a form skips, or reads before it is written, cannot find
-// the previous call's values there.
-constexpr const char* kPoison = "poison";
 
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
 // leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
@@ -648,12 +656,11 @@ constexpr const char* kPoison = "poison";
 // side's bits must differ from main's (r is summed in another order; both with PV_SMS=off, so that dA's GEMM has the
 // same algorithm key in both), so that the test can tell the forms ran, and the stage split must show O's stage. The
 // stream orders of early dWo without the attention overlap, and of one stream, at S = 131 and 293. Scratch poisoned at
-// every call. side on the GEMM path with the row kernel (forced at S = 131
-// and auto's at S = 293, the dP + softmax kernel off) and malformed values are Errors naming the switch, before any
-// output is written.
+// every call. side on the GEMM path with the row kernel (forced at S = 131 and auto's at S = 293, the dP + softmax
+// kernel off) and malformed values are Errors naming the switch, before any output is written.
 TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", kPoison);
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
   struct Shape {
     int64_t B, S, Hq, Hkv;
     const Mode* mode;
@@ -673,15 +680,8 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(440 + k++), tools::default_scalars(kOp));
     if (sh.differs) {
       const ScopedEnv target("ATTNBWD_CUDA_GQA_PV_SMS", "off");
-      std::vector<std::vector<unsigned char>> main_bits, side_bits;
-      {
-        const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "main");
-        main_bits = outputs_in(in, axes, *sh.mode);
-      }
-      {
-        const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "side");
-        side_bits = outputs_in(in, axes, *sh.mode);
-      }
+      const auto main_bits = outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_PV", "main");
+      const auto side_bits = outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_PV", "side");
       ASSERT_EQ(main_bits.size(), side_bits.size());
       bool differ = false;
       for (std::size_t i = 0; i < side_bits.size(); ++i) differ = differ || main_bits[i] != side_bits[i];
@@ -695,9 +695,7 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
       const ScopedEnv target("ATTNBWD_CUDA_GQA_PV_SMS", v);
       check_against(want, in, axes, smallest_atol(kOp), {*sh.mode});
     }
-    const auto first = outputs_in(in, axes, *sh.mode), second = outputs_in(in, axes, *sh.mode);
-    ASSERT_EQ(first.size(), second.size());
-    for (std::size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(first[i] == second[i]) << "output " << i << ": rerun";
+    expect_same_outputs(outputs_in(in, axes, *sh.mode), outputs_in(in, axes, *sh.mode), "rerun");
     if (sh.differs) {  // the other stream orders: early dWo without the attention overlap, and one stream
       const std::pair<const char*, const char*> orders[][2] = {
           {{"ATTNBWD_CUDA_GQA_DWO", "early"}, {"ATTNBWD_CUDA_GQA_OVERLAP", "off"}},
@@ -743,7 +741,7 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
 TEST(CudaGqaRope, KvWeightGradientsUnderDqMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the key-major kernel runs on sm_90 only";
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", kPoison);
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
   // the grouped dX-only launch on the key-major path, named so (attn=kvws: the ungrouped attention's tolerance)
   constexpr Mode kGroupedDxKvWs{"", "", "", "", "", "", "groupeddx", "kvws"};
   const tools::Axes axes = axes_of(1, 1024, 8, 2, 128, 64);
@@ -761,11 +759,7 @@ TEST(CudaGqaRope, KvWeightGradientsUnderDqMatchTheOracle) {
     for (const char* pv : {"main", "side"}) {
       SCOPED_TRACE(mode->name() + " ATTNBWD_CUDA_GQA_PV=" + pv);
       const ScopedEnv pv_env("ATTNBWD_CUDA_GQA_PV", pv);
-      std::vector<std::vector<unsigned char>> after;
-      {
-        const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "after");
-        after = outputs_in(in, axes, *mode);
-      }
+      const auto after = outputs_with(in, axes, *mode, "ATTNBWD_CUDA_GQA_KVW", "after");
       const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "under");
       for (const char* v : {"auto", "8", "off"}) {
         SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_KVW_SMS=") + v);
@@ -773,27 +767,15 @@ TEST(CudaGqaRope, KvWeightGradientsUnderDqMatchTheOracle) {
         check_against(want, in, axes, smallest_atol(kOp), {*mode});
       }
       const ScopedEnv target("ATTNBWD_CUDA_GQA_KVW_SMS", "off");
-      const auto first = outputs_in(in, axes, *mode), second = outputs_in(in, axes, *mode);
-      ASSERT_EQ(first.size(), after.size());
-      for (std::size_t i = 0; i < first.size(); ++i) {
-        EXPECT_TRUE(first[i] == second[i]) << "output " << i << ": rerun";
-        EXPECT_TRUE(first[i] == after[i]) << "output " << i << ": under (no SM targets) against after";
-      }
+      const auto first = outputs_in(in, axes, *mode);
+      expect_same_outputs(first, outputs_in(in, axes, *mode), "rerun");
+      expect_same_outputs(first, after, "under (no SM targets) against after");
     }
   }
   const auto expect_under_is_after = [](const tools::TensorSet& x, const tools::Axes& ax, const Mode& m) {
     const ScopedEnv target("ATTNBWD_CUDA_GQA_KVW_SMS", "off");
-    std::vector<std::vector<unsigned char>> after, under;
-    {
-      const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "after");
-      after = outputs_in(x, ax, m);
-    }
-    {
-      const ScopedEnv kvw("ATTNBWD_CUDA_GQA_KVW", "under");
-      under = outputs_in(x, ax, m);
-    }
-    ASSERT_EQ(after.size(), under.size());
-    for (std::size_t i = 0; i < after.size(); ++i) EXPECT_TRUE(after[i] == under[i]) << "output " << i;
+    expect_same_outputs(outputs_with(x, ax, m, "ATTNBWD_CUDA_GQA_KVW", "after"),
+                        outputs_with(x, ax, m, "ATTNBWD_CUDA_GQA_KVW", "under"), "under against after");
   };
   {
     SCOPED_TRACE("ATTNBWD_CUDA_GQA_MERGE=scalar");
@@ -839,18 +821,10 @@ TEST(CudaGqaRope, RowKernelRowsPerWarpGiveTheSameBits) {
     const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, 128, 64);
     SCOPED_TRACE(tools::axes_to_string(axes));
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(410 + k++), tools::default_scalars(kOp));
-    std::vector<std::vector<unsigned char>> one;
-    {
-      const ScopedEnv rows("ATTNBWD_CUDA_GQA_ROWS", "1");
-      one = outputs_in(in, axes, kDpsmOff);
-    }
-    for (const char* r : {"2", "4", "8"}) {
-      const ScopedEnv rows("ATTNBWD_CUDA_GQA_ROWS", r);
-      const auto got = outputs_in(in, axes, kDpsmOff);
-      ASSERT_EQ(got.size(), one.size());
-      for (std::size_t i = 0; i < got.size(); ++i)
-        EXPECT_TRUE(got[i] == one[i]) << "output " << i << ": ATTNBWD_CUDA_GQA_ROWS=" << r << " / 1";
-    }
+    const auto one = outputs_with(in, axes, kDpsmOff, "ATTNBWD_CUDA_GQA_ROWS", "1");
+    for (const char* r : {"2", "4", "8"})
+      expect_same_outputs(outputs_with(in, axes, kDpsmOff, "ATTNBWD_CUDA_GQA_ROWS", r), one,
+                          std::string("ATTNBWD_CUDA_GQA_ROWS=") + r + " / 1");
     if (sh.S == 75) {
       const ScopedEnv rows("ATTNBWD_CUDA_GQA_ROWS", "8");
       check(in, axes, smallest_atol(kOp), {kDpsmOff});
