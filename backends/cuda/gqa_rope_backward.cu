@@ -1182,7 +1182,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
         ATTNBWD_CUDA_CHECK_LAUNCH();
       }
     }
-    stages.mark("dS");
+    stages.mark(use_dpsm ? "dP_softmax" : "dS");  // (the name shows which form ran: tests, STAGES=1)
     if (overlap && !late) stages.fork(ctx);  // side: after dS (and P's padded copy) exist
     if (pad) dv_gemm();
     // 5b. dK32 = dSᵀ·Q (side; main when late), dQ = dS·K (main).

@@ -543,10 +543,13 @@ TEST(CudaGqaRope, DpSoftmaxKernelMatchesTheOracleAndRefusesOtherPaths) {
 
 // auto's choice between the dP + softmax kernel and the pair on the GEMM attention path: the narrow kernel where the
 // attention is padded (S % 8 != 0) and its grid, ceil(S/64) CTAs per head, fits in one wave of two CTAs per SM (auto
-// gives on's bits), else the cuBLASLt dP GEMM + row kernel (off's bits). The two forms sum the row term in another
-// order, so at these padded sizes their bits differ (checked: else the test could not tell them apart). S = 293 with
-// 8 heads: 40 CTAs; S = 131 with more than two CTAs per SM of this device. (An unpadded case, S = 296, is left out: on
-// the H200 on and off gave the same bits there, so it could not tell which one auto took.)
+// gives on's bits), else the cuBLASLt dP GEMM + row kernel (off's bits). Which one ran is read from the stage names
+// (ATTNBWD_CUDA_STAGES=1: the kernel's stage is dP_softmax, the pair's dS), not from the bits: the two forms sum the
+// row term in another order, but at some seeds they still give the same bits (S = 293, thirty-ninth session's H200
+// run). S = 293 with 8 heads: 40 CTAs; S = 131 with more than two CTAs per SM of this device.
+std::string stage_line(const tools::TensorSet& in, const tools::Axes& axes, const Mode& m);
+bool has_stage(const std::string& line, const char* name);
+
 TEST(CudaGqaRope, DpSoftmaxAutoTakesTheKernelWherePaddedAndOneWave) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the dP + softmax kernel runs on sm_90 only";
@@ -565,8 +568,12 @@ TEST(CudaGqaRope, DpSoftmaxAutoTakesTheKernelWherePaddedAndOneWave) {
     const tools::TensorSet in = tools::generate_inputs(kOp, c.axes, fresh_seed(tag++), tools::default_scalars(kOp));
     const auto on = outputs_in(in, c.axes, kDpsmOn), off = outputs_in(in, c.axes, kDpsmOff),
                auto_ = outputs_in(in, c.axes, kGemm);
-    EXPECT_FALSE(on == off) << "the kernel's and the pair's bits are the same here: auto's choice is not observable";
-    EXPECT_TRUE(auto_ == (c.kernel ? on : off)) << "auto did not take " << (c.kernel ? "the kernel" : "the pair");
+    const std::string line = stage_line(in, c.axes, kGemm);
+    EXPECT_EQ(has_stage(line, "dP_softmax"), c.kernel) << "auto did not take " << (c.kernel ? "the kernel" : "the pair");
+    EXPECT_EQ(has_stage(line, "dS"), !c.kernel) << line;
+    EXPECT_TRUE(has_stage(stage_line(in, c.axes, kDpsmOn), "dP_softmax"));
+    EXPECT_TRUE(auto_ == (c.kernel ? on : off)) << "auto did not give " << (c.kernel ? "the kernel's" : "the pair's")
+                                                << " bits";
   }
 }
 
@@ -648,7 +655,7 @@ bool has_stage(const std::string& line, const char* name) {
 
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
 // leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
-// over the keys: the small path at S = 1, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
+// over the keys: the small path at S = 2, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
 // (G = 8); the dP + softmax kernel (sm_90) as auto takes it at S = 293 (padded, one wave), forced in its three-CTA form
 // unpadded (B = 2, S = 128), on B = 1's view of dA (S = 128) and wide at S = 300; the key-major path (sm_90) with the
 // warp-specialised kernel at S = 1024 (auto's choice there) and the one-warpgroup kernel at S = 256. Each against the
@@ -666,7 +673,9 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
     const Mode* mode;
     bool sm90, differs;
   };
-  const Shape shapes[] = {{1, 1, 4, 1, &kDefault, false, false},         {1, 64, 4, 1, &kDefault, false, false},
+  // (S = 2, not 1: at S = 1 the softmax over one key has no gradient, dQ and dK are rounding residue alone, and side's
+  // r from O met the spec's rule there but not this test's L2 bound: 0.059 for grad_q_weight, thirty-ninth session.)
+  const Shape shapes[] = {{1, 2, 4, 1, &kDefault, false, false},         {1, 64, 4, 1, &kDefault, false, false},
                           {1, 131, 8, 2, &kDefault, false, true},        {2, 128, 8, 2, &kSmallOneWarp, false, false},
                           {2, 70, 8, 1, &kSmallMergeFused, false, false}, {1, 293, 8, 2, &kDefault, true, true},
                           {2, 128, 8, 2, &kDpsmOn3, true, false},         {1, 128, 8, 2, &kDpsmOnView, true, false},
