@@ -603,14 +603,7 @@ bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "l
 // session): O at #6 reads P's 268 MB (DRAM-bound, ~96-118 µs after dA today) while dA's 86 GFLOP is compute-bound; the
 // first small kernel and the dP + softmax kernel drop a third and half of their products. side on the GEMM attention
 // path with the row kernel (which takes r from P and dP in one pass) is an Error naming the switch.
-int pv_switch() { return env_switch("ATTNBWD_CUDA_GQA_PV", {"auto", "main", "side"}); }
-
-// Where PV's auto takes the side stream, per attention path (on sm_90 only; the measured rule, perf/NOTES.md).
-enum class PvPath { Small, KeyMajor, DpSoftmax };
-bool pv_auto_side(const Context& ctx, PvPath path) {
-  (void)path;
-  return ctx.cc() == 90 && false;
-}
+bool pv_side() { return env_switch("ATTNBWD_CUDA_GQA_PV", {"auto", "main", "side"}) == 2; }
 
 // ATTNBWD_CUDA_GQA_PV_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_PV=side, the SMs O takes (cuBLASLt's SM-count target on the
 // key-major path; elsewhere the O kernel's grid of at most N CTAs, one per SM); a cuBLASLt dA GEMM is sized for the
@@ -640,10 +633,7 @@ int pv_sm_target(const Context& ctx, bool kv_attn, int64_t S, int64_t hidden) {
 // (KVW_SMS=off) the bits of after wherever cuBLASLt's choices are the same (within a process, or untuned: deterministic
 // calls, ATTNBWD_CUDA_LT_TUNE=off); a target is part of the choice. Forcing under where the key-major kernel does not
 // run, or with the sm_90a q/k/v launches, is an Error.
-int kvw_switch() { return env_switch("ATTNBWD_CUDA_GQA_KVW", {"auto", "after", "under"}); }
-
-// Where KVW's auto queues the k/v weight gradients under the dQ GEMM, where they can be (on sm_90 only).
-bool kvw_auto_under(const Context& ctx) { return ctx.cc() == 90 && false; }
+bool kvw_under() { return env_switch("ATTNBWD_CUDA_GQA_KVW", {"auto", "after", "under"}) == 2; }
 
 // ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
 // are sized for; the dQ GEMM is sized for the others. auto, on sm_90 (from the count, not measured): 66 of 132 (the dQ
@@ -718,8 +708,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // (the others below are read before the first enqueue too).
   const int row_kernel_rows = rows_per_warp();
   const bool overlap = gqa_overlap();
-  const int pv_mode = pv_switch();
-  const int kvw_mode = kvw_switch();
+  const bool pv_on_side = pv_side();
+  const bool kvw_early = kvw_under();
   const bool merge_scalar_switch = merge_scalar();
   const bool thin_pdl_switch = thin_pdl();
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
@@ -877,14 +867,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     sm.Q = Q, sm.K = K, sm.V = V, sm.P = P, sm.dS = dS, sm.ld = ld, sm.dQ = dQ32, sm.dK = dK32, sm.dV = dV32;
     sm.BH = BH, sm.S = S, sm.D = D, sm.scaling = static_cast<float>(a.scaling);
     sm.split = env_switch("ATTNBWD_CUDA_GQA_SMALL_SPLIT", {"auto", "off"}) == 1 ? 1 : 2;
-    // r from O (ATTNBWD_CUDA_GQA_PV=side, checked with the rest; auto where the kernels take it, else without O)
-    if (pv_mode == 2) {
-      sm.O = dK32;
-    } else if (pv_mode == 0 && pv_auto_side(ctx, PvPath::Small)) {
-      GqaSmallAttn with_o = sm;
-      with_o.O = dK32;
-      if (gqa_small_attn_unsupported(with_o).empty() && gqa_pv_unsupported(P, V, dK32, S, BH, D).empty()) sm.O = dK32;
-    }
+    if (pv_on_side) sm.O = dK32;  // r from O (ATTNBWD_CUDA_GQA_PV=side), checked with the rest
     std::string why = gqa_small_attn_unsupported(sm);
     if (why.empty() && fused_asked) why = "the fused dP kernel was asked for";
     if (!why.empty() && !small_auto) throw Error("ATTNBWD_CUDA_GQA_ATTN", "small kernels cannot take this call: " + why);
@@ -921,7 +904,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   GqaDpSoftmax dq;
   const int dpsm = dpsm_switch();
   dq.dO = dOp, dq.do_ld = ld_do, dq.do_head = head_do, dq.V = pad ? Vp : V, dq.P = P, dq.dS = dS, dq.ld_ds = ld;
-  dq.O = pv_mode == 2 ? dK32 : nullptr;  // r from O (ATTNBWD_CUDA_GQA_PV=side; auto's choice below)
+  dq.O = pv_on_side ? dK32 : nullptr;  // r from O (ATTNBWD_CUDA_GQA_PV=side)
   dq.Pp = pad ? Pp : nullptr, dq.BH = BH, dq.S = S, dq.Sp = Sp, dq.D = D, dq.scaling = static_cast<float>(a.scaling);
   dq.wide = dpsm == 3;
   dq.three_ctas = dpsm == 4;
@@ -937,21 +920,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   }
   // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), into dK32 (free until the key-major
   // kernel writes it, or the small path's second kernel after its griddepcontrol.wait, when the first has read O).
-  // auto: where pv_auto_side takes the path chosen above and its kernels (and the O kernel) can take O.
-  bool pv_on_side = pv_mode == 2;
-  if (pv_mode == 0) {
-    if (use_small) {
-      pv_on_side = sm.O != nullptr;
-    } else if (use_kv) {
-      pv_on_side = pv_auto_side(ctx, PvPath::KeyMajor);
-    } else if (use_dpsm && pv_auto_side(ctx, PvPath::DpSoftmax)) {
-      GqaDpSoftmax with_o = dq;
-      with_o.O = dK32;
-      pv_on_side = gqa_dp_softmax_unsupported(with_o, ctx.cc()).empty() &&
-                   gqa_pv_unsupported(P, V, dK32, S, BH, D).empty();
-      if (pv_on_side) dq.O = dK32;
-    }
-  }
   const int pv_target = pv_sm_target(ctx, use_kv, S, HS);  // (a malformed value is an Error on any path)
   if (pv_on_side && !use_small && !use_kv && !use_dpsm)
     throw Error("ATTNBWD_CUDA_GQA_PV", "side: the GEMM attention path without the dP + softmax kernel takes no O (the "
@@ -959,9 +927,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                        "kernels refuse; side needs the key-major kernel, the small kernels or "
                                        "ATTNBWD_CUDA_GQA_DPSM's kernel)");
   const int kvw_target = kvw_sm_target(ctx);  // (a malformed value is an Error on any path)
-  const bool kvw_possible = use_kv && !all_sm90 && !grouped && !thin;
-  const bool kvw_early = kvw_mode == 2 || (kvw_mode == 0 && kvw_possible && kvw_auto_under(ctx));
-  if (kvw_early && !kvw_possible)
+  if (kvw_early && (!use_kv || all_sm90 || grouped || thin))
     throw Error("ATTNBWD_CUDA_GQA_KVW", "under: needs the key-major attention kernel and cuBLASLt weight gradients (the "
                                         "separate or groupeddx q/k/v path), not taken here");
   const int dq_sms = kvw_early ? sms_beside(ctx.sm_count(), kvw_target) : 0;

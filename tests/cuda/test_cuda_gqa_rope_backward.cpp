@@ -541,15 +541,24 @@ TEST(CudaGqaRope, DpSoftmaxKernelMatchesTheOracleAndRefusesOtherPaths) {
   }
 }
 
+// The stderr line of one call under ATTNBWD_CUDA_STAGES=1 (every stage's name, in the order queued; its side-stream
+// work then runs on the caller's stream): shows which form a switch made the op take.
+std::string stage_line(const tools::TensorSet& in, const tools::Axes& axes, const Mode& m) {
+  const ScopedEnv stages("ATTNBWD_CUDA_STAGES", "1");
+  testing::internal::CaptureStderr();
+  outputs_in(in, axes, m);
+  return testing::internal::GetCapturedStderr();
+}
+bool has_stage(const std::string& line, const char* name) {
+  return line.find(std::string(" ") + name + " ") != std::string::npos;
+}
+
 // auto's choice between the dP + softmax kernel and the pair on the GEMM attention path: the narrow kernel where the
 // attention is padded (S % 8 != 0) and its grid, ceil(S/64) CTAs per head, fits in one wave of two CTAs per SM (auto
 // gives on's bits), else the cuBLASLt dP GEMM + row kernel (off's bits). Which one ran is read from the stage names
 // (ATTNBWD_CUDA_STAGES=1: the kernel's stage is dP_softmax, the pair's dS), not from the bits: the two forms sum the
 // row term in another order, but at some seeds they still give the same bits (S = 293, thirty-ninth session's H200
 // run). S = 293 with 8 heads: 40 CTAs; S = 131 with more than two CTAs per SM of this device.
-std::string stage_line(const tools::TensorSet& in, const tools::Axes& axes, const Mode& m);
-bool has_stage(const std::string& line, const char* name);
-
 TEST(CudaGqaRope, DpSoftmaxAutoTakesTheKernelWherePaddedAndOneWave) {
   ATTNBWD_SEED_TRACE();
   if (!is_sm90()) GTEST_SKIP() << "the dP + softmax kernel runs on sm_90 only";
@@ -639,18 +648,6 @@ TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
     expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(399), "ATTNBWD_CUDA_GQA_DWO_SMS",
                    std::string("ATTNBWD_CUDA_GQA_DWO_SMS=") + bad);
   }
-}
-
-// The stderr line of one call under ATTNBWD_CUDA_STAGES=1 (every stage's name, in the order queued; its side-stream
-// work then runs on the caller's stream): shows which form a switch made the op take.
-std::string stage_line(const tools::TensorSet& in, const tools::Axes& axes, const Mode& m) {
-  const ScopedEnv stages("ATTNBWD_CUDA_STAGES", "1");
-  testing::internal::CaptureStderr();
-  outputs_in(in, axes, m);
-  return testing::internal::GetCapturedStderr();
-}
-bool has_stage(const std::string& line, const char* name) {
-  return line.find(std::string(" ") + name + " ") != std::string::npos;
 }
 
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
