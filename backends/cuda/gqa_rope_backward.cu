@@ -635,6 +635,25 @@ int pv_sm_target(const Context& ctx, bool kv_attn, int64_t S, int64_t hidden) {
 // run, or with the sm_90a q/k/v launches, is an Error.
 bool kvw_under() { return env_switch("ATTNBWD_CUDA_GQA_KVW", {"auto", "after", "under"}) == 2; }
 
+// ATTNBWD_CUDA_GQA_DXSUM=auto|add3|acc, the separate q/k/v path (three cuBLASLt dX GEMMs): how grad_hidden_states =
+// dXq + dXk + dXv is formed. add3 (auto; today's): dXk and dXv into scratch, then bf16(bf16(dXq + dXk) + dXv) by one
+// element-wise pass, the reference's two rounded additions. acc (fortieth session, not yet run on a GPU): the dXk and dXv
+// GEMMs add into grad_hidden_states through cuBLASLt's C operand (beta = 1): bf16(acc_v + bf16(acc_k + bf16(acc_q))),
+// one rounding fewer per addition (the product's fp32 sum is not rounded before it is added; within the spec's tolerance
+// by far, as the grouped launches' single rounding is), no scratch writes of dXk and dXv and no add pass. Counted
+// (perf/NOTES.md, fortieth session): the add pass ends the call 3-5 µs after the last weight gradient at #0, #1, #12
+// and slows the weight gradients it runs beside (it moves 4 · T · 5120 · 2 bytes). acc anywhere else is an Error.
+bool dx_sum_acc() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3", "acc"}) == 2; }
+
+// ATTNBWD_CUDA_GQA_DKSIDE=auto|off|on, the padded GEMM attention path with late grad_o_weight (dK32, dV32 and dQ by
+// cuBLASLt on the caller's stream, one after another, each a grid of 96-132 CTAs of one per SM): on (fortieth session,
+// not yet run on a GPU) queues dK32 = dSᵀ·Q on the side stream after grad_o_weight, waiting for dS, beside dV32 and
+// dQ on the caller's stream, which waits for it (and so for grad_o_weight) before the merge. off (auto; today's): all
+// three on the caller's stream. The same GEMM descriptions (the same bits where cuBLASLt's choices are the same).
+// Counted (perf/NOTES.md, fortieth session): at #0 grad_o_weight ends 16 µs before dS; dV32, dK32 and dQ take 40.5 µs in
+// series for ~32 µs of their CTAs' SM time: up to −8 µs. on where the form does not run is an Error.
+bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "on"}) == 2; }
+
 // ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
 // are sized for; the dQ GEMM is sized for the others. auto, on sm_90 (from the count, not measured): 66 of 132 (the dQ
 // GEMM's DRAM stream needs ~40 GB/s per SM on 66); elsewhere off. off: every SM for each.
@@ -710,6 +729,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool overlap = gqa_overlap();
   const bool pv_on_side = pv_side();
   const bool kvw_early = kvw_under();
+  const bool dxsum_acc = dx_sum_acc();
+  const bool dk_on_side = dk_side();
   const bool merge_scalar_switch = merge_scalar();
   const bool thin_pdl_switch = thin_pdl();
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
@@ -931,6 +952,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     throw Error("ATTNBWD_CUDA_GQA_KVW", "under: needs the key-major attention kernel and cuBLASLt weight gradients (the "
                                         "separate or groupeddx q/k/v path), not taken here");
   const int dq_sms = kvw_early ? sms_beside(ctx.sm_count(), kvw_target) : 0;
+  if (dxsum_acc && (all_sm90 || grouped || thin || grouped_dx))
+    throw Error("ATTNBWD_CUDA_GQA_DXSUM", "acc: the separate cuBLASLt q/k/v path forms the sum, not taken here (the "
+                                           "grouped, thin or groupeddx launches sum dX themselves; or "
+                                           "ATTNBWD_CUDA_GQA_PROJ=sm90)");
   if (pv_on_side && !use_kv)
     if (const std::string why = gqa_pv_unsupported(P, V, dK32, S, BH, D); !why.empty())
       throw Error("ATTNBWD_CUDA_GQA_PV", "side: the O kernel cannot take this call: " + why);
@@ -946,6 +971,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // the view).
   bool forked = false;  // work on the side stream, joined at the end
   const bool late = !all_sm90 && dwo_late();
+  if (dk_on_side && !(gemm_attn && late && pad && overlap))
+    throw Error("ATTNBWD_CUDA_GQA_DKSIDE", "on: the padded GEMM attention path with late grad_o_weight and two streams "
+                                            "queues dK32 there, not taken here (the small or key-major kernels, S % 8 == "
+                                            "0, ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
   // early dWo shares the GPU with dA, which is on the critical path: all SMs there
   const int dwo_target = dwo_sm_target(ctx, T, use_small, use_kv);  // (a malformed value is an Error on any path)
   const int dwo_sms = all_sm90 || !late ? 0 : dwo_target;
@@ -1150,7 +1179,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     }
     stages.mark(use_dpsm ? "dP_softmax" : "dS");  // (the name shows which form ran: tests, STAGES=1)
     if (overlap && !late) stages.fork(ctx);  // side: after dS (and P's padded copy) exist
-    if (pad) dv_gemm();
     // 5b. dK32 = dSᵀ·Q (side; main when late), dQ = dS·K (main).
     {
       Gemm g;
@@ -1159,13 +1187,21 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.trans_a = true;
       Gemm gk = g;  // dK32 per query head, or per KV head over its group
       if (k_summed) over_groups(gk);
-      gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gk, dS, Q, dK32);
+      if (dk_on_side) {  // (late, padded): on the side stream after dWo, once dS exists; dV32 and dQ beside it
+        stages.fork(ctx);
+        gemm(ctx, 1, side, gk, dS, Q, dK32);
+        stages.mark_side(ctx);
+        if (pad) dv_gemm();
+      } else {
+        if (pad) dv_gemm();
+        gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gk, dS, Q, dK32);
+      }
       g.trans_a = false;
       gemm(ctx, 0, stream, g, dS, K, dQ32);
     }
     stages.mark("dQ_dK");
     if (late)
-      stages.wait_side_mark(ctx);  // main: after dV32 (dWo keeps running on the side stream)
+      stages.wait_side_mark(ctx);  // main: after dV32 (dWo keeps running on the side stream), or dK32 (and dWo) with DKSIDE
     else if (overlap)
       stages.join(ctx);  // main: after dV32 and dK32 exist
   }
@@ -1206,14 +1242,19 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.K = QP;
       gemm(ctx, 0, stream, g, dQKVp, a.q_weight.data, a.grad_hidden_states.data);
       g.K = KP;
-      gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, dXk);
-      gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, dXv);
-      stages.mark("dX_qkv");
+      if (dxsum_acc) {  // grad_hidden_states += dXk, then += dXv (cuBLASLt's C, beta = 1; in place)
+        gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, a.grad_hidden_states.data, 1.0f, 1.0f);
+        gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, a.grad_hidden_states.data, 1.0f, 1.0f);
+      } else {
+        gemm(ctx, 0, stream, g, dQKVp + QP, a.k_weight.data, dXk);
+        gemm(ctx, 0, stream, g, dQKVp + QP + KP, a.v_weight.data, dXv);
+      }
+      stages.mark(dxsum_acc ? "dX_qkv_acc" : "dX_qkv");
     }
   }
   // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv) (the grouped, thin and grouped-dX launches summed them
   // already).
-  if (!grouped && !thin && !grouped_dx) {
+  if (!grouped && !thin && !grouped_dx && !dxsum_acc) {
     bf* h = m(a.grad_hidden_states.data);
     const int threads = 256;
     const int64_t n = T * HS;  // HS % 8 == 0

@@ -810,6 +810,65 @@ TEST(CudaGqaRope, KvWeightGradientsUnderDqMatchTheOracle) {
   expect_refused(axes, fresh_seed(462), "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW=under with the grouped launch");
 }
 
+// The separate q/k/v path's sum through cuBLASLt's C operand (ATTNBWD_CUDA_GQA_DXSUM=acc: the dXk and dXv GEMMs add
+// into grad_hidden_states, no add pass) against the oracle on the padded and unpadded GEMM attention paths and the
+// small path, rerun for the same bits; dK32 on the side stream (ATTNBWD_CUDA_GQA_DKSIDE=on: the padded GEMM attention
+// path with late grad_o_weight) against the oracle per query head and over the group (ATTNBWD_CUDA_GQA_GROUP=on), with
+// the dP + softmax kernel and the row kernel, and with the cuBLASLt choices untimed (ATTNBWD_CUDA_LT_TUNE=off: the same
+// algorithm for a description on either stream) the bits of off; both together. Scratch poisoned at every call. acc with
+// the grouped launch and on where the form does not run (S % 8 == 0; early grad_o_weight) are Errors naming the switch
+// before any output is written.
+TEST(CudaGqaRope, DxSumAccAndDkSideMatchTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  constexpr Mode kGemmSeparate{"", "", "", "", "", "", "separate", "gemm"},
+      kGroupSeparate{"", "", "", "", "", "", "separate", "gemm", "on"},
+      kSmallSeparate{"", "", "", "", "", "", "separate", "small"};
+  struct Shape {
+    int64_t B, S, Hq, Hkv, D, hidden;
+  };
+  int k = 0;
+  for (const Shape& sh : {Shape{1, 131, 8, 2, 128, 64}, Shape{2, 75, 4, 1, 128, 96}, Shape{2, 64, 8, 2, 64, 64}}) {
+    const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, sh.D, sh.hidden);
+    SCOPED_TRACE(tools::axes_to_string(axes));
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(470 + k++), tools::default_scalars(kOp));
+    const Oracle<Args> want(in, axes);
+    {
+      SCOPED_TRACE("ATTNBWD_CUDA_GQA_DXSUM=acc");
+      const ScopedEnv acc("ATTNBWD_CUDA_GQA_DXSUM", "acc");
+      check_against(want, in, axes, smallest_atol(kOp), {kGemmSeparate, kGroupSeparate, kSmallSeparate});
+      expect_same_outputs(outputs_in(in, axes, kGemmSeparate), outputs_in(in, axes, kGemmSeparate), "acc rerun");
+    }
+    if (sh.S % 8 == 0) continue;
+    for (const char* dpsm : {"off", "auto"}) {
+      SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DPSM=") + dpsm);
+      const ScopedEnv dp("ATTNBWD_CUDA_GQA_DPSM", dpsm);
+      const ScopedEnv late("ATTNBWD_CUDA_GQA_DWO", "late");
+      {
+        const ScopedEnv on("ATTNBWD_CUDA_GQA_DKSIDE", "on");
+        check_against(want, in, axes, smallest_atol(kOp), {kGemm, kGroup, kGemmSeparate});
+        const ScopedEnv acc("ATTNBWD_CUDA_GQA_DXSUM", "acc");
+        check_against(want, in, axes, smallest_atol(kOp), {kGemmSeparate});
+      }
+      const ScopedEnv untimed("ATTNBWD_CUDA_LT_TUNE", "off");
+      for (const Mode* m : {&kGemm, &kGroup})
+        expect_same_outputs(outputs_with(in, axes, *m, "ATTNBWD_CUDA_GQA_DKSIDE", "on"),
+                            outputs_with(in, axes, *m, "ATTNBWD_CUDA_GQA_DKSIDE", "off"), m->name() + ": on against off");
+    }
+  }
+  {
+    const ScopedEnv acc("ATTNBWD_CUDA_GQA_DXSUM", "acc"), grouped("ATTNBWD_CUDA_GQA_QKV", "grouped");
+    expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(478), "ATTNBWD_CUDA_GQA_DXSUM",
+                   "ATTNBWD_CUDA_GQA_DXSUM=acc with the grouped launch");
+  }
+  const ScopedEnv on("ATTNBWD_CUDA_GQA_DKSIDE", "on"), gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
+  expect_refused(axes_of(1, 128, 4, 1, 128, 64), fresh_seed(479), "ATTNBWD_CUDA_GQA_DKSIDE",
+                 "ATTNBWD_CUDA_GQA_DKSIDE=on without padding");
+  const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early");
+  expect_refused(axes_of(1, 131, 4, 1, 128, 64), fresh_seed(480), "ATTNBWD_CUDA_GQA_DKSIDE",
+                 "ATTNBWD_CUDA_GQA_DKSIDE=on with early grad_o_weight");
+}
+
 // The softmax row kernel with R rows per warp (ATTNBWD_CUDA_GQA_ROWS=2|4|8: the warp's rows one after another, the
 // next row's P and dP prefetched into L2) does each row's math in the order of one row per warp (1): the same bits, on
 // the padded (S = 75, 131, 300) and unpadded (S = 40, 128, 520) GEMM attention paths, rows of one to three 256-column
@@ -853,7 +912,8 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
   for (const int64_t B : {2, 1})
     for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
-                            "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS"}) {
+                            "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
+                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
