@@ -6,7 +6,7 @@
 #     less at #1; #7 (dP + softmax kernel, smaller GEMMs) ~1.00-1.01x.
 # Then a timeline of #0 with both, and float64 PyTorch on #0 and #12 with both where they apply.
 source perf/device/common.sh
-LIMIT=${LIMIT:-330}
+LIMIT=${LIMIT:-380}
 P=$M/attnbwd_perf
 shards 'CudaGqaRope.DpSoftmax*:CudaGqaRope.PvOnTheSide*:CudaGqaRope.MalformedSwitches*:CudaGqaRope.DxSumAcc*' 110
 ok && timeout $(tmo 70) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 0,1,4,12 --rounds 3 \
@@ -25,4 +25,10 @@ echo "torch 0 rc=$? t=$SECONDS"; tail -3 $R/torch-0.txt
 ok && env ATTNBWD_CUDA_GQA_DXSUM=acc timeout $(tmo 50) python3 tests/torch/check_workloads.py \
   --cli $M/attnbwd --ops 003 --workloads 12 --backend cuda --solexec .carry/solexec --no-emulated > $R/torch-12.txt 2>&1
 echo "torch 12 rc=$? t=$SECONDS"; tail -3 $R/torch-12.txt
+for w in 7 12 13 1; do  # today's default (for the desk: where the time goes now, after DWO_SMS and the dpsm auto)
+  ok && env ATTNBWD_PERF_TIMELINE=$R/tl/gqa-$w-auto.txt timeout $(tmo 30) $P --backend=cuda --ops=gqa_rope_backward \
+    --workloads=$w > /dev/null 2>&1
+  python3 perf/scripts/timeline.py $R/tl/gqa-$w-auto.txt > $R/tl/gqa-$w-auto-print.txt 2>&1
+done
+echo "tl t=$SECONDS"
 fin
