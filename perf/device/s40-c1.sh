@@ -4,7 +4,7 @@
 #     pass's tail and its traffic beside the weight gradients): 1.01-1.02x.
 #   ATTNBWD_CUDA_GQA_DKSIDE=on on the padded GEMM attention path (#0, #1, #7). Prediction: up to -8 us at #0 (1.02x),
 #     less at #1; #7 (dP + softmax kernel, smaller GEMMs) ~1.00-1.01x.
-# Then a timeline of #0 with both, and float64 PyTorch on #0 and #12 with both where they apply.
+# The probe perf/probes/cublaslt_odd_one_dim.cu (built here, carried as .carry/probe_odd). Then a timeline of #0 with both, and float64 PyTorch on #0 and #12 with both where they apply.
 source perf/device/common.sh
 LIMIT=${LIMIT:-380}
 P=$M/attnbwd_perf
@@ -16,6 +16,7 @@ ok && timeout $(tmo 60) python3 perf/scripts/ab.py --op gqa_rope_backward --work
   --variant off=$P --variant on=$P,ATTNBWD_CUDA_GQA_DKSIDE=on --out $R/ab-dkside.json > $R/ab-dkside.txt 2>&1
 echo "ab dkside rc=$? t=$SECONDS"; tail -6 $R/ab-dkside.txt
 mkdir -p $R/tl
+ok && timeout $(tmo 60) .carry/probe_odd > $R/probe-odd.txt 2>&1; echo "probe rc=$? t=$SECONDS"; cat $R/probe-odd.txt
 ok && env ATTNBWD_CUDA_GQA_DXSUM=acc ATTNBWD_CUDA_GQA_DKSIDE=on ATTNBWD_PERF_TIMELINE=$R/tl/gqa-0-both.txt \
   timeout $(tmo 40) $P --backend=cuda --ops=gqa_rope_backward --workloads=0 > /dev/null 2>&1
 python3 perf/scripts/timeline.py $R/tl/gqa-0-both.txt > $R/tl/gqa-0-both-print.txt 2>&1; head -30 $R/tl/gqa-0-both-print.txt
