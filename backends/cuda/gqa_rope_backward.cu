@@ -25,8 +25,10 @@
 //  6. GQA sums (fp32 over the group's bf16 dK₃₂/dV₃₂, one rounding), RoPE backward (each product
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp: one pass, or on the small
 //     attention path the two kernels' epilogues (ATTNBWD_CUDA_GQA_MERGE; the same bits).
-//  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq (into grad_hidden_states), dXk, dXv
-//     (bf16 each) on the main stream, then grad_hidden_states = bf16(bf16(dXq + dXk) + dXv). On sm_90
+//  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq into grad_hidden_states on the main stream, then
+//     dXk and dXv added into it by cuBLASLt's C operand: bf16(acc_v + bf16(acc_k + bf16(acc_q)))
+//     (ATTNBWD_CUDA_GQA_DXSUM; add3: dXk, dXv as bf16 scratch and the reference's bf16(bf16(dXq + dXk) + dXv)
+//     by one pass, as with the sm_90a pairs of ATTNBWD_CUDA_GQA_PROJ=sm90). On sm_90
 //     (ATTNBWD_CUDA_GQA_QKV, auto) all of it is one launch where T ≤ 384: the thin-T kernel (linear_thin_sm90.cu)
 //     for 128 ≤ T ≤ 256, else the grouped launch of linear_backward_sm90.cu; either way grad_hidden_states is one
 //     fp32 sum over the q, k and v columns with one rounding (not three: within the spec's tolerance, and closer
@@ -635,23 +637,25 @@ int pv_sm_target(const Context& ctx, bool kv_attn, int64_t S, int64_t hidden) {
 // run, or with the sm_90a q/k/v launches, is an Error.
 bool kvw_under() { return env_switch("ATTNBWD_CUDA_GQA_KVW", {"auto", "after", "under"}) == 2; }
 
-// ATTNBWD_CUDA_GQA_DXSUM=auto|add3|acc, the separate q/k/v path (three cuBLASLt dX GEMMs): how grad_hidden_states =
-// dXq + dXk + dXv is formed. add3 (auto; today's): dXk and dXv into scratch, then bf16(bf16(dXq + dXk) + dXv) by one
-// element-wise pass, the reference's two rounded additions. acc (fortieth session, not yet run on a GPU): the dXk and dXv
-// GEMMs add into grad_hidden_states through cuBLASLt's C operand (beta = 1): bf16(acc_v + bf16(acc_k + bf16(acc_q))),
-// one rounding fewer per addition (the product's fp32 sum is not rounded before it is added; within the spec's tolerance
-// by far, as the grouped launches' single rounding is), no scratch writes of dXk and dXv and no add pass. Counted
-// (perf/NOTES.md, fortieth session): the add pass ends the call 3-5 µs after the last weight gradient at #0, #1, #12
-// and slows the weight gradients it runs beside (it moves 4 · T · 5120 · 2 bytes). acc anywhere else is an Error.
-bool dx_sum_acc() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3", "acc"}) == 2; }
+// ATTNBWD_CUDA_GQA_DXSUM=auto|add3|acc, the separate cuBLASLt q/k/v path (three dX GEMMs): how grad_hidden_states =
+// dXq + dXk + dXv is formed. add3: dXk and dXv into scratch, then bf16(bf16(dXq + dXk) + dXv) by one element-wise pass,
+// the reference's two rounded additions. acc: the dXk and dXv GEMMs add into grad_hidden_states through cuBLASLt's C
+// operand (beta = 1, in place): bf16(acc_v + bf16(acc_k + bf16(acc_q))), one rounding fewer per addition (the
+// product's fp32 sum is not rounded before it is added: within the spec's tolerance by far, as the grouped launches'
+// single rounding is), no scratch writes of dXk and dXv and no add pass. auto = acc on that path (add3 with the sm_90a
+// pairs, ATTNBWD_CUDA_GQA_PROJ=sm90). Measured on an H200 (fortieth session, three interleaved rounds;
+// perf/NOTES.md): acc 1.012x at #0, 1.002x at #1, 1.014x at #4 and #12 — the add pass ended the call 2.5-5 µs after the
+// last weight gradient and slowed it. acc where the separate cuBLASLt path does not run is an Error.
+int dx_sum_switch() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3", "acc"}); }
 
 // ATTNBWD_CUDA_GQA_DKSIDE=auto|off|on, the padded GEMM attention path with late grad_o_weight (dK32, dV32 and dQ by
-// cuBLASLt on the caller's stream, one after another, each a grid of 96-132 CTAs of one per SM): on (fortieth session,
-// not yet run on a GPU) queues dK32 = dSᵀ·Q on the side stream after grad_o_weight, waiting for dS, beside dV32 and
-// dQ on the caller's stream, which waits for it (and so for grad_o_weight) before the merge. off (auto; today's): all
-// three on the caller's stream. The same GEMM descriptions (the same bits where cuBLASLt's choices are the same).
-// Counted (perf/NOTES.md, fortieth session): at #0 grad_o_weight ends 16 µs before dS; dV32, dK32 and dQ take 40.5 µs in
-// series for ~32 µs of their CTAs' SM time: up to −8 µs. on where the form does not run is an Error.
+// cuBLASLt on the caller's stream, one after another, each a grid of 96-132 CTAs of one per SM): on queues dK32 = dSᵀ·Q
+// on the side stream after grad_o_weight, waiting for dS, beside dV32 and dQ on the caller's stream, which waits for it
+// (and so for grad_o_weight) before the merge. off (auto): all three on the caller's stream. The same GEMM descriptions
+// (the same bits where cuBLASLt's choices are the same). Counted (perf/NOTES.md, fortieth session): at #0 the three take
+// 40.5 µs in series for ~32 µs of their CTAs' SM time. Measured on an H200 (fortieth session, three interleaved rounds):
+// #0 1.019x, #1 0.989x, #7 0.927x — where grad_o_weight ends after dS (#1, #7) dK32 waits for it and the merge with
+// it; so auto stays off. on where the form does not run is an Error.
 bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "on"}) == 2; }
 
 // ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
@@ -729,7 +733,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool overlap = gqa_overlap();
   const bool pv_on_side = pv_side();
   const bool kvw_early = kvw_under();
-  const bool dxsum_acc = dx_sum_acc();
+  const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
   const bool merge_scalar_switch = merge_scalar();
   const bool thin_pdl_switch = thin_pdl();
@@ -952,10 +956,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     throw Error("ATTNBWD_CUDA_GQA_KVW", "under: needs the key-major attention kernel and cuBLASLt weight gradients (the "
                                         "separate or groupeddx q/k/v path), not taken here");
   const int dq_sms = kvw_early ? sms_beside(ctx.sm_count(), kvw_target) : 0;
-  if (dxsum_acc && (all_sm90 || grouped || thin || grouped_dx))
+  const bool separate_lt = !all_sm90 && !grouped && !thin && !grouped_dx;  // step 9 by three cuBLASLt dX GEMMs
+  if (dxsum == 2 && !separate_lt)
     throw Error("ATTNBWD_CUDA_GQA_DXSUM", "acc: the separate cuBLASLt q/k/v path forms the sum, not taken here (the "
                                            "grouped, thin or groupeddx launches sum dX themselves; or "
                                            "ATTNBWD_CUDA_GQA_PROJ=sm90)");
+  const bool dxsum_acc = separate_lt && dxsum != 1;
   if (pv_on_side && !use_kv)
     if (const std::string why = gqa_pv_unsupported(P, V, dK32, S, BH, D); !why.empty())
       throw Error("ATTNBWD_CUDA_GQA_PV", "side: the O kernel cannot take this call: " + why);

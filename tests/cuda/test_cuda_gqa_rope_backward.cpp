@@ -810,9 +810,9 @@ TEST(CudaGqaRope, KvWeightGradientsUnderDqMatchTheOracle) {
   expect_refused(axes, fresh_seed(462), "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW=under with the grouped launch");
 }
 
-// The separate q/k/v path's sum through cuBLASLt's C operand (ATTNBWD_CUDA_GQA_DXSUM=acc: the dXk and dXv GEMMs add
-// into grad_hidden_states, no add pass) against the oracle on the padded and unpadded GEMM attention paths and the
-// small path, rerun for the same bits; dK32 on the side stream (ATTNBWD_CUDA_GQA_DKSIDE=on: the padded GEMM attention
+// The separate q/k/v path's sum through cuBLASLt's C operand (ATTNBWD_CUDA_GQA_DXSUM=acc, auto's: the dXk and dXv GEMMs
+// add into grad_hidden_states, no add pass) and by the add pass (add3) against the oracle on the padded and unpadded GEMM
+// attention paths and the small path; acc rerun for the same bits and auto giving acc's bits; dK32 on the side stream (ATTNBWD_CUDA_GQA_DKSIDE=on: the padded GEMM attention
 // path with late grad_o_weight) against the oracle per query head and over the group (ATTNBWD_CUDA_GQA_GROUP=on), with
 // the dP + softmax kernel and the row kernel, and with the cuBLASLt choices untimed (ATTNBWD_CUDA_LT_TUNE=off: the same
 // algorithm for a description on either stream) the bits of off; both together. Scratch poisoned at every call. acc with
@@ -833,11 +833,15 @@ TEST(CudaGqaRope, DxSumAccAndDkSideMatchTheOracle) {
     SCOPED_TRACE(tools::axes_to_string(axes));
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(470 + k++), tools::default_scalars(kOp));
     const Oracle<Args> want(in, axes);
-    {
-      SCOPED_TRACE("ATTNBWD_CUDA_GQA_DXSUM=acc");
-      const ScopedEnv acc("ATTNBWD_CUDA_GQA_DXSUM", "acc");
+    for (const char* sum : {"acc", "add3"}) {
+      SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DXSUM=") + sum);
+      const ScopedEnv dxsum("ATTNBWD_CUDA_GQA_DXSUM", sum);
       check_against(want, in, axes, smallest_atol(kOp), {kGemmSeparate, kGroupSeparate, kSmallSeparate});
-      expect_same_outputs(outputs_in(in, axes, kGemmSeparate), outputs_in(in, axes, kGemmSeparate), "acc rerun");
+    }
+    {
+      const auto acc = outputs_with(in, axes, kGemmSeparate, "ATTNBWD_CUDA_GQA_DXSUM", "acc");
+      expect_same_outputs(acc, outputs_with(in, axes, kGemmSeparate, "ATTNBWD_CUDA_GQA_DXSUM", "acc"), "acc rerun");
+      expect_same_outputs(acc, outputs_with(in, axes, kGemmSeparate, "ATTNBWD_CUDA_GQA_DXSUM", "auto"), "auto against acc");
     }
     if (sh.S % 8 == 0) continue;
     for (const char* dpsm : {"off", "auto"}) {
