@@ -681,16 +681,6 @@ int dwo_sm_target(const Context& ctx, int64_t T, bool small_attn, bool kv_attn) 
   return sm_target_switch("ATTNBWD_CUDA_GQA_DWO_SMS", sms, ctx.cc() == 90 ? sms_of_132(sms, of132) : 0);
 }
 
-// ATTNBWD_CUDA_GQA_DWO_EARLY_SMS=auto|off|N, with ATTNBWD_CUDA_GQA_DWO=early (grad_o_weight on the side stream from the
-// op's start, beside dA = dY·Wo): the SMs grad_o_weight's GEMM is chosen and sized for; dA's (cuBLASLt) is sized for the
-// others. auto = off: every SM for each (early as before: the two persistent grids take turns). No effect where dWo
-// runs late (auto). Counted (fortieth session, not yet measured): at T = 128-293 dA streams Wo (42 MB) at ~1.7 TB/s
-// for 24-25 µs, DRAM- and latency-bound, and dWo (~5-12 GFLOP, 42 MB written) beside it on part of the GPU would be done
-// before the attention chain, the merge and the q/k/v launch, which late dWo shares the GPU with today.
-int dwo_early_sm_target(const Context& ctx) {
-  return sm_target_switch("ATTNBWD_CUDA_GQA_DWO_EARLY_SMS", ctx.sm_count(), 0);
-}
-
 // ATTNBWD_CUDA_GQA_GROUP=auto|on|off, the GEMM attention path (steps 3-5 as cuBLASLt GEMMs): on: dK₃₂ and dV₃₂ as one
 // GEMM per KV head over its group's query heads (dK_j = Σ_g dS_gᵀ·Q_g: the group's dS and Q rows are consecutive, so
 // a [G·Sp, ·] operand with K = G·Sp; dV_j = Σ_g P_gᵀ·dO_g likewise where dO is a head-split copy, not the B = 1
@@ -993,8 +983,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                             "0, ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
   // early dWo shares the GPU with dA, which is on the critical path: all SMs there
   const int dwo_target = dwo_sm_target(ctx, T, use_small, use_kv);  // (a malformed value is an Error on any path)
-  const int dwo_early_target = dwo_early_sm_target(ctx);  // (a malformed value is an Error on any path)
-  const int dwo_sms = all_sm90 ? 0 : late ? dwo_target : dwo_early_target;
+  const int dwo_sms = all_sm90 || !late ? 0 : dwo_target;
   const auto dwo_gemm = [&] {  // grad_o_weight = dYᵀ·A on the side stream
     Gemm g;
     g.trans_a = true;
@@ -1043,10 +1032,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                                          static_cast<int>(D), QKV, k_summed, v_summed);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   };
-  // dA's SM target beside O on the side stream (the SMs O leaves), or beside early dWo sized by DWO_EARLY_SMS.
-  const int da_sms = pv_on_side            ? sms_beside(ctx.sm_count(), pv_target)
-                     : !late && !all_sm90 ? sms_beside(ctx.sm_count(), dwo_early_target)
-                                          : 0;
+  // dA's SM target beside O on the side stream: the SMs O leaves.
+  const int da_sms = pv_on_side ? sms_beside(ctx.sm_count(), pv_target) : 0;
   if (pv_on_side) {
     stages.fork(ctx);
     forked = true;
