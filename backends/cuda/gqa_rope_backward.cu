@@ -573,11 +573,15 @@ bool merge_scalar() { return merge_mode() == 1; }
 enum class DaPath { Auto, CublasLt, Thin };
 DaPath da_path() { return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", {"auto", "cublaslt", "thin"})); }
 
-// ATTNBWD_CUDA_GQA_PDL=auto|off: the thin q/k/v launch as a programmatic dependent of the merge kernel before it
-// (auto: its CTAs start, load X and fill the W ring while the merge finishes, and wait for it before loading dXp),
-// or a plain launch (off). The same bits. Measured on an H200 (nineteenth session, perf/NOTES.md): 1.019-1.023x per
-// call at #5, #13, #2.
-bool thin_pdl() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off"}) == 0; }
+// ATTNBWD_CUDA_GQA_PDL=auto|off|thin: the q/k/v launch as a programmatic dependent of the kernel before it (the merge,
+// or the small kernels' second launch): the thin launch's CTAs start, load X and fill the W ring while that kernel
+// finishes, and wait for it before loading dXp; the grouped launch's (linear_backward_sm90.cu) set up and wait before
+// their first load. auto: both; thin: the thin launch only (the grouped one plain, as before the fortieth session); off:
+// plain launches. The same bits. Measured on an H200: thin 1.019-1.023x per call at #5, #13, #2 (nineteenth session);
+// the grouped launch's at #7 in the fortieth session (perf/NOTES.md).
+int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "thin"}); }
+bool thin_pdl() { return pdl_switch() != 1; }
+bool grouped_pdl() { return pdl_switch() == 0; }
 
 // From this many tokens auto takes GROUP=on (below). Measured on an H200 (twenty-second session, perf/NOTES.md; two and
 // three runs per side, interleaved): late + group against early + per-head 1.03x at #0, #1, #3, #8, 1.04x at #15,
@@ -708,9 +712,9 @@ Sm90Proj sm90_proj(const Context& ctx, const sm90::LinearBackward& p) {
 
 // Split-K partials live in scratch slot 1: nothing else uses it (the side stream's cuBLASLt GEMMs have
 // their own workspace, Context::lt_workspace).
-void sm90_launch(Context& ctx, const Sm90Proj& j, cudaStream_t stream) {
+void sm90_launch(Context& ctx, const Sm90Proj& j, cudaStream_t stream, bool after_own_kernel = false) {
   void* ws = j.plan.workspace_bytes ? ctx.scratch(1, j.plan.workspace_bytes, stream) : nullptr;
-  sm90::linear_backward_launch(j.p, j.plan, ws, ctx.counters(j.plan.counters, stream), stream);
+  sm90::linear_backward_launch(j.p, j.plan, ws, ctx.counters(j.plan.counters, stream), stream, after_own_kernel);
 }
 
 }  // namespace
@@ -736,7 +740,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
   const bool merge_scalar_switch = merge_scalar();
-  const bool thin_pdl_switch = thin_pdl();
+  const bool thin_pdl_switch = thin_pdl(), grouped_pdl_switch = grouped_pdl();
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
   // buffers have Sp = S8 rows per head and P gets a padded copy; otherwise Sp = S.
   const int64_t S8 = round_up(S, 8);
@@ -1221,7 +1225,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // path chosen at the start (gj, pj, all_sm90, gdx). Grouped: dX summed in the launch, nothing to add; grouped dX:
   // the same sum by a dX-only launch beside the separate path's cuBLASLt weight gradients.
   if (grouped) {
-    sm90_launch(ctx, gj, stream);
+    sm90_launch(ctx, gj, stream, grouped_pdl_switch);  // after the merge pass or the small kernels
     stages.mark("qkv_grouped");
   } else if (thin) {
     void* ws = thin_plan.workspace_bytes ? ctx.scratch(1, thin_plan.workspace_bytes, stream) : nullptr;

@@ -54,6 +54,7 @@
 
 #include "attnbwd/error.hpp"
 #include "check.hpp"
+#include "griddep.cuh"
 #include "sm90/ptx.cuh"
 
 namespace attnbwd::cuda::sm90 {
@@ -608,6 +609,9 @@ __device__ __forceinline__ void kernel_body(const CUtensorMap* map_a_dx, const C
   if (threadIdx.x < 128) {
     setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
+      // grad_output may be the previous kernel's output (a programmatic dependent launch: linear_backward_launch's
+      // after_own_kernel); without the launch attribute this returns at once.
+      griddep_wait();
       if (!Grouped && is_dx && p.dx_n128)
         produce<false, 128>(g, map_a_dx, map_b_dx, sg, cta, ncta, sm);
       else if (is_dx)
@@ -1033,7 +1037,7 @@ static void print_trace(const LinearBackwardPlan& plan, std::int64_t T, cudaStre
 #endif
 
 void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& plan, void* workspace,
-                            unsigned* counters, cudaStream_t stream) {
+                            unsigned* counters, cudaStream_t stream, bool after_own_kernel) {
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   const std::int64_t S = p.seq_len, H = p.heads, D = p.head_dim;
 
@@ -1112,19 +1116,26 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
     if (!d.cooperative || plan.cluster != 1 || plan.splits_dx < 2 || plan.ctas_dx % plan.splits_dx || plan.grid > d.sms)
       fail("linear_backward_launch", __FILE__, __LINE__, "a cooperative plan the device cannot hold at once");
   }
-  cudaLaunchAttribute attr;
+  cudaLaunchAttribute attr[2];
   // The CTAs of a split dX tile in one cluster (co-scheduled); clusters of 1 otherwise (cooperative where the
   // plan says so).
-  cudaLaunchConfig_t cfg = cluster_config(plan.cluster, plan.grid, stream, attr);
+  cudaLaunchConfig_t cfg = cluster_config(plan.cluster, plan.grid, stream, attr[0]);
   if (plan.coop) {
-    attr = cudaLaunchAttribute{};
-    attr.id = cudaLaunchAttributeCooperative;
-    attr.val.cooperative = 1;
+    attr[0] = cudaLaunchAttribute{};
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+  }
+  const bool pdl = after_own_kernel && !plan.coop;  // (cooperative grids: a plain launch)
+  if (pdl) {  // a programmatic dependent of the kernel before it (the caller's contract in the header)
+    attr[1] = cudaLaunchAttribute{};
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr, cfg.numAttrs = 2;
   }
   if (grouped)
     ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_backward_grouped_kernel, a_dx, b_dx[0], a_dw, b_dw, out_dx,
                                           out_dw[0], b_dx[1], b_dx[2], out_dw[1], out_dw[2], prm, seg1, seg2));
-  else if (plan.cluster > 1 || plan.coop)
+  else if (plan.cluster > 1 || plan.coop || pdl)
     ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_backward_kernel, a_dx, b_dx[0], a_dw, b_dw, out_dx, out_dw[0], prm));
   else
     linear_backward_kernel<<<plan.grid, kThreads, kSmemBytes, stream>>>(a_dx, b_dx[0], a_dw, b_dw, out_dx, out_dw[0], prm);

@@ -97,9 +97,12 @@ LinearBackwardPlan linear_backward_plan_dx_only(const LinearBackward& p, int sms
 double linear_backward_dx_fill(const LinearBackward& p, int sms);
 
 // Enqueues the kernel on `stream`. `workspace` holds plan.workspace_bytes; `counters` holds
-// plan.counters zeros (the kernel leaves them zero again for the next call).
+// plan.counters zeros (the kernel leaves them zero again for the next call). after_own_kernel: a programmatic dependent
+// launch (cudaLaunchAttributeProgrammaticStreamSerialization) of the kernel queued just before it on `stream`, which
+// must be the library's own (its CTAs may become resident and set up while that kernel ends; the producer waits for its
+// completion before the first load, so grad_output may be its output; nothing the kernel writes may be read by it).
 void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& plan, void* workspace,
-                            unsigned* counters, cudaStream_t stream);
+                            unsigned* counters, cudaStream_t stream, bool after_own_kernel = false);
 
 // TMA descriptor of a 2-D bf16 row-major matrix [rows, cols] (row stride ld elements), 128-byte swizzled boxes of
 // box_cols × box_rows; an Error where the driver refuses it. Shared by the sm_90a kernels

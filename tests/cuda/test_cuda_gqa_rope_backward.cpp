@@ -873,6 +873,38 @@ TEST(CudaGqaRope, DxSumAccAndDkSideMatchTheOracle) {
                  "ATTNBWD_CUDA_GQA_DKSIDE=on with early grad_o_weight");
 }
 
+// The q/k/v launches as programmatic dependents of the kernel before them (ATTNBWD_CUDA_GQA_PDL: auto both the thin and
+// the grouped launch, thin the thin one only, off neither): the grouped launch after the merge pass on the GEMM
+// attention path (padded, S = 293, and unpadded, S = 296) and after the small kernels (S = 64), the thin launch (T =
+// 131): against the oracle with auto, and the same bits with all three (the same kernels and math; only the launches'
+// overlap differs). Scratch poisoned at every call (a load before the wait could read the previous call's dXp).
+TEST(CudaGqaRope, QkvLaunchesAsProgrammaticDependentsGiveThePlainBits) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the sm_90a q/k/v launches run on sm_90 only";
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  constexpr Mode kGroupedGemm{"", "", "", "", "", "", "grouped", "gemm"},
+      kGroupedSmall{"", "", "", "", "", "", "grouped", "small"};
+  struct Shape {
+    int64_t B, S;
+    const Mode* mode;
+  };
+  int k = 0;
+  for (const Shape& sh : {Shape{1, 293, &kGroupedGemm}, Shape{1, 296, &kGroupedGemm}, Shape{2, 64, &kGroupedSmall},
+                          Shape{1, 131, &kThinQkv}}) {
+    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 128);
+    SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name());
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(490 + k++), tools::default_scalars(kOp));
+    {
+      const ScopedEnv pdl("ATTNBWD_CUDA_GQA_PDL", "auto");
+      check(in, axes, smallest_atol(kOp), {*sh.mode});
+    }
+    const auto plain = outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_PDL", "off");
+    for (const char* v : {"auto", "thin"})
+      expect_same_outputs(outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_PDL", v), plain,
+                          std::string("ATTNBWD_CUDA_GQA_PDL=") + v + " against off");
+  }
+}
+
 // The softmax row kernel with R rows per warp (ATTNBWD_CUDA_GQA_ROWS=2|4|8: the warp's rows one after another, the
 // next row's P and dP prefetched into L2) does each row's math in the order of one row per warp (1): the same bits, on
 // the padded (S = 75, 131, 300) and unpadded (S = 40, 128, 520) GEMM attention paths, rows of one to three 256-column
