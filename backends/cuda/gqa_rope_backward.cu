@@ -578,7 +578,7 @@ DaPath da_path() { return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", 
 // finishes, and wait for it before loading dXp; the grouped launch's (linear_backward_sm90.cu) set up and wait before
 // their first load. auto: both; thin: the thin launch only (the grouped one plain, as before the fortieth session); off:
 // plain launches. The same bits. Measured on an H200: thin 1.019-1.023x per call at #5, #13, #2 (nineteenth session);
-// the grouped launch's at #7 in the fortieth session (perf/NOTES.md).
+// the grouped launch's 1.009x at #7 (fortieth session, three interleaved rounds; #12, without it, 0.996x).
 int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "thin"}); }
 bool thin_pdl() { return pdl_switch() != 1; }
 bool grouped_pdl() { return pdl_switch() == 0; }
