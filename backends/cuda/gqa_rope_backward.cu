@@ -580,8 +580,6 @@ DaPath da_path() { return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", 
 // plain launches. The same bits. Measured on an H200: thin 1.019-1.023x per call at #5, #13, #2 (nineteenth session);
 // the grouped launch's 1.009x at #7 (fortieth session, three interleaved rounds; #12, without it, 0.996x).
 int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "thin"}); }
-bool thin_pdl() { return pdl_switch() != 1; }
-bool grouped_pdl() { return pdl_switch() == 0; }
 
 // From this many tokens auto takes GROUP=on (below). Measured on an H200 (twenty-second session, perf/NOTES.md; two and
 // three runs per side, interleaved): late + group against early + per-head 1.03x at #0, #1, #3, #8, 1.04x at #15,
@@ -740,7 +738,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
   const bool merge_scalar_switch = merge_scalar();
-  const bool thin_pdl_switch = thin_pdl(), grouped_pdl_switch = grouped_pdl();
+  const int pdl = pdl_switch();
+  const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
   // buffers have Sp = S8 rows per head and P gets a padded copy; otherwise Sp = S.
   const int64_t S8 = round_up(S, 8);
@@ -1201,11 +1200,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
         stages.fork(ctx);
         gemm(ctx, 1, side, gk, dS, Q, dK32);
         stages.mark_side(ctx);
-        if (pad) dv_gemm();
-      } else {
-        if (pad) dv_gemm();
-        gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gk, dS, Q, dK32);
       }
+      if (pad) dv_gemm();
+      if (!dk_on_side) gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gk, dS, Q, dK32);
       g.trans_a = false;
       gemm(ctx, 0, stream, g, dS, K, dQ32);
     }

@@ -815,7 +815,7 @@ TEST(CudaGqaRope, KvWeightGradientsUnderDqMatchTheOracle) {
 // attention paths and the small path; acc rerun for the same bits and auto giving acc's bits; dK32 on the side stream (ATTNBWD_CUDA_GQA_DKSIDE=on: the padded GEMM attention
 // path with late grad_o_weight) against the oracle per query head and over the group (ATTNBWD_CUDA_GQA_GROUP=on), with
 // the dP + softmax kernel and the row kernel, and with the cuBLASLt choices untimed (ATTNBWD_CUDA_LT_TUNE=off: the same
-// algorithm for a description on either stream) the bits of off; both together. Scratch poisoned at every call. acc with
+// algorithm for a description on either stream) the bits of off; on with either sum. Scratch poisoned at every call. acc with
 // the grouped launch and on where the form does not run (S % 8 == 0; early grad_o_weight) are Errors naming the switch
 // before any output is written.
 TEST(CudaGqaRope, DxSumAccAndDkSideMatchTheOracle) {
@@ -850,8 +850,8 @@ TEST(CudaGqaRope, DxSumAccAndDkSideMatchTheOracle) {
       const ScopedEnv late("ATTNBWD_CUDA_GQA_DWO", "late");
       {
         const ScopedEnv on("ATTNBWD_CUDA_GQA_DKSIDE", "on");
-        check_against(want, in, axes, smallest_atol(kOp), {kGemm, kGroup, kGemmSeparate});
-        const ScopedEnv acc("ATTNBWD_CUDA_GQA_DXSUM", "acc");
+        check_against(want, in, axes, smallest_atol(kOp), {kGemm, kGroup, kGemmSeparate});  // (with auto's acc)
+        const ScopedEnv add3("ATTNBWD_CUDA_GQA_DXSUM", "add3");
         check_against(want, in, axes, smallest_atol(kOp), {kGemmSeparate});
       }
       const ScopedEnv untimed("ATTNBWD_CUDA_LT_TUNE", "off");
