@@ -594,11 +594,7 @@ void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
   ATTNBWD_CUDA_CHECK(cudaFuncGetAttributes(&fa, second));
   cudaLaunchAttribute attrs[2];
   unsigned n = 0;
-  if (fa.binaryVersion >= 90) {
-    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
+  if (fa.binaryVersion >= 90) attrs[n++] = programmatic_dependent_attribute();
   if (merged) {
     attrs[n].id = cudaLaunchAttributeClusterDimension;
     attrs[n].val.clusterDim.x = 1, attrs[n].val.clusterDim.y = static_cast<unsigned>(G), attrs[n].val.clusterDim.z = 1;

@@ -6,7 +6,18 @@
 // make such machine code a programmatic dependent (gqa_small_attn_launch checks the kernel's binaryVersion).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 namespace attnbwd::cuda {
+
+// Host side: the launch attribute that makes a cudaLaunchKernelEx launch a programmatic dependent of the kernel queued
+// just before it on the same stream (the launched kernel must call griddep_wait before it reads what that kernel writes).
+inline cudaLaunchAttribute programmatic_dependent_attribute() {
+  cudaLaunchAttribute a{};
+  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  a.val.programmaticStreamSerializationAllowed = 1;
+  return a;
+}
 
 __device__ __forceinline__ void griddep_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

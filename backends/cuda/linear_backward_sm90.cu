@@ -1127,9 +1127,7 @@ void linear_backward_launch(const LinearBackward& p, const LinearBackwardPlan& p
   }
   const bool pdl = after_own_kernel && !plan.coop;  // (cooperative grids: a plain launch)
   if (pdl) {  // a programmatic dependent of the kernel before it (the caller's contract in the header)
-    attr[1] = cudaLaunchAttribute{};
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    attr[1] = programmatic_dependent_attribute();
     cfg.attrs = attr, cfg.numAttrs = 2;
   }
   if (grouped)

@@ -546,16 +546,13 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
   cudaLaunchAttribute attr[2];
   cudaLaunchConfig_t cfg = cluster_config<MB, DW>(plan.cluster ? plan.ranges : 1, plan.grid, stream, attr[0]);
   if (pdl) {  // a programmatic dependent of the caller's previous kernel (linear_thin_launch's contract)
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    attr[1] = programmatic_dependent_attribute();
     cfg.attrs = attr, cfg.numAttrs = 2;
   }
   ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB, DW>, maps, prm));
   ATTNBWD_CUDA_CHECK_LAUNCH();
   if (plan.ranges > 1 && !plan.cluster) {  // the partials' sum, a programmatic dependent of the main kernel
-    cudaLaunchAttribute pdl;
-    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute pdl = programmatic_dependent_attribute();
     cudaLaunchConfig_t rc{};
     rc.gridDim = dim3(8 * MB, static_cast<unsigned>(plan.slices));
     rc.blockDim = dim3(256);

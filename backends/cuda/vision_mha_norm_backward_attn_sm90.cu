@@ -985,9 +985,7 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl><<<grid, ws::kThreads3, bytes, stream>>>(m.k, m.v, m.dO, m.Pq, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   if constexpr (kPdl) {  // the dK/dV kernel as a programmatic dependent of the dQ kernel
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attr[1] = {programmatic_dependent_attribute()};
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(ws::kThreads3);

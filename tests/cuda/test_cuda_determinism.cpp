@@ -17,6 +17,15 @@
 
 #if defined(KOKKOS_ENABLE_CUDA) && defined(ATTNBWD_HAVE_CUDA_FAST_PATH)
 
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "common/rng.hpp"
+#include "cuda/context.hpp"
 #include "cuda/lt_gemm.hpp"
 #include "tests/common/cuda_case.hpp"
 
@@ -133,6 +142,75 @@ TEST(CudaDeterminism, DeterministicCallsTakeTheUntunedGemms) {
   det2.run(d);
   expect_same_bits(det.result(), off.result(), "deterministic against ATTNBWD_CUDA_LT_TUNE=off");
   expect_same_bits(det2.result(), det.result(), "deterministic after a default call");
+}
+
+// A GEMM that accumulates into its output (beta = 1, as gqa's dXk and dXv GEMMs add into grad_hidden_states) is timed
+// at its first call like any other, on a zeroed scratch of C's footprint: C is an input there, so the candidates' runs
+// must not touch it. Checked: the description is timed (the process's count grows by one) and C comes out as
+// bf16(C0 + A·B), one addition, against a float64 sum of the same bf16 inputs (a timing run in place would have added
+// A·B once per run, 3 rounds × every candidate); the next call, on the process's choice, adds once more. Before them,
+// ATTNBWD_CUDA_LT_TUNE=beta0 (the diagnostic form of the old rule) leaves the description untimed (the count stays 0).
+TEST(CudaDeterminism, AccumulatingGemmIsTimedOnAScratchAndAddsOnce) {
+  ATTNBWD_SEED_TRACE();
+  constexpr std::int64_t M = 301, N = 640, K = 384;  // a description no other test uses
+  Rng rng(fresh_seed(912));
+  std::vector<bf16> a(M * K), b(K * N), c0(M * N);
+  for (auto& x : a) x = bf16(static_cast<float>(rng.normal()));
+  for (auto& x : b) x = bf16(static_cast<float>(rng.normal()));
+  for (auto& x : c0) x = bf16(static_cast<float>(4.0 * rng.normal()));
+  void *da = nullptr, *db = nullptr, *dc = nullptr;
+  ASSERT_EQ(cudaMalloc(&da, a.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&db, b.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dc, c0.size() * 2), cudaSuccess);
+  struct Free {
+    void *a, *b, *c;
+    ~Free() { cudaFree(a), cudaFree(b), cudaFree(c); }
+  } guard{da, db, dc};
+  ASSERT_EQ(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dc, c0.data(), c0.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  cuda::Gemm g;
+  g.M = M, g.N = N, g.K = K, g.lda = K, g.ldb = N, g.ldc = N;
+  std::vector<double> ab(M * N, 0.0);
+  for (std::int64_t i = 0; i < M; ++i)
+    for (std::int64_t k = 0; k < K; ++k) {
+      const double x = static_cast<double>(a[i * K + k].to_float());
+      for (std::int64_t j = 0; j < N; ++j) ab[i * N + j] += x * static_cast<double>(b[k * N + j].to_float());
+    }
+  cuda::lt_forget_timed_choices();
+  std::vector<bf16> c(M * N), prev = c0;
+  for (int call = 0; call < 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    const ScopedEnv tune("ATTNBWD_CUDA_LT_TUNE", call == 0 ? "beta0" : "on");
+    std::string err;
+    // A thread of its own: a fresh Context, whose algorithm cache has not seen the description (also under
+    // --gtest_repeat); the last call's thread takes the choice timed by the one before from the process-wide choices.
+    std::thread([&] {
+      try {
+        cuda::Context& ctx = cuda::Context::current();
+        ctx.claim(nullptr);
+        cuda::gemm(ctx, 0, nullptr, g, da, db, dc, 1.0f, 1.0f);
+        ctx.release(nullptr);
+      } catch (const std::exception& e) {
+        err = e.what();
+      }
+    }).join();
+    ASSERT_EQ(err, "");
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cuda::lt_timed_descriptions(), call == 0 ? 0 : 1)
+        << (call == 0 ? "beta0 timed an accumulating GEMM" : "the beta = 1 description was not timed, or timed twice");
+    ASSERT_EQ(cudaMemcpy(c.data(), dc, c.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::int64_t bad = 0;
+    for (std::int64_t e = 0; e < M * N; ++e) {
+      // fp32 accumulation of K products, one bf16 rounding: |err| <= 2^-8 |ref| + fp32 accumulation error
+      const double ref = static_cast<double>(prev[e].to_float()) + ab[e];
+      const double got = static_cast<double>(c[e].to_float());
+      if (!(std::fabs(got - ref) <= 0.0079 * std::fabs(ref) + 1e-3) && bad++ < 5)
+        ADD_FAILURE() << "C[" << e / N << "][" << e % N << "] = " << got << ", expected " << ref;
+    }
+    EXPECT_EQ(bad, 0) << "elements off";
+    prev = c;
+  }
 }
 
 }  // namespace
