@@ -30,7 +30,8 @@ for v in 12:auto 13:auto 13:off; do
   python3 perf/scripts/timeline.py $R/tl/gqa-$w-$pdl.txt > $R/tl/gqa-$w-$pdl-print.txt 2>&1
 done
 echo "tl t=$SECONDS"
-ok && PB suite-gqa_rope_backward $P gqa_rope_backward all
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $gpu"
+case $gpu in *H200*) ok && PB suite-gqa_rope_backward $P gqa_rope_backward all ;; *) echo "no suite: not an H200" ;; esac
 python3 - "$R/suite-gqa_rope_backward.json" <<'PY' 2>&1 | tail -1
 import json, math, sys
 b = json.load(open(sys.argv[1]))["benchmarks"]
