@@ -213,15 +213,13 @@ void Context::mark_side() { ATTNBWD_CUDA_CHECK(cudaEventRecord(mark_, side_)); }
 void Context::wait_side_mark(cudaStream_t main) { ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, mark_, 0)); }
 
 void Context::claim(cudaStream_t stream, bool allowed) {
-  // ATTNBWD_CUDA_LT_TUNE=auto|off|on|verbose|main|beta0 (backends/cuda/README.md "Switches"): auto times the choices
-  // unless the call is deterministic; main (diagnostic) as auto for the caller's-stream GEMMs only; beta0 (diagnostic)
-  // as auto for the GEMMs that overwrite C only (the rule before the forty-first session: accumulating GEMMs untimed).
+  // ATTNBWD_CUDA_LT_TUNE=auto|off|on|verbose|main (backends/cuda/README.md "Switches"): auto times the choices
+  // unless the call is deterministic; main (diagnostic) as auto for the caller's-stream GEMMs only.
   // ATTNBWD_CUDA_LT_TUNE_GAIN=PCT (diagnostic, 0-50): the gain a timed candidate needs, 2 % by default.
-  const int sw = env_switch("ATTNBWD_CUDA_LT_TUNE", {"auto", "off", "on", "verbose", "main", "beta0"});
+  const int sw = env_switch("ATTNBWD_CUDA_LT_TUNE", {"auto", "off", "on", "verbose", "main"});
   LtTune t;
-  t.mode = sw == 1 || ((sw == 0 || sw == 4 || sw == 5) && !allowed) ? 0 : sw == 3 ? 2 : 1;
+  t.mode = sw == 1 || ((sw == 0 || sw == 4) && !allowed) ? 0 : sw == 3 ? 2 : 1;
   t.main_only = sw == 4;
-  t.overwrite_only = sw == 5;
   if (const char* v = std::getenv("ATTNBWD_CUDA_LT_TUNE_GAIN"); v != nullptr && *v != '\0') {
     char* end = nullptr;
     const double pct = std::strtod(v, &end);

@@ -68,7 +68,6 @@ class Context {
   struct LtTune {
     int mode = 0;            // 0: first heuristic answer; 1: timed choice (lt_gemm.cu); 2: timed and printed
     bool main_only = false;  // timed choices for the GEMMs on the caller's stream (slot 0) only
-    bool overwrite_only = false;  // timed choices for the GEMMs with beta = 0 only (accumulating ones: first answers)
     float gain = 0.02f;      // the gain over the first answer a timed candidate needs
   };
   void claim(cudaStream_t stream, bool allowed = true);

@@ -26,7 +26,8 @@
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp: one pass, or on the small
 //     attention path the two kernels' epilogues (ATTNBWD_CUDA_GQA_MERGE; the same bits).
 //  7. grad_{q,k,v}_weight = bf16(dXpᵀ·Xh) on the side stream; dXq into grad_hidden_states on the main stream, then
-//     dXk and dXv added into it by cuBLASLt's C operand: bf16(acc_v + bf16(acc_k + bf16(acc_q)))
+//     dXk and dXv added into it by cuBLASLt's C operand: bf16(bf16(acc_v) + bf16(bf16(acc_k) + bf16(acc_q))) (cuBLASLt's
+//     bf16 epilogue rounds the product before it adds C: the reference's rounding points)
 //     (ATTNBWD_CUDA_GQA_DXSUM; add3: dXk, dXv as bf16 scratch and the reference's bf16(bf16(dXq + dXk) + dXv)
 //     by one pass, as with the sm_90a pairs of ATTNBWD_CUDA_GQA_PROJ=sm90). On sm_90
 //     (ATTNBWD_CUDA_GQA_QKV, auto) all of it is one launch where T ≤ 384: the thin-T kernel (linear_thin_sm90.cu)
@@ -642,9 +643,10 @@ bool kvw_under() { return env_switch("ATTNBWD_CUDA_GQA_KVW", {"auto", "after", "
 // ATTNBWD_CUDA_GQA_DXSUM=auto|add3|acc, the separate cuBLASLt q/k/v path (three dX GEMMs): how grad_hidden_states =
 // dXq + dXk + dXv is formed. add3: dXk and dXv into scratch, then bf16(bf16(dXq + dXk) + dXv) by one element-wise pass,
 // the reference's two rounded additions. acc: the dXk and dXv GEMMs add into grad_hidden_states through cuBLASLt's C
-// operand (beta = 1, in place): bf16(acc_v + bf16(acc_k + bf16(acc_q))), one rounding fewer per addition (the
-// product's fp32 sum is not rounded before it is added: within the spec's tolerance by far, as the grouped launches'
-// single rounding is), no scratch writes of dXk and dXv and no add pass. auto = acc on that path (add3 with the sm_90a
+// operand (beta = 1, in place), no scratch writes of dXk and dXv and no add pass. Its rounding points are add3's:
+// cuBLASLt's bf16 epilogue rounds the product to bf16 before it adds C (measured on an H100, forty-first session:
+// every result of a beta = 1 GEMM a sum of two bf16 grids; CudaDeterminism.AccumulatingGemmIsNotTimedAndAddsOnce;
+// whether every sum is add3's bits exactly is not checked). auto = acc on that path (add3 with the sm_90a
 // pairs, ATTNBWD_CUDA_GQA_PROJ=sm90). Measured on an H200 (fortieth session, three interleaved rounds;
 // perf/NOTES.md): acc 1.012x at #0, 1.002x at #1, 1.014x at #4 and #12 — the add pass ended the call 2.5-5 µs after the
 // last weight gradient and slowed it. acc where the separate cuBLASLt path does not run is an Error.

@@ -161,37 +161,14 @@ struct LtCall {
 // Times each usable candidate kTuneRounds times on `call.stream` (round-robin, each run after a write of twice
 // the L2 so that every run starts with cold caches, as a call does; the write is skipped where its buffer
 // cannot be had) and returns the index of the fastest by its best round; a candidate must beat the first
-// answer by `gain` (2 % by default) to be taken (timing noise must not flip choices between processes for nothing). With
-// beta = 0 the runs write C (the chosen algorithm's run afterwards writes it again); with beta != 0 (C is an input: an
-// accumulation in place) they read and write a zeroed scratch of C's footprint instead, so C is left as it was; where that
-// scratch cannot be had the first answer is taken untimed. Synchronises the stream.
-int tune_pick(const LtCall& call_in, const cublasLtMatmulHeuristicResult_t* res, int found, bool verbose, float gain,
+// answer by `gain` (2 % by default) to be taken (timing noise must not flip choices between processes for nothing). The runs
+// write C (call.beta = 0 only: the chosen algorithm's run afterwards writes it again). Synchronises the stream.
+int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, int found, bool verbose, float gain,
               const Gemm& g) {
   std::vector<int> cand;
   for (int i = 0; i < found; ++i)
     if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= Context::kLtWorkspaceBytes) cand.push_back(i);
   if (cand.size() < 2) return 0;
-  struct Scratch {  // C's stand-in where beta != 0; freed (stream-ordered) also when a check below throws
-    void* p = nullptr;
-    cudaStream_t s;
-    ~Scratch() {
-      if (p) cudaFreeAsync(p, s);
-    }
-  } scratch{nullptr, call_in.stream};
-  LtCall call = call_in;
-  if (call.beta != 0.0f) {
-    const std::uint64_t span = static_cast<std::uint64_t>(g.count - 1) * static_cast<std::uint64_t>(g.stride_c) +
-                               static_cast<std::uint64_t>(g.M - 1) * static_cast<std::uint64_t>(g.ldc) +
-                               static_cast<std::uint64_t>(g.N);
-    const std::size_t c_bytes = static_cast<std::size_t>(span * bytes_of(g.c_type));
-    if (cudaMallocAsync(&scratch.p, c_bytes, call.stream) != cudaSuccess) {
-      cudaGetLastError();
-      scratch.p = nullptr;
-      return 0;
-    }
-    ATTNBWD_CUDA_CHECK(cudaMemsetAsync(scratch.p, 0, c_bytes, call.stream));
-    call.C = scratch.p;
-  }
   int l2 = 0;
   ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, call.ctx->device()));
   const std::size_t flush_bytes = 2 * static_cast<std::size_t>(l2);
@@ -233,10 +210,6 @@ int tune_pick(const LtCall& call_in, const cublasLtMatmulHeuristicResult_t* res,
   if (flush) {
     ATTNBWD_CUDA_CHECK(cudaFreeAsync(flush, call.stream));
     flush = nullptr;
-  }
-  if (scratch.p) {
-    ATTNBWD_CUDA_CHECK(cudaFreeAsync(scratch.p, call.stream));
-    scratch.p = nullptr;
   }
   ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(call.stream));
   std::vector<float> best(n, 1e30f);
@@ -297,7 +270,7 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
   // Whether this description's algorithm is timed at its first call (Context::LtTune, set by claim from
   // ATTNBWD_CUDA_LT_TUNE): part of the key, so timed and first-answer choices are cached apart.
   const Context::LtTune& lt = ctx.lt_tune();
-  const int tune = (lt.main_only && slot != 0) || (lt.overwrite_only && beta != 0.0f) ? 0 : lt.mode;
+  const int tune = lt.main_only && slot != 0 ? 0 : lt.mode;
   const Context::AlgoKey key{g.trans_a,
                              g.trans_b,
                              g.M,
@@ -357,7 +330,10 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
       if (st == CUBLAS_STATUS_SUCCESS && found > 0 && results[0].state == CUBLAS_STATUS_SUCCESS) {
         int pick = 0;
         bool time_it = false;
-        if (tune && found > 1 && !capturing(stream)) {
+        // Accumulating GEMMs (beta != 0: gqa's dXk and dXv add into grad_hidden_states) take the first answer: the
+        // timing runs would write C, an input there. Timed on a scratch of C's footprint instead (forty-first
+        // session, H100, perf/NOTES.md) the first answer won at #0 and the calls were no faster (0.986-1.006x).
+        if (tune && found > 1 && beta == 0.0f && !capturing(stream)) {
           const std::lock_guard<std::mutex> lock(shared.m);
           if (shared.timed < kMaxTimed) ++shared.timed, time_it = true;
         }

@@ -144,13 +144,13 @@ TEST(CudaDeterminism, DeterministicCallsTakeTheUntunedGemms) {
   expect_same_bits(det2.result(), det.result(), "deterministic after a default call");
 }
 
-// A GEMM that accumulates into its output (beta = 1, as gqa's dXk and dXv GEMMs add into grad_hidden_states) is timed
-// at its first call like any other, on a zeroed scratch of C's footprint: C is an input there, so the candidates' runs
-// must not touch it. Checked: the description is timed (the process's count grows by one) and C comes out as
-// bf16(C0 + A·B), one addition, against a float64 sum of the same bf16 inputs (a timing run in place would have added
-// A·B once per run, 3 rounds × every candidate); the next call, on the process's choice, adds once more. Before them,
-// ATTNBWD_CUDA_LT_TUNE=beta0 (the diagnostic form of the old rule) leaves the description untimed (the count stays 0).
-TEST(CudaDeterminism, AccumulatingGemmIsTimedOnAScratchAndAddsOnce) {
+// A GEMM that accumulates into its output (beta = 1, as gqa's dXk and dXv GEMMs add into grad_hidden_states, DXSUM=acc)
+// is never timed (ATTNBWD_CUDA_LT_TUNE's timing runs write C, an input there): under tuning on, the process's count of
+// timed descriptions stays 0 and C comes out as C0 + A·B, added once, against a float64 sum of the same bf16 inputs (a
+// timing run in place would have added A·B once per run); the next call adds once more. The tolerance allows two
+// roundings: cuBLASLt's bf16 epilogue rounds the product to bf16 before it adds C (measured on an H100 in the
+// forty-first session: every result a sum of two bf16 grids), as the reference's bf16(dXq + bf16(dXk)) does.
+TEST(CudaDeterminism, AccumulatingGemmIsNotTimedAndAddsOnce) {
   ATTNBWD_SEED_TRACE();
   constexpr std::int64_t M = 301, N = 640, K = 384;  // a description no other test uses
   Rng rng(fresh_seed(912));
@@ -179,12 +179,12 @@ TEST(CudaDeterminism, AccumulatingGemmIsTimedOnAScratchAndAddsOnce) {
     }
   cuda::lt_forget_timed_choices();
   std::vector<bf16> c(M * N), prev = c0;
-  for (int call = 0; call < 3; ++call) {
+  const ScopedEnv tune("ATTNBWD_CUDA_LT_TUNE", "on");
+  for (int call = 0; call < 2; ++call) {
     SCOPED_TRACE("call " + std::to_string(call));
-    const ScopedEnv tune("ATTNBWD_CUDA_LT_TUNE", call == 0 ? "beta0" : "on");
     std::string err;
     // A thread of its own: a fresh Context, whose algorithm cache has not seen the description (also under
-    // --gtest_repeat); the last call's thread takes the choice timed by the one before from the process-wide choices.
+    // --gtest_repeat).
     std::thread([&] {
       try {
         cuda::Context& ctx = cuda::Context::current();
@@ -197,15 +197,15 @@ TEST(CudaDeterminism, AccumulatingGemmIsTimedOnAScratchAndAddsOnce) {
     }).join();
     ASSERT_EQ(err, "");
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cuda::lt_timed_descriptions(), call == 0 ? 0 : 1)
-        << (call == 0 ? "beta0 timed an accumulating GEMM" : "the beta = 1 description was not timed, or timed twice");
+    EXPECT_EQ(cuda::lt_timed_descriptions(), 0) << "an accumulating GEMM was timed";
     ASSERT_EQ(cudaMemcpy(c.data(), dc, c.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
     std::int64_t bad = 0;
     for (std::int64_t e = 0; e < M * N; ++e) {
-      // fp32 accumulation of K products, one bf16 rounding: |err| <= 2^-8 |ref| + fp32 accumulation error
+      // fp32 accumulation of K products, A·B rounded to bf16, the sum rounded to bf16: each rounding at most 2^-9 of
+      // its value (allowed 2^-8), plus the fp32 accumulation error (allowed 1e-3)
       const double ref = static_cast<double>(prev[e].to_float()) + ab[e];
       const double got = static_cast<double>(c[e].to_float());
-      if (!(std::fabs(got - ref) <= 0.0079 * std::fabs(ref) + 1e-3) && bad++ < 5)
+      if (!(std::fabs(got - ref) <= 0.0039 * (std::fabs(ab[e]) + std::fabs(ref)) + 1e-3) && bad++ < 5)
         ADD_FAILURE() << "C[" << e / N << "][" << e % N << "] = " << got << ", expected " << ref;
     }
     EXPECT_EQ(bad, 0) << "elements off";
