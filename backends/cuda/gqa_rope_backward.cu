@@ -307,9 +307,6 @@ __global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__
     load_w(g + half, g1);
     dst = o + slot * D + d0;
   } else {
-    // dK32 may be the kernel before this one, of which this pass is then a programmatic dependent (the q slots above
-    // read dQ, complete before that kernel began): without the launch attribute this returns at once.
-    griddep_wait();
     const bool is_k = slot < Hq + Hkv;
     const int j = is_k ? slot - Hq : slot - Hq - Hkv;
     const bf* src = is_k ? dk : dv;
@@ -585,15 +582,6 @@ DaPath da_path() { return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", 
 // the grouped launch's 1.009x at #7 (fortieth session, three interleaved rounds; #12, without it, 0.996x).
 int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "thin"}); }
 
-// ATTNBWD_CUDA_GQA_MERGE_PDL=auto|off|on: on the GEMM attention path with late grad_o_weight (dK32 and dQ on the caller's
-// stream, then the merge pass), dQ's GEMM first, then dK32's, and the merge pass as a programmatic dependent of dK32's
-// GEMM: where that kernel lets dependents start before it ends (griddepcontrol.launch_dependents in cuBLASLt's kernel),
-// the pass's q slots (RoPE of dQ, 2/3 of its items, which need only dQ) run beside it and only its k and v slots wait
-// for it (griddep_wait); where it does not, the pass starts when the GEMM ends, as before. The same bits (the same GEMMs
-// and pass; their order only). Forty-first session: the pass takes ~10-12 µs beside grad_o_weight at T = 256-512
-// against ~4 µs alone (timelines, perf/NOTES.md). auto = off until measured.
-int merge_pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_MERGE_PDL", {"auto", "off", "on"}); }
-
 // From this many tokens auto takes GROUP=on (below). Measured on an H200 (twenty-second session, perf/NOTES.md; two and
 // three runs per side, interleaved): late + group against early + per-head 1.03x at #0, #1, #3, #8, 1.04x at #15,
 // 1.00-1.01x at the other T ≥ 691; at T ≤ 512 group 0.99-1.00x. DWO=late is auto at every T since the twenty-third
@@ -754,7 +742,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
   const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;
-  const bool merge_pdl_asked = merge_pdl_switch() == 2;
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
   // buffers have Sp = S8 rows per head and P gets a padded copy; otherwise Sp = S.
   const int64_t S8 = round_up(S, 8);
@@ -999,13 +986,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     throw Error("ATTNBWD_CUDA_GQA_DKSIDE", "on: the padded GEMM attention path with late grad_o_weight and two streams "
                                             "queues dK32 there, not taken here (the small or key-major kernels, S % 8 == "
                                             "0, ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
-  if (merge_pdl_asked && !(gemm_attn && late && !dk_on_side))
-    throw Error("ATTNBWD_CUDA_GQA_MERGE_PDL", "on: the GEMM attention path with late grad_o_weight queues dK32 right "
-                                                "before the merge pass, not taken here (the small or key-major kernels, "
-                                                "the sm_90a o-pair, ATTNBWD_CUDA_GQA_DWO=early or "
-                                                "ATTNBWD_CUDA_GQA_DKSIDE=on)");
-  // (with the diagnostic stage split, whose events sit between the kernels, the plain order)
-  const bool merge_after_dk = merge_pdl_asked && !stages.on();
   // early dWo shares the GPU with dA, which is on the critical path: all SMs there
   const int dwo_target = dwo_sm_target(ctx, T, use_small, use_kv);  // (a malformed value is an Error on any path)
   const int dwo_sms = all_sm90 || !late ? 0 : dwo_target;
@@ -1042,7 +1022,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     gemm(ctx, 1, side, g, dQKVp + off, a.hidden_states.data, grad_w);
   };
   // Steps 6-8 (the merge pass) on stream st: part 0 every slot, 1 the q slots (Hkv = 0), 2 the k and v slots.
-  const auto merge_launch = [&](cudaStream_t st, int part, bool after_dk = false) {
+  const auto merge_launch = [&](cudaStream_t st, int part) {
     const bool vec = D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar_switch;
     const bool g4 = Hq == 4 * Hkv;
     const auto merge = part == 2 ? (vec ? (g4 ? gqa_rope_merge<8, 4, true> : gqa_rope_merge<8, 0, true>)
@@ -1052,22 +1032,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     const int64_t slots = part == 0 ? Hq + 2 * Hkv : part == 1 ? Hq : 2 * Hkv;
     const int64_t items = T * slots * (D / 2 / (vec ? 8 : 1));
     const int threads = 256;
-    const int hkv = part == 1 ? 0 : static_cast<int>(Hkv);
-    if (after_dk) {  // a programmatic dependent of dK32's GEMM (ATTNBWD_CUDA_GQA_MERGE_PDL)
-      cudaLaunchAttribute attr = programmatic_dependent_attribute();
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(static_cast<unsigned>(blocks_for(items, threads)));
-      cfg.blockDim = dim3(threads);
-      cfg.stream = st;
-      cfg.attrs = &attr, cfg.numAttrs = 1;
-      ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, merge, static_cast<const bf*>(dQ32), static_cast<const bf*>(dK32),
-                                            static_cast<const bf*>(dV32), c(a.cos.data), c(a.sin.data), dQKVp, T, S, Sp,
-                                            static_cast<int>(Hq), hkv, static_cast<int>(D), QKV, k_summed, v_summed));
-    } else {
-      merge<<<blocks_for(items, threads), threads, 0, st>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp, T, S,
-                                                           Sp, static_cast<int>(Hq), hkv, static_cast<int>(D), QKV,
-                                                           k_summed, v_summed);
-    }
+    merge<<<blocks_for(items, threads), threads, 0, st>>>(dQ32, dK32, dV32, c(a.cos.data), c(a.sin.data), dQKVp, T, S, Sp,
+                                                         static_cast<int>(Hq), part == 1 ? 0 : static_cast<int>(Hkv),
+                                                         static_cast<int>(D), QKV, k_summed, v_summed);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   };
   // dA's SM target beside O on the side stream: the SMs O leaves.
@@ -1237,28 +1204,19 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
         stages.mark_side(ctx);
       }
       if (pad) dv_gemm();
-      if (merge_after_dk) {  // dQ, then (main: after dV32) dK32 right before the merge pass, its programmatic dependent
-        g.trans_a = false;
-        gemm(ctx, 0, stream, g, dS, K, dQ32);
-        stages.wait_side_mark(ctx);
-        gemm(ctx, 0, stream, gk, dS, Q, dK32);
-      } else {
-        if (!dk_on_side) gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gk, dS, Q, dK32);
-        g.trans_a = false;
-        gemm(ctx, 0, stream, g, dS, K, dQ32);
-      }
+      if (!dk_on_side) gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gk, dS, Q, dK32);
+      g.trans_a = false;
+      gemm(ctx, 0, stream, g, dS, K, dQ32);
     }
     stages.mark("dQ_dK");
-    if (merge_after_dk)
-      ;  // (waited for dV32 above)
-    else if (late)
+    if (late)
       stages.wait_side_mark(ctx);  // main: after dV32 (dWo keeps running on the side stream), or dK32 (and dWo) with DKSIDE
     else if (overlap)
       stages.join(ctx);  // main: after dV32 and dK32 exist
   }
   // 6-8. GQA sums, RoPE, merge (done already where the small kernels wrote the merged form).
   if (!sm.merged) {
-    merge_launch(stream, kvw_early ? 1 : 0, merge_after_dk);  // (the k/v half ran right after the key-major kernel)
+    merge_launch(stream, kvw_early ? 1 : 0);  // (the k/v half ran right after the key-major kernel)
     stages.mark("gqa_rope_merge");
   }
 

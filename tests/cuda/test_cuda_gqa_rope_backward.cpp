@@ -905,44 +905,6 @@ TEST(CudaGqaRope, QkvLaunchesAsProgrammaticDependentsGiveThePlainBits) {
   }
 }
 
-// ATTNBWD_CUDA_GQA_MERGE_PDL=on: on the GEMM attention path with late grad_o_weight, dQ's GEMM, then dK32's, and the
-// merge pass as a programmatic dependent of dK32's GEMM (its k and v slots wait for that grid; its q slots read dQ,
-// complete before it began). Padded (S = 131, 293) and not (S = 296), per query head and over the group (GROUP=on),
-// with the row kernel and the dP + softmax kernel: against the oracle, and the same bits as off (the same GEMMs and
-// pass in another order; the cuBLASLt choices untimed, so a description has one algorithm in both orders). Scratch
-// poisoned at every call (a k or v slot that read before its wait would read poison or the previous call's dK32). on
-// where the pass does not follow dK32 (the small kernels; early grad_o_weight) is an Error naming the switch before any
-// output is written.
-TEST(CudaGqaRope, MergeAfterDkGivesThePlainBits) {
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison"), untimed("ATTNBWD_CUDA_LT_TUNE", "off");
-  constexpr Mode kDpsmLate{"", "", "", "", "", "", "", "gemm", "", "late", "", "", "on"};
-  int k = 0;
-  for (const int64_t S : {131, 293, 296}) {
-    const tools::Axes axes = axes_of(1, S, 8, 2, 128, 128);
-    SCOPED_TRACE(tools::axes_to_string(axes));
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(630 + k++), tools::default_scalars(kOp));
-    {
-      const ScopedEnv on("ATTNBWD_CUDA_GQA_MERGE_PDL", "on");
-      check(in, axes, smallest_atol(kOp), {kLate, kGroupLate, kDpsmLate});
-    }
-    for (const Mode* m : {&kLate, &kGroupLate, &kDpsmLate}) {
-      if (!m->applies(axes) || (m->needs_sm90() && !is_sm90())) continue;
-      expect_same_outputs(outputs_with(in, axes, *m, "ATTNBWD_CUDA_GQA_MERGE_PDL", "on"),
-                          outputs_with(in, axes, *m, "ATTNBWD_CUDA_GQA_MERGE_PDL", "off"), m->name() + ": on against off");
-    }
-  }
-  const ScopedEnv on("ATTNBWD_CUDA_GQA_MERGE_PDL", "on");
-  {
-    const ScopedEnv small("ATTNBWD_CUDA_GQA_ATTN", "small");
-    expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(634), "ATTNBWD_CUDA_GQA_MERGE_PDL",
-                   "ATTNBWD_CUDA_GQA_MERGE_PDL=on with the small kernels");
-  }
-  const ScopedEnv gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm"), early("ATTNBWD_CUDA_GQA_DWO", "early");
-  expect_refused(axes_of(1, 131, 4, 1, 128, 64), fresh_seed(635), "ATTNBWD_CUDA_GQA_MERGE_PDL",
-                 "ATTNBWD_CUDA_GQA_MERGE_PDL=on with early grad_o_weight");
-}
-
 // The softmax row kernel with R rows per warp (ATTNBWD_CUDA_GQA_ROWS=2|4|8: the warp's rows one after another, the
 // next row's P and dP prefetched into L2) does each row's math in the order of one row per warp (1): the same bits, on
 // the padded (S = 75, 131, 300) and unpadded (S = 40, 128, 520) GEMM attention paths, rows of one to three 256-column
@@ -987,7 +949,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
     for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
-                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_MERGE_PDL"}) {
+                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
