@@ -281,12 +281,11 @@ __device__ __forceinline__ void store_w(bf* p, const bf (&x)[W]) {
 // (the same bits). G > 0: the group size Hq / Hkv, the group's loads unrolled (all in flight together); G = 0: any
 // group size, one head after another. kKv: the k and v slots only (the key-major path's early half with
 // ATTNBWD_CUDA_GQA_KVW=under; its q half is this kernel with Hkv = 0).
-template <int W, int G, bool kKv>
-__device__ __forceinline__ void gqa_rope_merge_body(const bf* __restrict__ dq, const bf* __restrict__ dk,
-                                                    const bf* __restrict__ dv, const bf* __restrict__ cos,
-                                                    const bf* __restrict__ sin, bf* __restrict__ out, int64_t T,
-                                                    int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo,
-                                                    bool k_summed, bool v_summed) {
+template <int W, int G, bool kKv = false>
+__global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
+                               const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out, int64_t T,
+                               int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo, bool k_summed,
+                               bool v_summed) {
   // The thin q/k/v launch that follows is a programmatic dependent: it may start its prologue (its loads of X and W,
   // which this kernel does not write) once every CTA here is resident, and waits for this grid before reading out.
   griddep_launch_dependents();
@@ -365,23 +364,6 @@ __device__ __forceinline__ void gqa_rope_merge_body(const bf* __restrict__ dq, c
   }
   store_w(dst, o0);
   store_w(dst + half, o1);
-}
-template <int W, int G, bool kKv = false>
-__global__ void gqa_rope_merge(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
-                               const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out, int64_t T,
-                               int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo, bool k_summed,
-                               bool v_summed) {
-  gqa_rope_merge_body<W, G, kKv>(dq, dk, dv, cos, sin, out, T, S, Sp, Hq, Hkv, D, ldo, k_summed, v_summed);
-}
-// The same pass with its registers bounded so that kMinBlocks CTAs of 256 threads fit an SM (ATTNBWD_CUDA_GQA_MERGE_OCC):
-// beside grad_o_weight, which holds 64 SMs whole, the pass's grid at T = 256-512 takes two or three waves on the other
-// 68 at five CTAs per SM (46 registers).
-template <int W, int G, int kMinBlocks>
-__global__ void __launch_bounds__(256, kMinBlocks)
-    gqa_rope_merge_bounded(const bf* __restrict__ dq, const bf* __restrict__ dk, const bf* __restrict__ dv,
-                           const bf* __restrict__ cos, const bf* __restrict__ sin, bf* __restrict__ out, int64_t T,
-                           int64_t S, int64_t Sp, int Hq, int Hkv, int D, int64_t ldo, bool k_summed, bool v_summed) {
-  gqa_rope_merge_body<W, G, false>(dq, dk, dv, cos, sin, out, T, S, Sp, Hq, Hkv, D, ldo, k_summed, v_summed);
 }
 
 // The softmax-backward row term for the key-major attention path: r[bh, q] = Σ_d dO[bh, q, d]·O[bh, q, d] with
@@ -600,14 +582,6 @@ DaPath da_path() { return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", 
 // the grouped launch's 1.009x at #7 (fortieth session, three interleaved rounds; #12, without it, 0.996x).
 int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "thin"}); }
 
-// ATTNBWD_CUDA_GQA_MERGE_OCC=auto|6|8: the merge pass (16-byte form, group size 4, every slot) compiled for 6 or 8 CTAs
-// of 256 threads per SM (__launch_bounds__: at most 40 or 32 registers) instead of the 5 its 46 registers allow. Beside
-// grad_o_weight (late, 64 whole SMs) at T = 256-512 the pass's 384-768 CTAs take two or three waves on the other 68 SMs:
-// ~5 µs each at #13 on an H200 (fortieth session's timeline: the second wave's CTAs started 4.8 µs after the first);
-// alone (the early-dWo timeline, forty-first session) the pass took 4.3 µs. The same math: the same bits.
-// auto = the unbounded kernel until measured.
-int merge_occ_switch() { return env_switch("ATTNBWD_CUDA_GQA_MERGE_OCC", {"auto", "6", "8"}); }
-
 // From this many tokens auto takes GROUP=on (below). Measured on an H200 (twenty-second session, perf/NOTES.md; two and
 // three runs per side, interleaved): late + group against early + per-head 1.03x at #0, #1, #3, #8, 1.04x at #15,
 // 1.00-1.01x at the other T ≥ 691; at T ≤ 512 group 0.99-1.00x. DWO=late is auto at every T since the twenty-third
@@ -766,7 +740,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
   const bool merge_scalar_switch = merge_scalar();
-  const int merge_occ = merge_occ_switch();
   const int pdl = pdl_switch();
   const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
@@ -1052,12 +1025,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const auto merge_launch = [&](cudaStream_t st, int part) {
     const bool vec = D % 16 == 0 && QKV % 8 == 0 && aligned16(a.cos.data) && aligned16(a.sin.data) && !merge_scalar_switch;
     const bool g4 = Hq == 4 * Hkv;
-    const bool bounded = part == 0 && vec && g4 && merge_occ != 0;
-    const auto merge = bounded ? (merge_occ == 1 ? gqa_rope_merge_bounded<8, 4, 6> : gqa_rope_merge_bounded<8, 4, 8>)
-                       : part == 2 ? (vec ? (g4 ? gqa_rope_merge<8, 4, true> : gqa_rope_merge<8, 0, true>)
-                                          : (g4 ? gqa_rope_merge<1, 4, true> : gqa_rope_merge<1, 0, true>))
-                                   : (vec ? (g4 ? gqa_rope_merge<8, 4> : gqa_rope_merge<8, 0>)
-                                          : (g4 ? gqa_rope_merge<1, 4> : gqa_rope_merge<1, 0>));
+    const auto merge = part == 2 ? (vec ? (g4 ? gqa_rope_merge<8, 4, true> : gqa_rope_merge<8, 0, true>)
+                                        : (g4 ? gqa_rope_merge<1, 4, true> : gqa_rope_merge<1, 0, true>))
+                                 : (vec ? (g4 ? gqa_rope_merge<8, 4> : gqa_rope_merge<8, 0>)
+                                        : (g4 ? gqa_rope_merge<1, 4> : gqa_rope_merge<1, 0>));
     const int64_t slots = part == 0 ? Hq + 2 * Hkv : part == 1 ? Hq : 2 * Hkv;
     const int64_t items = T * slots * (D / 2 / (vec ? 8 : 1));
     const int threads = 256;
