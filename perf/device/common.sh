@@ -41,4 +41,15 @@ shards() {
   wait
   echo "tests t=$SECONDS"; grep -hE '^\[ +(PASSED|FAILED) +\]|FAILED  \]' "$R"/tests-*.txt
 }
+# suite_e JSON...: for each suite JSON that exists, one line: its name, workload count, geomean E and the smallest E
+suite_e() {
+  local f
+  for f in "$@"; do
+    [ -f "$f" ] || continue
+    python3 -c 'import json, math, sys
+b = json.load(open(sys.argv[1]))["benchmarks"]
+e = [x["E"] for x in b if "E" in x]
+print(sys.argv[1].split("/")[-1], len(e), "workloads, geomean E", round(math.exp(sum(map(math.log, e)) / len(e)), 4), "min", round(min(e), 3))' "$f" 2>&1 | tail -1
+  done
+}
 fin() { echo "fin t=$SECONDS"; cd "$OUT" && tar czf r.tgz r && rm -rf r; }

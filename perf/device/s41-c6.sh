@@ -7,11 +7,5 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $
 case $gpu in *H200*) ;; *) echo "not an H200: no suites"; fin; exit 0 ;; esac
 ok && PB suite-out_proj_backward $P out_proj_backward all
 ok && PB suite-gqa_rope_backward $P gqa_rope_backward all
-for op in out_proj_backward gqa_rope_backward; do [ -f $R/suite-$op.json ] && python3 - "$R/suite-$op.json" <<'PY' 2>&1 | tail -1
-import json, math, sys
-b = json.load(open(sys.argv[1]))["benchmarks"]
-e = [x["E"] for x in b if "E" in x]
-print(sys.argv[1].split("/")[-1], len(e), "workloads, geomean E", round(math.exp(sum(map(math.log, e)) / len(e)), 4), "min", round(min(e), 3))
-PY
-done
+suite_e $R/suite-out_proj_backward.json $R/suite-gqa_rope_backward.json
 fin
