@@ -1068,9 +1068,13 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   if (all_sm90) {
     sm90_launch(ctx, oj, stream);
   } else {
-    if (pad_qkv_side) {  // the side stream from here on (not after dA), for the copies queued there after dA's launch
+    if (pad_qkv_side) {  // the padded copies of the inputs Q, K, V on the side stream, beside dA (nothing else there yet)
       stages.fork(ctx);
       forked = true;
+      const PadHeads qkv[3] = {{Q, Qp, Hq, Hq * S * D, D, S * D},
+                               {K, Kp, Hq, Hq * S * D, D, S * D},
+                               {V, Vp, Hq, Hq * S * D, D, S * D}};
+      pad_heads(qkv, 3, B, S, S8, D, side);
     }
     if (!late) {
       stages.fork(ctx);
@@ -1089,13 +1093,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
       g.sm_target = da_sms;
       gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
-    }
-    if (pad_qkv_side) {  // the padded copies of the inputs Q, K, V on the side stream, launched after dA so that dA's
-                         // CTAs are dispatched first and the copies take the SMs it leaves
-      const PadHeads qkv[3] = {{Q, Qp, Hq, Hq * S * D, D, S * D},
-                               {K, Kp, Hq, Hq * S * D, D, S * D},
-                               {V, Vp, Hq, Hq * S * D, D, S * D}};
-      pad_heads(qkv, 3, B, S, S8, D, side);
     }
     if (pad && pad_qkv_side) {  // dO's padded copy; then the caller's stream waits for the side stream's Q, K, V
       const PadHeads copies[1] = {{dA, dO, Hq, S * QP, QP, D}};
