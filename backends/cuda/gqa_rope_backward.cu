@@ -662,14 +662,6 @@ int dx_sum_switch() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3
 // it; so auto stays off. on where the form does not run is an Error.
 bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "on"}) == 2; }
 
-// ATTNBWD_CUDA_GQA_PADSIDE=auto|off|on, the padded attention path (S % 8 != 0) with late grad_o_weight: on makes the
-// padded copies of the inputs Q, K and V on the side stream from the op's start, beside dA (which holds 128 of the
-// SMs at #0, #1, #7), and only dO's after dA on the caller's stream, which then waits for the copies; off (auto): all
-// four in one launch after dA. The same copies: the same bits. Count (forty-first session): the one launch takes
-// 6.0 µs at #7, ~11 at #0, 15.1 at #1 (H200 timelines) for four tensors of T·Hq·D elements, three of them inputs.
-// on where the form does not run (no padding, early grad_o_weight, O on the side stream) is an Error.
-bool pad_side() { return env_switch("ATTNBWD_CUDA_GQA_PADSIDE", {"auto", "off", "on"}) == 2; }
-
 // ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
 // are sized for; the dQ GEMM is sized for the others. auto, on sm_90 (from the count, not measured): 66 of 132 (the dQ
 // GEMM's DRAM stream needs ~40 GB/s per SM on 66); elsewhere off. off: every SM for each.
@@ -747,7 +739,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool kvw_early = kvw_under();
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
-  const bool pad_side_asked = pad_side();
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
   const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;
@@ -991,11 +982,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // the view).
   bool forked = false;  // work on the side stream, joined at the end
   const bool late = !all_sm90 && dwo_late();
-  if (pad_side_asked && !(pad && late && !pv_on_side))
-    throw Error("ATTNBWD_CUDA_GQA_PADSIDE", "on: the padded attention path with late grad_o_weight copies Q, K and V on "
-                                            "the side stream, not taken here (S % 8 == 0 or no padding, "
-                                            "ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_PV=side)");
-  const bool pad_qkv_side = pad_side_asked && !all_sm90;
   if (dk_on_side && !(gemm_attn && late && pad && overlap))
     throw Error("ATTNBWD_CUDA_GQA_DKSIDE", "on: the padded GEMM attention path with late grad_o_weight and two streams "
                                             "queues dK32 there, not taken here (the small or key-major kernels, S % 8 == "
@@ -1068,14 +1054,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   if (all_sm90) {
     sm90_launch(ctx, oj, stream);
   } else {
-    if (pad_qkv_side) {  // the padded copies of the inputs Q, K, V on the side stream, beside dA (nothing else there yet)
-      stages.fork(ctx);
-      forked = true;
-      const PadHeads qkv[3] = {{Q, Qp, Hq, Hq * S * D, D, S * D},
-                               {K, Kp, Hq, Hq * S * D, D, S * D},
-                               {V, Vp, Hq, Hq * S * D, D, S * D}};
-      pad_heads(qkv, 3, B, S, S8, D, side);
-    }
     if (!late) {
       stages.fork(ctx);
       forked = true;
@@ -1094,12 +1072,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.sm_target = da_sms;
       gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
     }
-    if (pad && pad_qkv_side) {  // dO's padded copy; then the caller's stream waits for the side stream's Q, K, V
-      const PadHeads copies[1] = {{dA, dO, Hq, S * QP, QP, D}};
-      pad_heads(copies, 1, B, S, S8, D, stream);
-      stages.join(ctx);
-      Q = Qp, K = Kp, V = Vp;
-    } else if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
+    if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
       const PadHeads copies[4] = {{dA, dO, Hq, S * QP, QP, D},
                                   {Q, Qp, Hq, Hq * S * D, D, S * D},
                                   {K, Kp, Hq, Hq * S * D, D, S * D},

@@ -905,39 +905,6 @@ TEST(CudaGqaRope, QkvLaunchesAsProgrammaticDependentsGiveThePlainBits) {
   }
 }
 
-// ATTNBWD_CUDA_GQA_PADSIDE=on: the padded copies of Q, K and V on the side stream from the op's start, beside dA, and
-// dO's after dA on the caller's stream, which waits for them: the same copies as off's one launch, so the same bits.
-// Padded shapes (S = 131, 75, 293 on the GEMM path: per query head and over the group with the dP + softmax kernel, auto's
-// choice at these one-wave sizes, and with the row kernel) against the oracle with on, and on against off. Scratch poisoned at every
-// call (a GEMM that read a copy before it was made would read poison). on where the form does not run (S % 8 == 0;
-// early grad_o_weight) is an Error naming the switch before any output is written.
-TEST(CudaGqaRope, PadSideGivesThePlainBits) {
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison"), late("ATTNBWD_CUDA_GQA_DWO", "late");
-  struct Shape {
-    int64_t B, S;
-  };
-  int k = 0;
-  for (const Shape& sh : {Shape{1, 131}, Shape{2, 75}, Shape{1, 293}}) {
-    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 128);
-    SCOPED_TRACE(tools::axes_to_string(axes));
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(640 + k++), tools::default_scalars(kOp));
-    {
-      const ScopedEnv on("ATTNBWD_CUDA_GQA_PADSIDE", "on");
-      check(in, axes, smallest_atol(kOp), {kGemm, kGroup, kDpsmOff});
-    }
-    for (const Mode* m : {&kGemm, &kGroup, &kDpsmOff})
-      expect_same_outputs(outputs_with(in, axes, *m, "ATTNBWD_CUDA_GQA_PADSIDE", "on"),
-                          outputs_with(in, axes, *m, "ATTNBWD_CUDA_GQA_PADSIDE", "off"), m->name() + ": on against off");
-  }
-  const ScopedEnv on("ATTNBWD_CUDA_GQA_PADSIDE", "on"), gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
-  expect_refused(axes_of(1, 128, 4, 1, 128, 64), fresh_seed(644), "ATTNBWD_CUDA_GQA_PADSIDE",
-                 "ATTNBWD_CUDA_GQA_PADSIDE=on without padding");
-  const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early");
-  expect_refused(axes_of(1, 131, 4, 1, 128, 64), fresh_seed(645), "ATTNBWD_CUDA_GQA_PADSIDE",
-                 "ATTNBWD_CUDA_GQA_PADSIDE=on with early grad_o_weight");
-}
-
 // The softmax row kernel with R rows per warp (ATTNBWD_CUDA_GQA_ROWS=2|4|8: the warp's rows one after another, the
 // next row's P and dP prefetched into L2) does each row's math in the order of one row per warp (1): the same bits, on
 // the padded (S = 75, 131, 300) and unpadded (S = 40, 128, 520) GEMM attention paths, rows of one to three 256-column
@@ -982,7 +949,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
     for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
-                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_PADSIDE"}) {
+                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
