@@ -1262,7 +1262,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     }
   }
   // 10. grad_hidden_states = bf16(bf16(dXq + dXk) + dXv) (the grouped, thin and grouped-dX launches summed them
-  // already).
+  // already, and DXSUM=acc's GEMMs added dXk and dXv into it).
   if (!grouped && !thin && !grouped_dx && !dxsum_acc) {
     bf* h = m(a.grad_hidden_states.data);
     const int threads = 256;
