@@ -30,23 +30,14 @@ struct ThinPlan {
   bool cluster = false;  // the ranges of a slice are one cluster (else a second launch sums the partials)
   bool dx_only = false;  // dX alone: X and dW are not touched (may be null); W's ring takes their shared memory
   int kb_per_range = 0;
-  bool streamk = false;  // stream-K order: the slices × k-blocks units dealt out over `grid` CTAs (ranges = 1)
-  int units = 0;     // stream-K: slices × k-blocks
-  int grid = 0;      // slices × ranges CTAs (stream-K: at most the SMs)
-  std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1 or stream-K
+  int grid = 0;      // slices × ranges CTAs
+  std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1
 };
-
-// ATTNBWD_CUDA_THIN_ORDER: 0 auto, 1 ranges, 2 streamk; any other value is an Error naming it. linear_thin_plan reads
-// it; the ops read it up front too, so that a malformed value is an Error on every path before any output is written.
-int linear_thin_order();
 
 // Why this kernel cannot take the problem (empty: it can): linear_backward_unsupported's conditions and T ≤ 256.
 std::string linear_thin_unsupported(const LinearBackward& p);
 
-// The work split on a GPU with `sms` multiprocessors: as many k-ranges per slice (at most 8) as fill the SMs once;
-// or, with dW, stream-K order (ATTNBWD_CUDA_THIN_ORDER): the (slice, k-block) units in slice-major order dealt out
-// evenly over up to `sms` CTAs, a CTA crossing at most one slice boundary (two dX partials, X's next slice loaded
-// once the first slice's products are done), the partials of a slice summed in k order by the second launch.
+// The work split on a GPU with `sms` multiprocessors: as many k-ranges per slice (at most 8) as fill the SMs once.
 // dx_only: the launch computes dX = dY·W alone (a streaming GEMM that reads W once: gqa's dA at T ≤ 256).
 ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only = false);
 

@@ -432,24 +432,6 @@ TEST(CudaOutProj, ThinPathMatchesTheOracle) {
   }
 }
 
-// The thin kernel in stream-K order (ATTNBWD_CUDA_THIN_ORDER=streamk): the (slice, k-block) units dealt out evenly over
-// up to one CTA per SM, CTAs crossing one slice boundary (12 crossings at hidden 2048, 2304 and 3072) with two dX
-// partials, 1 to 8 partials per slice summed in k order by the second launch; T = 1 .. 256, the same shapes as the
-// ranges' test; scratch poisoned (an unwritten partial would be NaN); reruns on the same buffers.
-TEST(CudaOutProj, ThinPathInStreamKOrderMatchesTheOracle) {
-  if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison"), order("ATTNBWD_CUDA_THIN_ORDER", "streamk");
-  check_path("thin",
-             {{1, 1, 2, 8}, {1, 9, 4, 2}, {2, 33, 4, 6}, {1, 7, 32, 64}, {3, 65, 4, 64}, {1, 200, 2, 128},
-              {2, 128, 4, 128}, {4, 64, 4, 64}, {1, 256, 32, 64}, {2, 100, 32, 64}, {1, 131, 36, 64}, {2, 60, 48, 64}},
-             740);
-  // A malformed value: an Error naming the switch, on the default path too.
-  const ScopedEnv bad("ATTNBWD_CUDA_THIN_ORDER", "bogus");
-  Case c = make_case(1, 64, 32, 64, fresh_seed(760));
-  expect_error_naming(c, "ATTNBWD_CUDA_THIN_ORDER");
-}
-
 TEST(CudaOutProj, ForcingTheSm90KernelWhereItCannotRunIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   Case c = make_case(2, 3, 3, 6, fresh_seed(400));  // hidden 18: not a multiple of 8 (TMA row stride)
