@@ -81,7 +81,6 @@ struct Params {
   float* partial;                // [slices][ranges][MB · 16 · 128] float4
   int cluster;                   // the ranges of a slice are one cluster
   int meet;                      // (not a cluster) the ranges of a slice meet on counters[slice] and sum in the kernel
-                                 // (2: reduce_units_wide)
   unsigned* counters;            // [slices], zero before the launch and after it
 };
 
@@ -331,42 +330,6 @@ __device__ __forceinline__ void reduce_units(const Params& p, int slice, int fir
   }
 }
 
-// The meet path's share of CTA `first` (units v = first + step·m < 16·MB, warpgroup w those with m % 2 == w), with
-// every load of a range's units in flight at once (kU units per thread at most: ⌈16·MB / 2⌉ with step ≥ 2; the
-// registers of the finished products are free): one L2 round trip per range, against reduce_units' one per two units.
-// The same sum order as reduce_units (range 0, then + range 1, …): the same bits.
-template <int MB>
-__device__ __forceinline__ void reduce_units_wide(const Params& p, int slice, int first, int step, int n0) {
-  constexpr int kU = (16 * MB + 3) / 4;  // units per warpgroup with step ≥ 2 (the meet path has ranges ≥ 2)
-  const int ct = static_cast<int>(threadIdx.x) - 128;
-  const int wg = ct / 128, t = ct % 128, warp = t / 32, lane = t % 32;
-  const int fr = warp * 16 + lane / 4, fq = lane % 4;
-  const float4* part = reinterpret_cast<const float4*>(p.partial) + static_cast<std::size_t>(slice) * p.ranges * MB * 2048;
-  const std::size_t stride = static_cast<std::size_t>(MB) * 2048;  // between ranges
-  const int v0 = first + step * wg, dv = 2 * step;                  // this warpgroup's units: v0 + dv·u
-  float4 acc[kU], x[kU];
-#pragma unroll
-  for (int u = 0; u < kU; ++u)
-    if (v0 + dv * u < 16 * MB) acc[u] = __ldcg(part + (v0 + dv * u) * 128 + t);
-#pragma unroll 1
-  for (int r = 1; r < p.ranges; ++r) {
-#pragma unroll
-    for (int u = 0; u < kU; ++u)
-      if (v0 + dv * u < 16 * MB) x[u] = __ldcg(part + r * stride + (v0 + dv * u) * 128 + t);
-#pragma unroll
-    for (int u = 0; u < kU; ++u)
-      if (v0 + dv * u < 16 * MB) acc[u].x += x[u].x, acc[u].y += x[u].y, acc[u].z += x[u].z, acc[u].w += x[u].w;
-  }
-#pragma unroll
-  for (int u = 0; u < kU; ++u) {
-    const int v = v0 + dv * u;
-    if (v >= 16 * MB) continue;
-    const int j = v / 16, n = n0 + 8 * (v % 16) + 2 * fq;
-    store_dx_pair(p, 64 * j + fr, n, acc[u].x, acc[u].y);
-    store_dx_pair(p, 64 * j + fr + 8, n, acc[u].z, acc[u].w);
-  }
-}
-
 template <int MB, bool DW>
 __global__ void __launch_bounds__(kThreads, 1)
     linear_thin_kernel(const __grid_constant__ Maps maps, const __grid_constant__ Params p) {
@@ -468,10 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (atomicAdd(cnt, 1u) == static_cast<unsigned>(2 * p.ranges - 1)) *cnt = 0;
       }
       named_barrier(1, 256);
-      if (p.meet == 2)
-        reduce_units_wide<MB>(p, slice, range, p.ranges, n0);
-      else
-        reduce_units<MB>(p, slice, range, p.ranges, n0);
+      reduce_units<MB>(p, slice, range, p.ranges, n0);
     }
     // Neither: linear_thin_reduce_kernel, launched next on the stream, sums the partials.
   }
@@ -619,7 +579,7 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsi
   prm.stride_b = p.heads * p.seq_len * p.head_dim, prm.stride_h = p.seq_len * p.head_dim;
   prm.partial = static_cast<float*>(workspace);
   prm.cluster = plan.cluster;
-  prm.meet = plan.meet ? (plan.wide ? 2 : 1) : 0;
+  prm.meet = plan.meet;
   prm.counters = counters;
   // With plan.cluster the ranges of a slice (consecutive CTAs) are one cluster: co-scheduled, they meet at a cluster
   // barrier.
@@ -674,7 +634,6 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
   // else the second launch; meet / meetcoop: the slice's CTAs meet on a counter and sum in the kernel, where the whole
   // grid can be resident at once (meetcoop: a cooperative launch, which says so by contract, without PDL).
   const int sum = linear_thin_sum();
-  plan.wide = sum == 4;
   if (plan.ranges > 1 && sum >= 2) {
     const bool fits = with_form(plan.mb, dx_only, [&](auto mb, auto dw) { return resident_ctas<mb, dw>(); }) >= plan.grid;
     if (!fits || (sum == 3 && !cooperative_launch_supported()))
@@ -691,7 +650,7 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
   return plan;
 }
 
-int linear_thin_sum() { return env_switch("ATTNBWD_CUDA_THIN_SUM", {"auto", "launch", "meet", "meetcoop", "meetwide"}); }
+int linear_thin_sum() { return env_switch("ATTNBWD_CUDA_THIN_SUM", {"auto", "launch", "meet", "meetcoop"}); }
 
 void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters,
                         cudaStream_t stream, bool after_own_kernel) {

@@ -31,13 +31,12 @@ struct ThinPlan {
   bool dx_only = false;  // dX alone: X and dW are not touched (may be null); W's ring takes their shared memory
   bool meet = false;     // (ranges > 1, not a cluster) the ranges of a slice meet on a counter and sum in the kernel
   bool coop = false;     // meet in a cooperative launch (no programmatic dependent launch)
-  bool wide = false;     // meet, each CTA's share with every load of a range in flight at once
   int kb_per_range = 0;
   int grid = 0;      // slices × ranges CTAs
   std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1
 };
 
-// ATTNBWD_CUDA_THIN_SUM: 0 auto, 1 launch, 2 meet, 3 meetcoop, 4 meetwide; any other value is an Error naming it. linear_thin_plan
+// ATTNBWD_CUDA_THIN_SUM: 0 auto, 1 launch, 2 meet, 3 meetcoop; any other value is an Error naming it. linear_thin_plan
 // reads it; the ops read it up front too, so that a malformed value is an Error on every path before any output is
 // written.
 int linear_thin_sum();
