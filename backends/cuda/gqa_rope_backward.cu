@@ -741,7 +741,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool dk_on_side = dk_side();
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
-  (void)sm90::linear_thin_sum();  // (read again by the thin plans)
   const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
   // buffers have Sp = S8 rows per head and P gets a padded copy; otherwise Sp = S.
@@ -1066,8 +1065,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       std::size_t slot1 = std::max(da_plan.workspace_bytes, thin ? thin_plan.workspace_bytes : 0);
       if (grouped) slot1 = std::max(slot1, gj.plan.workspace_bytes);
       void* ws = slot1 ? ctx.scratch(1, slot1, stream) : nullptr;
-      unsigned* cnt = da_plan.meet ? ctx.counters(static_cast<std::size_t>(da_plan.slices), stream) : nullptr;
-      sm90::linear_thin_launch(da, da_plan, ws, cnt, stream);
+      sm90::linear_thin_launch(da, da_plan, ws, stream);
     } else {
       Gemm g;
       g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
@@ -1230,9 +1228,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     stages.mark("qkv_grouped");
   } else if (thin) {
     void* ws = thin_plan.workspace_bytes ? ctx.scratch(1, thin_plan.workspace_bytes, stream) : nullptr;
-    unsigned* cnt = thin_plan.meet ? ctx.counters(static_cast<std::size_t>(thin_plan.slices), stream) : nullptr;
-    // after the merge pass or the small kernels
-    sm90::linear_thin_launch(gj.p, thin_plan, ws, cnt, stream, thin_pdl_switch);
+    sm90::linear_thin_launch(gj.p, thin_plan, ws, stream, thin_pdl_switch);  // after the merge pass or the small kernels
     stages.mark("qkv_thin");
   } else if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);

@@ -41,7 +41,6 @@
 #include "check.hpp"
 #include "cluster.cuh"
 #include "sm90/ptx.cuh"
-#include "switches.hpp"
 
 namespace attnbwd::cuda::sm90 {
 namespace {
@@ -80,8 +79,6 @@ struct Params {
   int rows_per_b, cols_per_h;    //   (t % S)·D + n % D, with S = rows_per_b, D = cols_per_h
   float* partial;                // [slices][ranges][MB · 16 · 128] float4
   int cluster;                   // the ranges of a slice are one cluster
-  int meet;                      // (not a cluster) the ranges of a slice meet on counters[slice] and sum in the kernel
-  unsigned* counters;            // [slices], zero before the launch and after it
 };
 
 struct Maps {
@@ -416,24 +413,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       __threadfence();  // (the cluster barrier's release already orders the partial's stores; kept as a belt)
       cluster_sync();
       reduce_units<MB>(p, slice, range, p.ranges, n0);
-    } else if (p.ranges > 1 && p.meet) {
-      // The CTAs of the slice meet on its counter (a spin that cannot deadlock: the plan's grid is at most the CTAs the
-      // device holds at once, so every CTA of the slice becomes resident once the kernels before it drain), then each
-      // sums its share in range order, as a cluster's would: the same bits as the second launch.
-      __threadfence();
-      named_barrier(1, 256);  // both consumer warpgroups have published
-      if (threadIdx.x == 128) {
-        unsigned* cnt = p.counters + slice;
-        atomicAdd(cnt, 1u);
-        while (ld_acquire_gpu(cnt) < static_cast<unsigned>(p.ranges)) {
-        }
-        // Every CTA of the slice is past its wait once all have added again: the last resets the counter.
-        if (atomicAdd(cnt, 1u) == static_cast<unsigned>(2 * p.ranges - 1)) *cnt = 0;
-      }
-      named_barrier(1, 256);
-      reduce_units<MB>(p, slice, range, p.ranges, n0);
     }
-    // Neither: linear_thin_reduce_kernel, launched next on the stream, sums the partials.
+    // Not a cluster: linear_thin_reduce_kernel, launched next on the stream, sums the partials.
   }
 }
 
@@ -484,24 +465,6 @@ void allow_kernel_smem() {
   allow_smem(reinterpret_cast<const void*>(linear_thin_kernel<MB, DW>), Cfg<MB, DW>::kSmem);
 }
 
-// How many CTAs of the kernel the current device holds at once (one per SM at most: its shared memory); cached per device.
-template <int MB, bool DW>
-int resident_ctas() {
-  static std::mutex mu;
-  static std::map<int, int> known;
-  int dev = 0;
-  ATTNBWD_CUDA_CHECK(cudaGetDevice(&dev));
-  allow_kernel_smem<MB, DW>();
-  const std::lock_guard<std::mutex> lock(mu);
-  if (const auto hit = known.find(dev); hit != known.end()) return hit->second;
-  int per_sm = 0, sms = 0;
-  ATTNBWD_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, linear_thin_kernel<MB, DW>, kThreads, Cfg<MB, DW>::kSmem));
-  ATTNBWD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  known.emplace(dev, per_sm * sms);
-  return per_sm * sms;
-}
-
 // A launch configuration in clusters of `size` CTAs along x; `attr` holds the attribute it points to.
 template <int MB, bool DW>
 cudaLaunchConfig_t cluster_config(int size, int grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
@@ -549,8 +512,7 @@ decltype(auto) with_form(int mb, bool dx_only, F&& f) {
 }
 
 template <int MB, bool DW>
-void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters, cudaStream_t stream,
-            bool pdl) {
+void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream, bool pdl) {
   allow_kernel_smem<MB, DW>();
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   Maps maps{};
@@ -579,22 +541,17 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsi
   prm.stride_b = p.heads * p.seq_len * p.head_dim, prm.stride_h = p.seq_len * p.head_dim;
   prm.partial = static_cast<float*>(workspace);
   prm.cluster = plan.cluster;
-  prm.meet = plan.meet;
-  prm.counters = counters;
   // With plan.cluster the ranges of a slice (consecutive CTAs) are one cluster: co-scheduled, they meet at a cluster
   // barrier.
   cudaLaunchAttribute attr[2];
   cudaLaunchConfig_t cfg = cluster_config<MB, DW>(plan.cluster ? plan.ranges : 1, plan.grid, stream, attr[0]);
-  if (plan.coop) {  // the whole grid resident at once, by the launch's contract (a plain launch: no PDL)
-    attr[0].id = cudaLaunchAttributeCooperative;
-    attr[0].val.cooperative = 1;
-  } else if (pdl) {  // a programmatic dependent of the caller's previous kernel (linear_thin_launch's contract)
+  if (pdl) {  // a programmatic dependent of the caller's previous kernel (linear_thin_launch's contract)
     attr[1] = programmatic_dependent_attribute();
     cfg.attrs = attr, cfg.numAttrs = 2;
   }
   ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB, DW>, maps, prm));
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  if (plan.ranges > 1 && !plan.cluster && !plan.meet) {  // the partials' sum, a programmatic dependent of the main kernel
+  if (plan.ranges > 1 && !plan.cluster) {  // the partials' sum, a programmatic dependent of the main kernel
     cudaLaunchAttribute pdl = programmatic_dependent_attribute();
     cudaLaunchConfig_t rc{};
     rc.gridDim = dim3(8 * MB, static_cast<unsigned>(plan.slices));
@@ -629,41 +586,26 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
   const int want = std::max(1, std::min({kb_total, sms / plan.slices, kMaxRanges}));
   plan.kb_per_range = (kb_total + want - 1) / want;
   plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
-  plan.grid = plan.slices * plan.ranges;
-  // The partials' sum (ATTNBWD_CUDA_THIN_SUM): auto, the slice's cluster where every cluster can be resident at once,
-  // else the second launch; meet / meetcoop: the slice's CTAs meet on a counter and sum in the kernel, where the whole
-  // grid can be resident at once (meetcoop: a cooperative launch, which says so by contract, without PDL).
-  const int sum = linear_thin_sum();
-  if (plan.ranges > 1 && sum >= 2) {
-    const bool fits = with_form(plan.mb, dx_only, [&](auto mb, auto dw) { return resident_ctas<mb, dw>(); }) >= plan.grid;
-    if (!fits || (sum == 3 && !cooperative_launch_supported()))
-      throw Error("ATTNBWD_CUDA_THIN_SUM", std::string(sum == 3 ? "meetcoop" : "meet") +
-                                               ": the device cannot hold the thin launch's " + std::to_string(plan.grid) +
-                                               " CTAs at once" + (fits ? " in a cooperative launch" : ""));
-    plan.meet = true, plan.coop = sum == 3;
-  }
-  plan.cluster = plan.ranges > 1 && sum == 0 &&
+  plan.cluster = plan.ranges > 1 &&
                  with_form(plan.mb, dx_only, [&](auto mb, auto dw) { return resident_clusters<mb, dw>(plan.ranges); }) >=
                      plan.slices;
+  plan.grid = plan.slices * plan.ranges;
   plan.workspace_bytes =
       plan.ranges > 1 ? static_cast<std::size_t>(plan.grid) * plan.mb * 2048 * sizeof(float) * 4 : 0;
   return plan;
 }
 
-int linear_thin_sum() { return env_switch("ATTNBWD_CUDA_THIN_SUM", {"auto", "launch", "meet", "meetcoop"}); }
-
-void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters,
-                        cudaStream_t stream, bool after_own_kernel) {
+void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream,
+                        bool after_own_kernel) {
   if (const std::string why = linear_thin_unsupported(p); !why.empty()) throw Error("linear_thin", why);
   // The plan is linear_thin_plan's for this problem: every range owns k-blocks, a cluster per slice.
   const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
   if (plan.mb != (p.tokens() + 63) / 64 || plan.ranges < 1 || plan.ranges > kMaxRanges || plan.kb_per_range < 1 ||
       (plan.ranges - 1) * plan.kb_per_range >= kb_total || plan.ranges * plan.kb_per_range < kb_total ||
       plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
-      (plan.ranges > 1 && workspace == nullptr) || (plan.meet && (plan.cluster || counters == nullptr)) ||
-      (plan.coop && !plan.meet))
+      (plan.ranges > 1 && workspace == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
-  with_form(plan.mb, plan.dx_only, [&](auto mb, auto dw) { launch<mb, dw>(p, plan, workspace, counters, stream, after_own_kernel); });
+  with_form(plan.mb, plan.dx_only, [&](auto mb, auto dw) { launch<mb, dw>(p, plan, workspace, stream, after_own_kernel); });
 }
 
 }  // namespace attnbwd::cuda::sm90

@@ -29,17 +29,10 @@ struct ThinPlan {
   int ranges = 0;    // k-ranges of out per slice (1..8)
   bool cluster = false;  // the ranges of a slice are one cluster (else a second launch sums the partials)
   bool dx_only = false;  // dX alone: X and dW are not touched (may be null); W's ring takes their shared memory
-  bool meet = false;     // (ranges > 1, not a cluster) the ranges of a slice meet on a counter and sum in the kernel
-  bool coop = false;     // meet in a cooperative launch (no programmatic dependent launch)
   int kb_per_range = 0;
   int grid = 0;      // slices × ranges CTAs
   std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1
 };
-
-// ATTNBWD_CUDA_THIN_SUM: 0 auto, 1 launch, 2 meet, 3 meetcoop; any other value is an Error naming it. linear_thin_plan
-// reads it; the ops read it up front too, so that a malformed value is an Error on every path before any output is
-// written.
-int linear_thin_sum();
 
 // Why this kernel cannot take the problem (empty: it can): linear_backward_unsupported's conditions and T ≤ 256.
 std::string linear_thin_unsupported(const LinearBackward& p);
@@ -52,8 +45,7 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only = false
 // dependent launch). `workspace` holds plan.workspace_bytes. `after_own_kernel`: the kernel is launched as a
 // programmatic dependent of the stream's previous kernel, which must be the caller's own and must not write the input
 // X or the weights: the kernel loads those before it waits for that grid (it waits before loading dY).
-// `counters`: plan.slices zeroed counters (Context::counters) where plan.meet (left zero), else unused.
-void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, unsigned* counters,
-                        cudaStream_t stream, bool after_own_kernel = false);
+void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream,
+                        bool after_own_kernel = false);
 
 }  // namespace attnbwd::cuda::sm90

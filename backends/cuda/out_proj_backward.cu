@@ -152,8 +152,7 @@ void run_thin(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
   if (!why.empty()) throw Error("ATTNBWD_CUDA_OUT_PROJ", "thin kernel cannot take this call: " + why);
   const sm90::ThinPlan plan = sm90::linear_thin_plan(p, ctx.sm_count());
   void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
-  unsigned* cnt = plan.meet ? ctx.counters(static_cast<std::size_t>(plan.slices), stream) : nullptr;
-  sm90::linear_thin_launch(p, plan, ws, cnt, stream);
+  sm90::linear_thin_launch(p, plan, ws, stream);
 }
 
 void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream) {
@@ -179,7 +178,6 @@ void run(const OutProjShape& s, const OutProjArgs& a, const Options& o, cudaStre
   Context& ctx = Context::current();
   const Path path = forced_path();
   const std::optional<sm90::SplitReduce> reduce = split_reduce();
-  (void)sm90::linear_thin_sum();  // a malformed ATTNBWD_CUDA_THIN_SUM is an Error on every path (read again by the plan)
   ctx.claim(stream, !o.deterministic);
   const auto key = [&] {
     // path and reduce come from ATTNBWD_* switches, which enqueue adds to the key.

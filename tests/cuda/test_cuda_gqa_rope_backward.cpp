@@ -375,40 +375,6 @@ TEST(CudaGqaRope, ThinQkvIsDeterministicAndRefusesLongInputs) {
                                    "the thin launch at T = 257");
 }
 
-// ATTNBWD_CUDA_THIN_SUM=meet|meetcoop: the thin launch's CTAs of a slice meet on a counter and sum the slice's partials
-// in the kernel (each a share, in range order, as a cluster's would), without the second launch; meetcoop in a
-// cooperative launch. Against the oracle, and the same bits as the second launch's sum (launch), for the q/k/v
-// launch (T = 131, 256; 24 and 40 slices of 3 ranges) and the dX-only dA form (hidden 5120: 32 slices of 4); scratch
-// poisoned (an unwritten partial would be NaN); a rerun on the same buffers gives the same bits (the counters were
-// left zero).
-TEST(CudaGqaRope, ThinSumInTheKernelGivesThePlainBits) {
-  ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the thin launch runs on sm_90 only";
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
-  struct Shape {
-    int64_t B, S, Hq, Hkv, D, hidden;
-    const Mode* mode;
-  };
-  int k = 0;
-  for (const Shape& sh : {Shape{1, 131, 8, 2, 128, 3072, &kThinQkv}, Shape{2, 128, 8, 2, 128, 5120, &kThinQkv},
-                          Shape{1, 40, 32, 8, 128, 5120, &kDaThin}}) {
-    const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, sh.D, sh.hidden);
-    SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name());
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(670 + k++), tools::default_scalars(kOp));
-    const auto plain = outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_THIN_SUM", "launch");
-    for (const char* v : {"meet", "meetcoop"}) {
-      const ScopedEnv sum("ATTNBWD_CUDA_THIN_SUM", v);
-      if (sh.mode == &kThinQkv) check(in, axes, smallest_atol(kOp), {*sh.mode});
-      UseMode mode(*sh.mode);
-      HostCase<Args> first(in, axes);
-      expect_rerun_bits(first, in, axes, std::string("ATTNBWD_CUDA_THIN_SUM=") + v);
-    }
-    for (const char* v : {"meet", "meetcoop"})
-      expect_same_outputs(outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_THIN_SUM", v), plain,
-                          std::string("ATTNBWD_CUDA_THIN_SUM=") + v + " against launch");
-  }
-}
-
 // q/k/v dX by the grouped dX-only launch (unsplit: every output one CTA's sum in a fixed order) gives the same bits on
 // two runs (T = 600, two query-head groups of 4: all three segments in the K loop); asked for together with the sm_90a
 // projection pairs (which would leave it no cuBLASLt weight gradients) it raises an Error naming the switch.
@@ -983,7 +949,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
     for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
-                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_THIN_SUM"}) {
+                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));

@@ -432,30 +432,6 @@ TEST(CudaOutProj, ThinPathMatchesTheOracle) {
   }
 }
 
-// The thin kernel's partials summed in the kernel (ATTNBWD_CUDA_THIN_SUM=meet, meetcoop: the CTAs of a slice meet on a
-// counter, each sums a share in range order; meetcoop in a cooperative launch): the ranges' test's shapes with more
-// than one range (2 to 8 ranges per slice, 1 to 24 slices), T = 1 .. 256, against the oracle; scratch poisoned (an
-// unwritten partial would be NaN); reruns on the same buffers (the counters left zero). A malformed value is an Error
-// naming the switch, on the default path too.
-TEST(CudaOutProj, ThinPathSummingInTheKernelMatchesTheOracle) {
-  if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
-  int seed = 740;
-  for (const char* v : {"meet", "meetcoop"}) {
-    SCOPED_TRACE(std::string("ATTNBWD_CUDA_THIN_SUM=") + v);
-    const ScopedEnv sum("ATTNBWD_CUDA_THIN_SUM", v);
-    check_path("thin",
-               {{1, 7, 32, 64}, {3, 65, 4, 64}, {1, 200, 2, 128}, {2, 128, 4, 128}, {4, 64, 4, 64}, {1, 256, 32, 64},
-                {2, 100, 32, 64}, {1, 131, 36, 64}, {2, 60, 48, 64}},
-               seed);
-    seed += 10;
-  }
-  const ScopedEnv bad("ATTNBWD_CUDA_THIN_SUM", "bogus");
-  Case c = make_case(1, 64, 32, 64, fresh_seed(760));
-  expect_error_naming(c, "ATTNBWD_CUDA_THIN_SUM");
-}
-
 TEST(CudaOutProj, ForcingTheSm90KernelWhereItCannotRunIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   Case c = make_case(2, 3, 3, 6, fresh_seed(400));  // hidden 18: not a multiple of 8 (TMA row stride)
