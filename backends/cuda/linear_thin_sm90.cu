@@ -41,7 +41,6 @@
 #include "check.hpp"
 #include "cluster.cuh"
 #include "sm90/ptx.cuh"
-#include "switches.hpp"
 
 namespace attnbwd::cuda::sm90 {
 namespace {
@@ -50,10 +49,8 @@ constexpr int kBN = 128, kBK = 64, kThreads = 384, kTileBytes = 64 * 128;  // on
 constexpr int kMaxSegments = LinearBackward::kMaxSegments;
 constexpr int kMaxRanges = 8;  // the CTAs of a slice are one cluster: at most 8 (the portable cluster size)
 
-// DW: the launch's form. 0: dX alone (no X slice, no staging, a deeper W ring). With dW: 1, each finished dW block
-// rounded into a staging buffer and stored by TMA; 2, stored from the registers (no staging, no barriers); 3, as 2
-// with the staging's shared memory given to one more W stage (ATTNBWD_CUDA_THIN_DWSTORE).
-template <int MB, int DW>
+// DW: the launch computes dW as well (else dX alone: no X slice, no staging, a deeper W ring).
+template <int MB, bool DW>
 struct Cfg {
   static_assert(MB >= 1 && MB <= 4, "T <= 256");
   static constexpr int kABytes = MB * kTileBytes;             // dY tile [64·MB][64]
@@ -63,9 +60,9 @@ struct Cfg {
   // products of k-block i + 1 run) and W (from DRAM; read by warpgroup 1 only, so it runs further ahead). dX alone
   // gives the X slice's and the staging's shared memory to W's ring.
   static constexpr int kAStages = MB == 1 ? 4 : MB == 2 ? 4 : MB == 3 ? 4 : 3;
-  static constexpr int kWStages = DW ? (MB == 1 ? 8 : MB == 2 ? 7 : MB == 3 ? 4 : 3) + (DW == 3 ? 1 : 0)
+  static constexpr int kWStages = DW ? (MB == 1 ? 8 : MB == 2 ? 7 : MB == 3 ? 4 : 3)
                                      : (MB == 1 ? 12 : MB == 2 ? 10 : MB == 3 ? 8 : 8);
-  static constexpr int kBufs = DW == 1 ? 1 : 0;               // staging buffers of the dW block (2 boxes each)
+  static constexpr int kBufs = DW ? 1 : 0;                    // staging buffers of the dW block (2 boxes each)
   static constexpr int kBars = 1 + 2 * (kAStages + kWStages);
   static constexpr int kBarBytes = kBars * 8 <= 256 ? 256 : 512;
   static constexpr int kSmem = kXBytes + kAStages * kABytes + kWStages * kWBytes + 2 * kBufs * kTileBytes +
@@ -76,8 +73,6 @@ struct Cfg {
 
 struct Params {
   int T, in, kb_total, kb_per_range, ranges;
-  __nv_bfloat16* dw[kMaxSegments];  // dW of each segment, [rows][in] (the direct stores; the TMA stores use Maps::dw)
-  int dw_rows[kMaxSegments];
   int seg[kMaxSegments];                               // first out row of each segment (INT_MAX: none)
   __nv_bfloat16* dx;
   long long stride_b, stride_h;  // dX [B][H][S][D]: element (t, n) at (t / S)·stride_b + (n / D)·stride_h +
@@ -159,10 +154,10 @@ constexpr int kDxBlocks1 = MB < 3 ? MB : 3;
 // The finished dW block d of k-block i (fp32, m64n128 fragments) rounded to bf16 into staging buffer i % kBufs (its
 // two 64-column boxes, 128-byte swizzle: 16-byte chunk c of row r at c ^ (r % 8)), then stored by two TMA boxes at
 // rows kb·64 of its segment. Warpgroup 0 only (named barrier 2).
-template <int MB, int DW>
+template <int MB>
 __device__ __forceinline__ void store_dw_block(const Maps& maps, const Params& p, const float (&d)[64],
                                                std::uint8_t* sStg, int i, int kb, int n0, int t) {
-  using C = Cfg<MB, DW>;
+  using C = Cfg<MB, true>;
   const int fr = t / 32 * 16 + t % 32 / 4, fq = t % 4;
   std::uint8_t* b = sStg + (i % C::kBufs) * 2 * kTileBytes;
   if (t == 0) bulk_wait_read<C::kBufs - 1>();  // the stores that last read `b` are done with it
@@ -185,39 +180,16 @@ __device__ __forceinline__ void store_dw_block(const Maps& maps, const Params& p
   }
 }
 
-// The finished dW block d of k-block kb (fp32, m64n128 fragments) rounded to bf16 and stored from the registers (forms
-// 2, 3): thread t's pairs of rows fr, fr + 8 and columns n0 + 8·jb + 2·fq (4 bytes each; a warp's store covers 16
-// contiguous bytes of 8 rows, the next jb the sector's other half), rows past the segment and columns past `in` not
-// written. No staging buffer, no barrier: the stores issue while the next k-block's products run.
-__device__ __forceinline__ void store_dw_direct(const Params& p, const float (&d)[64], int kb, int n0, int t) {
-  const int fr = t / 32 * 16 + t % 32 / 4, fq = t % 4;
-  const int seg = segment_of(p, kb * kBK), row0 = segment_row(p, seg, kb * kBK);
-  __nv_bfloat16* const base = seg == 2 ? p.dw[2] : seg == 1 ? p.dw[1] : p.dw[0];
-  const int rows = seg == 2 ? p.dw_rows[2] : seg == 1 ? p.dw_rows[1] : p.dw_rows[0];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = row0 + fr + 8 * half;
-    if (r >= rows) continue;
-    __nv_bfloat16* const row = base + static_cast<std::size_t>(r) * p.in;
-#pragma unroll
-    for (int jb = 0; jb < 16; ++jb) {
-      const int c = n0 + 8 * jb + 2 * fq;
-      if (c < p.in)
-        *reinterpret_cast<__nv_bfloat162*>(row + c) = __floats2bfloat162_rn(d[4 * jb + 2 * half], d[4 * jb + 2 * half + 1]);
-    }
-  }
-}
-
 // Consumer warpgroup 0 (threads 128..255): per k-block the dW block [64 out][128 n] (K = 64·MB: the rows past T are
 // zeros in both operands; a step count of ⌈T / 16⌉ would need a data-dependent branch between the products, which
 // makes ptxas fence every one of them, C7519), and at MB = 4 dX's row block 3. The dW accumulators alternate between
 // two register sets: k-block i's products are issued, then k-block i − 1's block (done: wait_group 1) is released,
 // rounded and stored while they run, so the epilogue overlaps the tensor work instead of following it.
-template <int MB, int DW>
+template <int MB>
 __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, std::uint8_t* sX, const Rings& rg,
                                            std::uint8_t* sStg, std::uint64_t* x_full, int slice, int range, int n0,
                                            int kb0, int nkb) {
-  using C = Cfg<MB, DW>;
+  using C = Cfg<MB, true>;
   constexpr bool kDx = MB > kDxBlocks1<MB>;  // this warpgroup holds dX's row block 3
   const int t = static_cast<int>(threadIdx.x) - 128;
   float aw0[64], aw1[64], ax[kDx ? 64 : 1];
@@ -252,10 +224,7 @@ __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, st
       if constexpr (kDx) mbar_arrive(&rg.empty_w[i % C::kWStages]);
     }
     fence_regs(aw);
-    if constexpr (DW == 1)
-      store_dw_block<MB, DW>(maps, p, aw, sStg, i, kb0 + i, n0, t);
-    else
-      store_dw_direct(p, aw, kb0 + i, n0, t);
+    store_dw_block<MB>(maps, p, aw, sStg, i, kb0 + i, n0, t);
   };
   if (nkb > 0) {
     // Every wait below finds one known group (the other set's) in flight: no wait is conditional.
@@ -280,8 +249,7 @@ __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, st
       finish(aw0, i - 1);
     }
   }
-  if constexpr (DW == 1)
-    if (t == 0) bulk_wait_read<0>();  // the staging buffers stay valid until the stores have read them
+  if (t == 0) bulk_wait_read<0>();  // the staging buffers stay valid until the stores have read them
   if constexpr (kDx) {
     fence_regs(ax);
     finish_dx_block<MB>(p, ax, 3, slice, range, n0, t);
@@ -359,7 +327,7 @@ __device__ __forceinline__ void reduce_units(const Params& p, int slice, int fir
   }
 }
 
-template <int MB, int DW>
+template <int MB, bool DW>
 __global__ void __launch_bounds__(kThreads, 1)
     linear_thin_kernel(const __grid_constant__ Maps maps, const __grid_constant__ Params p) {
   using C = Cfg<MB, DW>;
@@ -432,7 +400,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_inc<232>();
     if (threadIdx.x < 256) {
       if constexpr (DW)
-        consume_dw<MB, DW>(maps, p, sX, rg, sStg, x_full, slice, range, n0, kb0, nkb);
+        consume_dw<MB>(maps, p, sX, rg, sStg, x_full, slice, range, n0, kb0, nkb);
       else if constexpr (kWg0)
         consume_dx<MB, DW, 3, MB - 3, 128>(p, rg, slice, range, n0, nkb);
     } else {
@@ -480,7 +448,7 @@ __global__ void __launch_bounds__(256) linear_thin_reduce_kernel(const __grid_co
 
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
 
-template <int MB, int DW>
+template <int MB, bool DW>
 __global__ void linear_thin_kernel(const __grid_constant__ Maps, const __grid_constant__ Params) {
   __trap();
 }
@@ -492,20 +460,20 @@ __global__ void linear_thin_reduce_kernel(const __grid_constant__ Params) {
 #endif
 
 // The kernel's shared-memory opt-in (once per device).
-template <int MB, int DW>
+template <int MB, bool DW>
 void allow_kernel_smem() {
   allow_smem(reinterpret_cast<const void*>(linear_thin_kernel<MB, DW>), Cfg<MB, DW>::kSmem);
 }
 
 // A launch configuration in clusters of `size` CTAs along x; `attr` holds the attribute it points to.
-template <int MB, int DW>
+template <int MB, bool DW>
 cudaLaunchConfig_t cluster_config(int size, int grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
   return cluster_launch_config(size, grid, kThreads, Cfg<MB, DW>::kSmem, stream, attr);
 }
 
 // How many clusters of `size` CTAs of the kernel can be resident at once on the current device (a cluster lies in
 // one GPC: at one CTA per SM, GPCs of 16-18 SMs hold 2 clusters of 8 or 5-6 of 3); cached per device and size.
-template <int MB, int DW>
+template <int MB, bool DW>
 int resident_clusters(int size) {
   static std::mutex mu;
   static std::map<std::pair<int, int>, int> known;
@@ -534,24 +502,16 @@ decltype(auto) with_mb(int mb, F&& f) {
   }
 }
 
-// The kernel form (Cfg's DW) of a plan: 0 for dX alone, else its dW store.
-int form_of(const ThinPlan& plan) { return plan.dx_only ? 0 : plan.dw_store; }
-
-// f(mb, dw) for the kernel form of mb = 1..4 row blocks and form `form` (dw: std::integral_constant<int, form>).
+// f(mb, dw) for the kernel form of mb = 1..4 row blocks with dW (dw: std::true_type) or dX alone (std::false_type).
 template <class F>
-decltype(auto) with_form(int mb, int form, F&& f) {
+decltype(auto) with_form(int mb, bool dx_only, F&& f) {
   return with_mb(mb, [&](auto m) -> decltype(auto) {
-    switch (form) {
-      case 0: return f(m, std::integral_constant<int, 0>{});
-      case 1: return f(m, std::integral_constant<int, 1>{});
-      case 2: return f(m, std::integral_constant<int, 2>{});
-      case 3: return f(m, std::integral_constant<int, 3>{});
-      default: throw Error("linear_thin", "plan with form " + std::to_string(form));
-    }
+    if (dx_only) return f(m, std::false_type{});
+    return f(m, std::true_type{});
   });
 }
 
-template <int MB, int DW>
+template <int MB, bool DW>
 void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream, bool pdl) {
   allow_kernel_smem<MB, DW>();
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
@@ -564,7 +524,6 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
   if (p.segments > 1) {
     std::int64_t row = 0;
     for (int s = 0; s < p.segments; ++s) {
-      prm.dw[s] = static_cast<__nv_bfloat16*>(p.seg_grad_weight[s]), prm.dw_rows[s] = static_cast<int>(p.seg_rows[s]);
       prm.seg[s] = static_cast<int>(row);
       maps.w[s] = tensor_map(p.seg_weight[s], p.seg_rows[s], in, in, 64, 64);
       if (DW) maps.dw[s] = tensor_map(p.seg_grad_weight[s], p.seg_rows[s], in, in, 64, 64);
@@ -572,7 +531,6 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
     }
   } else {
     maps.w[0] = tensor_map(p.weight, out, in, in, 64, 64);
-    prm.dw[0] = static_cast<__nv_bfloat16*>(p.grad_weight), prm.dw_rows[0] = static_cast<int>(out);
     if (DW) maps.dw[0] = tensor_map(p.grad_weight, out, in, in, 64, 64);
   }
   prm.T = static_cast<int>(T), prm.in = static_cast<int>(in);
@@ -608,8 +566,6 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
 
 }  // namespace
 
-int linear_thin_dw_store() { return env_switch("ATTNBWD_CUDA_THIN_DWSTORE", {"auto", "tma", "direct", "direct4"}); }
-
 std::string linear_thin_unsupported(const LinearBackward& p) {
   if (std::string why = linear_backward_unsupported(p); !why.empty()) return why;
   if (p.tokens() > 256) return "more than 256 tokens";
@@ -630,11 +586,9 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
   const int want = std::max(1, std::min({kb_total, sms / plan.slices, kMaxRanges}));
   plan.kb_per_range = (kb_total + want - 1) / want;
   plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
-  // dW's stores (ATTNBWD_CUDA_THIN_DWSTORE): auto = tma until measured.
-  plan.dw_store = std::max(1, linear_thin_dw_store());
-  plan.cluster = plan.ranges > 1 && with_form(plan.mb, form_of(plan), [&](auto mb, auto dw) {
-                   return resident_clusters<mb, dw>(plan.ranges);
-                 }) >= plan.slices;
+  plan.cluster = plan.ranges > 1 &&
+                 with_form(plan.mb, dx_only, [&](auto mb, auto dw) { return resident_clusters<mb, dw>(plan.ranges); }) >=
+                     plan.slices;
   plan.grid = plan.slices * plan.ranges;
   plan.workspace_bytes =
       plan.ranges > 1 ? static_cast<std::size_t>(plan.grid) * plan.mb * 2048 * sizeof(float) * 4 : 0;
@@ -651,9 +605,7 @@ void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* wor
       plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
       (plan.ranges > 1 && workspace == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
-  if (plan.dw_store < 1 || plan.dw_store > 3)
-    fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
-  with_form(plan.mb, form_of(plan), [&](auto mb, auto dw) { launch<mb, dw>(p, plan, workspace, stream, after_own_kernel); });
+  with_form(plan.mb, plan.dx_only, [&](auto mb, auto dw) { launch<mb, dw>(p, plan, workspace, stream, after_own_kernel); });
 }
 
 }  // namespace attnbwd::cuda::sm90

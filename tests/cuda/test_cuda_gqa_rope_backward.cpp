@@ -375,33 +375,6 @@ TEST(CudaGqaRope, ThinQkvIsDeterministicAndRefusesLongInputs) {
                                    "the thin launch at T = 257");
 }
 
-// ATTNBWD_CUDA_THIN_DWSTORE=direct|direct4: the thin q/k/v launch stores each finished dW block from the registers
-// (direct4: with one more W stage in the staging's shared memory) instead of through a staging buffer and TMA: the same
-// rounding, so the same bits as tma; T = 64, 100, 131, 256 (one to four row blocks; q/k/v segments of 1024 and 256
-// rows), against the oracle once per form and against tma's bits at every shape.
-TEST(CudaGqaRope, ThinDwStoresGiveThePlainBits) {
-  ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the thin launch runs on sm_90 only";
-  struct Shape {
-    int64_t B, S, hidden;
-  };
-  int k = 0;
-  for (const Shape& sh : {Shape{1, 64, 3072}, Shape{1, 100, 1000}, Shape{1, 131, 3072}, Shape{2, 128, 5120}}) {
-    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, sh.hidden);
-    SCOPED_TRACE(tools::axes_to_string(axes));
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(680 + k), tools::default_scalars(kOp));
-    if (k++ == 2)
-      for (const char* v : {"direct", "direct4"}) {
-        const ScopedEnv store("ATTNBWD_CUDA_THIN_DWSTORE", v);
-        check(in, axes, smallest_atol(kOp), {kThinQkv});
-      }
-    const auto plain = outputs_with(in, axes, kThinQkv, "ATTNBWD_CUDA_THIN_DWSTORE", "tma");
-    for (const char* v : {"direct", "direct4"})
-      expect_same_outputs(outputs_with(in, axes, kThinQkv, "ATTNBWD_CUDA_THIN_DWSTORE", v), plain,
-                          std::string("ATTNBWD_CUDA_THIN_DWSTORE=") + v + " against tma");
-  }
-}
-
 // q/k/v dX by the grouped dX-only launch (unsplit: every output one CTA's sum in a fixed order) gives the same bits on
 // two runs (T = 600, two query-head groups of 4: all three segments in the K loop); asked for together with the sm_90a
 // projection pairs (which would leave it no cuBLASLt weight gradients) it raises an Error naming the switch.
@@ -976,7 +949,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
     for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
-                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_THIN_DWSTORE"}) {
+                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));

@@ -432,28 +432,6 @@ TEST(CudaOutProj, ThinPathMatchesTheOracle) {
   }
 }
 
-// The thin kernel with dW stored from the registers (ATTNBWD_CUDA_THIN_DWSTORE=direct; direct4 with one more W stage):
-// the ranges' test's shapes (T = 1 .. 256, hidden 8 .. 3072: rows past the weight and columns past the hidden size
-// not written), against the oracle; reruns on the same buffers. A malformed value is an Error naming the switch, on the
-// default path too.
-TEST(CudaOutProj, ThinPathWithDirectDwStoresMatchesTheOracle) {
-  if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
-  ATTNBWD_SEED_TRACE();
-  int seed = 740;
-  for (const char* v : {"direct", "direct4"}) {
-    SCOPED_TRACE(std::string("ATTNBWD_CUDA_THIN_DWSTORE=") + v);
-    const ScopedEnv store("ATTNBWD_CUDA_THIN_DWSTORE", v);
-    check_path("thin",
-               {{1, 1, 2, 8}, {1, 9, 4, 2}, {2, 33, 4, 6}, {1, 7, 32, 64}, {3, 65, 4, 64}, {1, 200, 2, 128},
-                {2, 128, 4, 128}, {4, 64, 4, 64}, {1, 256, 32, 64}, {2, 100, 32, 64}, {1, 131, 36, 64}, {2, 60, 48, 64}},
-               seed);
-    seed += 20;
-  }
-  const ScopedEnv bad("ATTNBWD_CUDA_THIN_DWSTORE", "bogus");
-  Case c = make_case(1, 64, 32, 64, fresh_seed(790));
-  expect_error_naming(c, "ATTNBWD_CUDA_THIN_DWSTORE");
-}
-
 TEST(CudaOutProj, ForcingTheSm90KernelWhereItCannotRunIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   Case c = make_case(2, 3, 3, 6, fresh_seed(400));  // hidden 18: not a multiple of 8 (TMA row stride)
