@@ -41,7 +41,6 @@
 #include "check.hpp"
 #include "cluster.cuh"
 #include "sm90/ptx.cuh"
-#include "switches.hpp"
 
 namespace attnbwd::cuda::sm90 {
 namespace {
@@ -50,11 +49,8 @@ constexpr int kBN = 128, kBK = 64, kThreads = 384, kTileBytes = 64 * 128;  // on
 constexpr int kMaxSegments = LinearBackward::kMaxSegments;
 constexpr int kMaxRanges = 8;  // the CTAs of a slice are one cluster: at most 8 (the portable cluster size)
 
-// DW: the launch's form. 0: dX alone (no X slice, no staging, a deeper W ring). 1: with dW, the dW warpgroup holding
-// every dW block (and dX's row block 3 at MB = 4), the other warpgroup dX's row blocks 0-2. 2: with dW split by
-// columns (ATTNBWD_CUDA_THIN_SPLITN): consumer warpgroup h holds columns 64·h .. 64·h + 63 of every dW block and of
-// every dX row block (m64n64 products; each stores its half of the dW block through its half of the staging buffer).
-template <int MB, int DW>
+// DW: the launch computes dW as well (else dX alone: no X slice, no staging, a deeper W ring).
+template <int MB, bool DW>
 struct Cfg {
   static_assert(MB >= 1 && MB <= 4, "T <= 256");
   static constexpr int kABytes = MB * kTileBytes;             // dY tile [64·MB][64]
@@ -66,7 +62,7 @@ struct Cfg {
   static constexpr int kAStages = MB == 1 ? 4 : MB == 2 ? 4 : MB == 3 ? 4 : 3;
   static constexpr int kWStages = DW ? (MB == 1 ? 8 : MB == 2 ? 7 : MB == 3 ? 4 : 3)
                                      : (MB == 1 ? 12 : MB == 2 ? 10 : MB == 3 ? 8 : 8);
-  static constexpr int kBufs = DW ? 1 : 0;  // staging buffers of the dW block (2 boxes each; form 2: box h is warpgroup h's)
+  static constexpr int kBufs = DW ? 1 : 0;                    // staging buffers of the dW block (2 boxes each)
   static constexpr int kBars = 1 + 2 * (kAStages + kWStages);
   static constexpr int kBarBytes = kBars * 8 <= 256 ? 256 : 512;
   static constexpr int kSmem = kXBytes + kAStages * kABytes + kWStages * kWBytes + 2 * kBufs * kTileBytes +
@@ -161,7 +157,7 @@ constexpr int kDxBlocks1 = MB < 3 ? MB : 3;
 template <int MB>
 __device__ __forceinline__ void store_dw_block(const Maps& maps, const Params& p, const float (&d)[64],
                                                std::uint8_t* sStg, int i, int kb, int n0, int t) {
-  using C = Cfg<MB, 1>;
+  using C = Cfg<MB, true>;
   const int fr = t / 32 * 16 + t % 32 / 4, fq = t % 4;
   std::uint8_t* b = sStg + (i % C::kBufs) * 2 * kTileBytes;
   if (t == 0) bulk_wait_read<C::kBufs - 1>();  // the stores that last read `b` are done with it
@@ -193,7 +189,7 @@ template <int MB>
 __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, std::uint8_t* sX, const Rings& rg,
                                            std::uint8_t* sStg, std::uint64_t* x_full, int slice, int range, int n0,
                                            int kb0, int nkb) {
-  using C = Cfg<MB, 1>;
+  using C = Cfg<MB, true>;
   constexpr bool kDx = MB > kDxBlocks1<MB>;  // this warpgroup holds dX's row block 3
   const int t = static_cast<int>(threadIdx.x) - 128;
   float aw0[64], aw1[64], ax[kDx ? 64 : 1];
@@ -260,141 +256,9 @@ __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, st
   }
 }
 
-// D[64x64] (+)= A[64x16]·B[16x64], bf16 from shared memory, fp32 accumulators d[4·j + r] for n8 block j (the layout of
-// wgmma_m64n128k16_bf16's first 32). TransA: 0 = A K-major, 1 = A M-major; B N-major (one 64-column swizzle chunk).
-template <int TransA>
-__device__ __forceinline__ void wgmma_m64n64k16_bf16(float (&d)[32], std::uint64_t desc_a, std::uint64_t desc_b,
-                                                     int accumulate) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\nwgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16\n"
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
-               "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, 1;\n}\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-               : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TransA));
-}
-
-// Form 2's dW half: the finished 64 × 64 block d (columns 64·h .. of the slice) of k-block kb rounded to bf16 into
-// warpgroup h's staging box (128-byte swizzle), then stored by one TMA box. Named barrier 2 + h (the warpgroup's own).
-template <int MB>
-__device__ __forceinline__ void store_dw_half(const Maps& maps, const Params& p, const float (&d)[32],
-                                              std::uint8_t* sStg, int kb, int n0, int t, int h) {
-  const int fr = t / 32 * 16 + t % 32 / 4, fq = t % 4;
-  std::uint8_t* b = sStg + h * kTileBytes;
-  if (t == 0) bulk_wait_read<0>();  // this thread's previous store (of this box) has read it
-  named_barrier(2 + h, 128);
-#pragma unroll
-  for (int jb = 0; jb < 8; ++jb)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = fr + 8 * half;
-      *reinterpret_cast<__nv_bfloat162*>(b + r * 128 + ((jb ^ (r % 8)) * 16) + fq * 4) =
-          __floats2bfloat162_rn(d[4 * jb + 2 * half], d[4 * jb + 2 * half + 1]);
-    }
-  fence_proxy_async_smem();
-  named_barrier(2 + h, 128);
-  if (t == 0) {
-    const int seg = segment_of(p, kb * kBK), row = segment_row(p, seg, kb * kBK);
-    tma_store_2d(map_of(maps.dw, seg), b, n0 + 64 * h, row);
-    bulk_commit();
-  }
-}
-
-// Form 2's dX half: row block j, columns n0 + 64·h .. + 63, from m64n64 accumulators; stored as finish_dx_block does
-// (the partial's units v = 16·j + 8·h + jb: the layout every sum reads).
-template <int MB>
-__device__ __forceinline__ void finish_dx_half(const Params& p, const float (&d)[32], int j, int slice, int range,
-                                               int n0, int t, int h) {
-  const int fr = t / 32 * 16 + t % 32 / 4, fq = t % 4;
-  if (p.ranges > 1) {
-    float4* mine = reinterpret_cast<float4*>(p.partial) + (static_cast<std::size_t>(slice) * p.ranges + range) * MB * 2048;
-#pragma unroll
-    for (int jb = 0; jb < 8; ++jb)
-      __stcg(mine + (16 * j + 8 * h + jb) * 128 + t, make_float4(d[4 * jb], d[4 * jb + 1], d[4 * jb + 2], d[4 * jb + 3]));
-    return;
-  }
-#pragma unroll
-  for (int jb = 0; jb < 8; ++jb)
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-      store_dx_pair(p, 64 * j + fr + 8 * half, n0 + 64 * h + 8 * jb + 2 * fq, d[4 * jb + 2 * half],
-                    d[4 * jb + 2 * half + 1]);
-}
-
-// Form 2, consumer warpgroup h (threads 128·(h + 1) ..): per k-block its 64 columns of the dW block (K = 64·MB, as
-// consume_dw, double-buffered with the epilogue of the previous block overlapping the products) and of every dX row
-// block. Both warpgroups read every A and W slot and release each once its products are done.
-template <int MB>
-__device__ __forceinline__ void consume_split(const Maps& maps, const Params& p, std::uint8_t* sX, const Rings& rg,
-                                              std::uint8_t* sStg, std::uint64_t* x_full, int slice, int range, int n0,
-                                              int kb0, int nkb, int h) {
-  using C = Cfg<MB, 2>;
-  const int t = static_cast<int>(threadIdx.x) - 128 * (h + 1);
-  float aw0[32], aw1[32], ax[MB][32];
-  const std::uint32_t xh = smem_addr(sX) + h * MB * kTileBytes;  // X's 64-column chunk h
-  mbar_wait(x_full, 0);
-  auto products = [&](float(&aw)[32], int i) {
-    const int s = i % C::kAStages, sv = i % C::kWStages;
-    mbar_wait(&rg.full_a[s], (i / C::kAStages) & 1);
-    mbar_wait(&rg.full_w[sv], (i / C::kWStages) & 1);
-    const std::uint32_t sa = smem_addr(rg.a + s * C::kABytes), swh = smem_addr(rg.w + sv * C::kWBytes) + h * kTileBytes;
-    wgmma_fence();
-#pragma unroll
-    for (int kt = 0; kt < 4 * MB; ++kt)
-      wgmma_m64n64k16_bf16<1>(aw, smem_desc(sa + 2048 * kt, kTileBytes, 1024),
-                              smem_desc(xh + 2048 * kt, MB * kTileBytes, 1024), kt > 0);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const std::uint64_t db = smem_desc(swh + 2048 * kk, kTileBytes, 1024);
-#pragma unroll
-      for (int j = 0; j < MB; ++j)
-        wgmma_m64n64k16_bf16<0>(ax[j], smem_desc(sa + j * kTileBytes + 32 * kk, 16, 1024), db, i > 0 || kk > 0);
-    }
-    wgmma_commit();
-  };
-  auto finish = [&](float(&aw)[32], int i) {  // k-block i's products are done
-    if (t == 0) {
-      mbar_arrive(&rg.empty_a[i % C::kAStages]);
-      mbar_arrive(&rg.empty_w[i % C::kWStages]);
-    }
-    fence_regs(aw);
-    store_dw_half<MB>(maps, p, aw, sStg, kb0 + i, n0, t, h);
-  };
-  if (nkb > 0) {
-    // Every wait below finds one known group (the other set's) in flight: no wait is conditional.
-    products(aw0, 0);
-    int i = 1;
-    for (; i + 1 < nkb; i += 2) {
-      products(aw1, i);
-      wgmma_wait<1>();
-      finish(aw0, i - 1);
-      products(aw0, i + 1);
-      wgmma_wait<1>();
-      finish(aw1, i);
-    }
-    if (i < nkb) {
-      products(aw1, i);
-      wgmma_wait<1>();
-      finish(aw0, i - 1);
-      wgmma_wait<0>();
-      finish(aw1, i);
-    } else {
-      wgmma_wait<0>();
-      finish(aw0, i - 1);
-    }
-  }
-  if (t == 0) bulk_wait_read<0>();  // the staging box stays valid until the store has read it
-#pragma unroll
-  for (int j = 0; j < MB; ++j) {
-    fence_regs(ax[j]);
-    finish_dx_half<MB>(p, ax[j], j, slice, range, n0, t, h);
-  }
-}
-
 // A consumer warpgroup's dX row blocks J0 .. J0 + kBlocks − 1 (threads TBase .. TBase + 127): warpgroup 1 holds blocks
 // 0 .. kDxBlocks1 − 1; without dW, warpgroup 0 holds block 3 at MB = 4 (with dW, consume_dw does).
-template <int MB, int DW, int J0, int kBlocks, int TBase>
+template <int MB, bool DW, int J0, int kBlocks, int TBase>
 __device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, int slice, int range, int n0, int nkb) {
   using C = Cfg<MB, DW>;
   const int t = static_cast<int>(threadIdx.x) - TBase;
@@ -463,7 +327,7 @@ __device__ __forceinline__ void reduce_units(const Params& p, int slice, int fir
   }
 }
 
-template <int MB, int DW>
+template <int MB, bool DW>
 __global__ void __launch_bounds__(kThreads, 1)
     linear_thin_kernel(const __grid_constant__ Maps maps, const __grid_constant__ Params p) {
   using C = Cfg<MB, DW>;
@@ -493,8 +357,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     for (int s = 0; s < C::kWStages; ++s) {
       mbar_init(&rg.full_w[s], 1);
-      // warpgroup 1 (and 0 where it holds dX block 3, or its half of every block: form 2)
-      mbar_init(&rg.empty_w[s], DW == 2 || MB > kDxBlocks1<MB> ? 2 : 1);
+      mbar_init(&rg.empty_w[s], MB > kDxBlocks1<MB> ? 2 : 1);  // warpgroup 1 (and 0 where it holds dX block 3)
     }
     mbar_init_fence();
   }
@@ -536,17 +399,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
     setmaxnreg_inc<232>();
     if (threadIdx.x < 256) {
-      if constexpr (DW == 2)
-        consume_split<MB>(maps, p, sX, rg, sStg, x_full, slice, range, n0, kb0, nkb, 0);
-      else if constexpr (DW == 1)
+      if constexpr (DW)
         consume_dw<MB>(maps, p, sX, rg, sStg, x_full, slice, range, n0, kb0, nkb);
       else if constexpr (kWg0)
         consume_dx<MB, DW, 3, MB - 3, 128>(p, rg, slice, range, n0, nkb);
     } else {
-      if constexpr (DW == 2)
-        consume_split<MB>(maps, p, sX, rg, sStg, x_full, slice, range, n0, kb0, nkb, 1);
-      else
-        consume_dx<MB, DW, 0, kDxBlocks1<MB>, 256>(p, rg, slice, range, n0, nkb);
+      consume_dx<MB, DW, 0, kDxBlocks1<MB>, 256>(p, rg, slice, range, n0, nkb);
     }
     // (The two branches meet nowhere after setmaxnreg: code both reached would be register-allocated for the
     // producer's 40.)
@@ -590,7 +448,7 @@ __global__ void __launch_bounds__(256) linear_thin_reduce_kernel(const __grid_co
 
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
 
-template <int MB, int DW>
+template <int MB, bool DW>
 __global__ void linear_thin_kernel(const __grid_constant__ Maps, const __grid_constant__ Params) {
   __trap();
 }
@@ -602,20 +460,20 @@ __global__ void linear_thin_reduce_kernel(const __grid_constant__ Params) {
 #endif
 
 // The kernel's shared-memory opt-in (once per device).
-template <int MB, int DW>
+template <int MB, bool DW>
 void allow_kernel_smem() {
   allow_smem(reinterpret_cast<const void*>(linear_thin_kernel<MB, DW>), Cfg<MB, DW>::kSmem);
 }
 
 // A launch configuration in clusters of `size` CTAs along x; `attr` holds the attribute it points to.
-template <int MB, int DW>
+template <int MB, bool DW>
 cudaLaunchConfig_t cluster_config(int size, int grid, cudaStream_t stream, cudaLaunchAttribute& attr) {
   return cluster_launch_config(size, grid, kThreads, Cfg<MB, DW>::kSmem, stream, attr);
 }
 
 // How many clusters of `size` CTAs of the kernel can be resident at once on the current device (a cluster lies in
 // one GPC: at one CTA per SM, GPCs of 16-18 SMs hold 2 clusters of 8 or 5-6 of 3); cached per device and size.
-template <int MB, int DW>
+template <int MB, bool DW>
 int resident_clusters(int size) {
   static std::mutex mu;
   static std::map<std::pair<int, int>, int> known;
@@ -644,23 +502,16 @@ decltype(auto) with_mb(int mb, F&& f) {
   }
 }
 
-// The kernel form (Cfg's DW) of a plan: 0 for dX alone, 2 with dW split by columns, else 1.
-int form_of(const ThinPlan& plan) { return plan.dx_only ? 0 : plan.split_n ? 2 : 1; }
-
-// f(mb, dw) for the kernel form of mb = 1..4 row blocks and form `form` (dw: std::integral_constant<int, form>).
+// f(mb, dw) for the kernel form of mb = 1..4 row blocks with dW (dw: std::true_type) or dX alone (std::false_type).
 template <class F>
-decltype(auto) with_form(int mb, int form, F&& f) {
+decltype(auto) with_form(int mb, bool dx_only, F&& f) {
   return with_mb(mb, [&](auto m) -> decltype(auto) {
-    switch (form) {
-      case 0: return f(m, std::integral_constant<int, 0>{});
-      case 1: return f(m, std::integral_constant<int, 1>{});
-      case 2: return f(m, std::integral_constant<int, 2>{});
-      default: throw Error("linear_thin", "plan with form " + std::to_string(form));
-    }
+    if (dx_only) return f(m, std::false_type{});
+    return f(m, std::true_type{});
   });
 }
 
-template <int MB, int DW>
+template <int MB, bool DW>
 void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream, bool pdl) {
   allow_kernel_smem<MB, DW>();
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
@@ -715,8 +566,6 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
 
 }  // namespace
 
-int linear_thin_split_n() { return env_switch("ATTNBWD_CUDA_THIN_SPLITN", {"auto", "off", "on"}); }
-
 std::string linear_thin_unsupported(const LinearBackward& p) {
   if (std::string why = linear_backward_unsupported(p); !why.empty()) return why;
   if (p.tokens() > 256) return "more than 256 tokens";
@@ -737,14 +586,9 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
   const int want = std::max(1, std::min({kb_total, sms / plan.slices, kMaxRanges}));
   plan.kb_per_range = (kb_total + want - 1) / want;
   plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
-  // dW and dX split by columns between the consumer warpgroups (ATTNBWD_CUDA_THIN_SPLITN): auto = off until measured.
-  if (linear_thin_split_n() == 2) {
-    if (dx_only) throw Error("ATTNBWD_CUDA_THIN_SPLITN", "on: the dX-only form has no dW to split");
-    plan.split_n = true;
-  }
-  plan.cluster = plan.ranges > 1 && with_form(plan.mb, form_of(plan), [&](auto mb, auto dw) {
-                   return resident_clusters<mb, dw>(plan.ranges);
-                 }) >= plan.slices;
+  plan.cluster = plan.ranges > 1 &&
+                 with_form(plan.mb, dx_only, [&](auto mb, auto dw) { return resident_clusters<mb, dw>(plan.ranges); }) >=
+                     plan.slices;
   plan.grid = plan.slices * plan.ranges;
   plan.workspace_bytes =
       plan.ranges > 1 ? static_cast<std::size_t>(plan.grid) * plan.mb * 2048 * sizeof(float) * 4 : 0;
@@ -761,9 +605,7 @@ void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* wor
       plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
       (plan.ranges > 1 && workspace == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
-  if (plan.split_n && plan.dx_only)
-    fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
-  with_form(plan.mb, form_of(plan), [&](auto mb, auto dw) { launch<mb, dw>(p, plan, workspace, stream, after_own_kernel); });
+  with_form(plan.mb, plan.dx_only, [&](auto mb, auto dw) { launch<mb, dw>(p, plan, workspace, stream, after_own_kernel); });
 }
 
 }  // namespace attnbwd::cuda::sm90

@@ -29,15 +29,10 @@ struct ThinPlan {
   int ranges = 0;    // k-ranges of out per slice (1..8)
   bool cluster = false;  // the ranges of a slice are one cluster (else a second launch sums the partials)
   bool dx_only = false;  // dX alone: X and dW are not touched (may be null); W's ring takes their shared memory
-  bool split_n = false;  // with dW: each consumer warpgroup holds 64 of the slice's 128 columns of dW and of dX
   int kb_per_range = 0;
   int grid = 0;      // slices × ranges CTAs
   std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1
 };
-
-// ATTNBWD_CUDA_THIN_SPLITN: 0 auto, 1 off, 2 on; any other value is an Error naming it. Read by linear_thin_plan; the
-// ops read it up front too (a malformed value is an Error on every path before any output is written).
-int linear_thin_split_n();
 
 // Why this kernel cannot take the problem (empty: it can): linear_backward_unsupported's conditions and T ≤ 256.
 std::string linear_thin_unsupported(const LinearBackward& p);

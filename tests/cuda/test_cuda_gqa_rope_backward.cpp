@@ -375,45 +375,6 @@ TEST(CudaGqaRope, ThinQkvIsDeterministicAndRefusesLongInputs) {
                                    "the thin launch at T = 257");
 }
 
-// ATTNBWD_CUDA_THIN_SPLITN=on: the thin q/k/v launch with dW and dX split by columns between its two consumer
-// warpgroups (m64n64 products, each warpgroup storing its half of every dW block): against the oracle and the same bits
-// on a rerun at T = 64, 100, 131, 256 (one to four row blocks; q/k/v segments of 1024 and 256 rows; 2 to 40 slices,
-// ranges summed by clusters and by the second launch); with the dX-only dA form, which has no dW to split, an Error
-// naming the switch.
-TEST(CudaGqaRope, ThinSplitByColumnsMatchesTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the thin launch runs on sm_90 only";
-  const ScopedEnv split("ATTNBWD_CUDA_THIN_SPLITN", "on");
-  struct Shape {
-    int64_t B, S, hidden;
-  };
-  int k = 0;
-  for (const Shape& sh : {Shape{1, 64, 3072}, Shape{1, 100, 256}, Shape{1, 131, 3072}, Shape{2, 128, 5120}}) {
-    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, sh.hidden);
-    SCOPED_TRACE(tools::axes_to_string(axes));
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(680 + k++), tools::default_scalars(kOp));
-    check(in, axes, smallest_atol(kOp), {kThinQkv});
-    UseMode mode(kThinQkv);
-    HostCase<Args> first(in, axes);
-    expect_rerun_bits(first, in, axes, "thin q/k/v split by columns");
-  }
-  UseMode mode(kDaThin);
-  expect_refused(axes_of(1, 40, 8, 2, 128, 256), fresh_seed(689), "ATTNBWD_CUDA_THIN_SPLITN",
-                 "ATTNBWD_CUDA_THIN_SPLITN=on with the thin dA");
-}
-
-// The same, against off: each output element's products and k order are the same in m64n64 and m64n128 products, so
-// the bits are expected to be the same too (a finding either way: the test names the first differing output).
-TEST(CudaGqaRope, ThinSplitByColumnsGivesThePlainBits) {
-  ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the thin launch runs on sm_90 only";
-  const tools::Axes axes = axes_of(2, 128, 8, 2, 128, 3072);
-  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(690), tools::default_scalars(kOp));
-  expect_same_outputs(outputs_with(in, axes, kThinQkv, "ATTNBWD_CUDA_THIN_SPLITN", "on"),
-                      outputs_with(in, axes, kThinQkv, "ATTNBWD_CUDA_THIN_SPLITN", "off"),
-                      "ATTNBWD_CUDA_THIN_SPLITN=on against off");
-}
-
 // q/k/v dX by the grouped dX-only launch (unsplit: every output one CTA's sum in a fixed order) gives the same bits on
 // two runs (T = 600, two query-head groups of 4: all three segments in the K loop); asked for together with the sm_90a
 // projection pairs (which would leave it no cuBLASLt weight gradients) it raises an Error naming the switch.
@@ -988,7 +949,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
     for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
-                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_THIN_SPLITN"}) {
+                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));

@@ -432,24 +432,6 @@ TEST(CudaOutProj, ThinPathMatchesTheOracle) {
   }
 }
 
-// The thin kernel with dW and dX split by columns between its consumer warpgroups (ATTNBWD_CUDA_THIN_SPLITN=on): the
-// ranges' test's shapes (T = 1 .. 256, hidden 8 .. 3072, clusters of 1-8 ranges and the second launch's sums) against
-// the oracle; reruns on the same buffers. A malformed value is an Error naming the switch, on the default path too.
-TEST(CudaOutProj, ThinPathSplitByColumnsMatchesTheOracle) {
-  if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
-  ATTNBWD_SEED_TRACE();
-  {
-    const ScopedEnv split("ATTNBWD_CUDA_THIN_SPLITN", "on");
-    check_path("thin",
-               {{1, 1, 2, 8}, {1, 9, 4, 2}, {2, 33, 4, 6}, {1, 7, 32, 64}, {3, 65, 4, 64}, {1, 200, 2, 128},
-                {2, 128, 4, 128}, {4, 64, 4, 64}, {1, 256, 32, 64}, {2, 100, 32, 64}, {1, 131, 36, 64}, {2, 60, 48, 64}},
-               740);
-  }
-  const ScopedEnv bad("ATTNBWD_CUDA_THIN_SPLITN", "bogus");
-  Case c = make_case(1, 64, 32, 64, fresh_seed(790));
-  expect_error_naming(c, "ATTNBWD_CUDA_THIN_SPLITN");
-}
-
 TEST(CudaOutProj, ForcingTheSm90KernelWhereItCannotRunIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   Case c = make_case(2, 3, 3, 6, fresh_seed(400));  // hidden 18: not a multiple of 8 (TMA row stride)
