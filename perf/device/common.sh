@@ -52,4 +52,43 @@ e = [x["E"] for x in b if "E" in x]
 print(sys.argv[1].split("/")[-1], len(e), "workloads, geomean E", round(math.exp(sum(map(math.log, e)) / len(e)), 4), "min", round(min(e), 3))' "$f" 2>&1 | tail -1
   done
 }
+# abrun OP WORKLOADS ROUNDS NAME SECONDS VARIANT...: perf/scripts/ab.py's interleaved rounds of the variants (each
+# name=binary[,VAR=value...]) into $R/ab-NAME.json (+ .txt), then its summary lines; skipped once past $LIMIT.
+abrun() {
+  local op=$1 wl=$2 rounds=$3 name=$4 secs=$5 v args=()
+  shift 5
+  for v in "$@"; do args+=(--variant "$v"); done
+  ok && timeout "$(tmo "$secs")" python3 perf/scripts/ab.py --op "$op" --workloads "$wl" --rounds "$rounds" "${args[@]}" \
+    --out "$R/ab-$name.json" > "$R/ab-$name.txt" 2>&1
+  echo "ab $name rc=$? t=$SECONDS"; tail -10 "$R/ab-$name.txt"
+}
+# timeline OP WORKLOAD NAME [VAR=value...]: one perf run of $P with ATTNBWD_PERF_TIMELINE into $R/tl/NAME.txt, printed
+# by perf/scripts/timeline.py into $R/tl/NAME-print.txt, whose kernel lines are shown (the first 16).
+timeline() {
+  local op=$1 wl=$2 name=$3
+  shift 3
+  mkdir -p "$R/tl"
+  ok && env "$@" ATTNBWD_PERF_TIMELINE="$R/tl/$name.txt" timeout "$(tmo 30)" "$P" --backend=cuda --ops="$op" \
+    --workloads="$wl" > "$R/tl/$name.log" 2>&1
+  python3 perf/scripts/timeline.py "$R/tl/$name.txt" > "$R/tl/$name-print.txt" 2>&1
+  head -16 "$R/tl/$name-print.txt"
+}
+# torch_check OPS WORKLOAD [VAR=value...]: tests/torch/check_workloads.py (float64 PyTorch) on the CLI of the bundle, one
+# workload, into $R/torch-WORKLOAD.txt, then its verdict line.
+torch_check() {
+  local ops=$1 wl=$2
+  shift 2
+  ok && env "$@" timeout "$(tmo 50)" python3 tests/torch/check_workloads.py --cli "$M/attnbwd" --ops "$ops" \
+    --workloads "$wl" --backend cuda --solexec .carry/solexec --no-emulated > "$R/torch-$wl.txt" 2>&1
+  echo "torch $wl rc=$? t=$SECONDS"; tail -1 "$R/torch-$wl.txt"
+}
+# sanitize TOOL FILTER NAME SECONDS [VAR=value...]: compute-sanitizer --tool TOOL on the tests of FILTER into
+# $R/TOOL-NAME.txt, then its summary lines.
+sanitize() {
+  local tool=$1 filter=$2 name=$3 secs=$4
+  shift 4
+  ok && env "$@" timeout "$(tmo "$secs")" compute-sanitizer --tool "$tool" --error-exitcode 9 "$M/attnbwd_tests" \
+    --gtest_filter="$filter" > "$R/$tool-$name.txt" 2>&1
+  echo "$tool $name rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$R/$tool-$name.txt" | tail -3
+}
 fin() { echo "fin t=$SECONDS"; cd "$OUT" && tar czf r.tgz r && rm -rf r; }

@@ -4,26 +4,15 @@
 # -1.5 to -3 us at #5 and #11: 1.01-1.03x per call. 1. Tests: the two stream-K tests, the thin tests, the switch and
 # PDL tests. 2. streamk against ranges at #2 #5 #11 #13, three interleaved rounds. 3. Timeline #13 streamk; float64
 # PyTorch #13 and #5 with streamk. 4. memcheck on out_proj's stream-K test.
+# (Written again after the call with common.sh's helpers abrun, timeline, torch_check and sanitize: the same
+# steps; the timelines now print their first 16 lines.)
 source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
 shards 'CudaGqaRope.ThinQkv*:CudaOutProj.Thin*:CudaGqaRope.MalformedSwitches*:CudaGqaRope.QkvLaunchesAsProgrammatic*' 150
-ok && timeout $(tmo 150) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 2,5,11,13 --rounds 3 \
-  --variant ranges=$P,ATTNBWD_CUDA_THIN_ORDER=ranges --variant streamk=$P,ATTNBWD_CUDA_THIN_ORDER=streamk \
-  --out $R/ab-thin-order.json > $R/ab-thin-order.txt 2>&1
-echo "ab thin-order rc=$? t=$SECONDS"; tail -10 $R/ab-thin-order.txt
-mkdir -p $R/tl
-for v in streamk ranges; do
-  ok && env ATTNBWD_CUDA_THIN_ORDER=$v ATTNBWD_PERF_TIMELINE=$R/tl/gqa-13-$v.txt timeout $(tmo 30) $P --backend=cuda \
-    --ops=gqa_rope_backward --workloads=13 > $R/tl/gqa-13-$v.log 2>&1
-  python3 perf/scripts/timeline.py $R/tl/gqa-13-$v.txt > $R/tl/gqa-13-$v-print.txt 2>&1; grep -i -E 'thin|span' $R/tl/gqa-13-$v-print.txt | head -4
-done
-for w in 13 5; do
-  ok && env ATTNBWD_CUDA_THIN_ORDER=streamk timeout $(tmo 50) python3 tests/torch/check_workloads.py --cli $M/attnbwd \
-    --ops 003 --workloads $w --backend cuda --solexec .carry/solexec --no-emulated > $R/torch-$w.txt 2>&1
-  echo "torch $w rc=$? t=$SECONDS"; tail -2 $R/torch-$w.txt
-done
-ok && timeout $(tmo 120) compute-sanitizer --tool memcheck --error-exitcode 9 $M/attnbwd_tests \
-  --gtest_filter='CudaOutProj.ThinPathInStreamK*' > $R/memcheck-streamk.txt 2>&1
-echo "memcheck rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|PASSED|FAILED" $R/memcheck-streamk.txt | tail -3
+abrun gqa_rope_backward 2,5,11,13 3 thin-order 150 ranges=$P,ATTNBWD_CUDA_THIN_ORDER=ranges \
+  streamk=$P,ATTNBWD_CUDA_THIN_ORDER=streamk
+for v in streamk ranges; do timeline gqa_rope_backward 13 gqa-13-$v ATTNBWD_CUDA_THIN_ORDER=$v; done
+for w in 13 5; do torch_check 003 $w ATTNBWD_CUDA_THIN_ORDER=streamk; done
+sanitize memcheck 'CudaOutProj.ThinPathInStreamK*' streamk 120
 fin

@@ -5,19 +5,14 @@
 # Count: L2 traffic 15.7 MB at ~5 TB/s ≈ 3 us, plus the wait for the slice's last CTA: ~3-4 us against launch's 6.
 # Prediction: meetwide 1.00-1.02x of launch. 1. Tests. 2. launch / meetwide / meet at #2 #5 #11 #13, three rounds.
 # 3. Timeline #13 meetwide; float64 PyTorch #13 with meetwide.
+# (Written again after the call with common.sh's helpers abrun, timeline, torch_check and sanitize: the same
+# steps; the timelines now print their first 16 lines.)
 source perf/device/common.sh
 LIMIT=${LIMIT:-300}
 P=$M/attnbwd_perf
 shards 'CudaGqaRope.ThinSum*:CudaOutProj.ThinPathSumming*:CudaGqaRope.MalformedSwitches*' 120
-ok && timeout $(tmo 130) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 2,5,11,13 --rounds 3 \
-  --variant launch=$P,ATTNBWD_CUDA_THIN_SUM=launch --variant meetwide=$P,ATTNBWD_CUDA_THIN_SUM=meetwide \
-  --variant meet=$P,ATTNBWD_CUDA_THIN_SUM=meet --out $R/ab-thin-sum-wide.json > $R/ab-thin-sum-wide.txt 2>&1
-echo "ab rc=$? t=$SECONDS"; tail -8 $R/ab-thin-sum-wide.txt
-mkdir -p $R/tl
-ok && env ATTNBWD_CUDA_THIN_SUM=meetwide ATTNBWD_PERF_TIMELINE=$R/tl/gqa-13-meetwide.txt timeout $(tmo 30) $P --backend=cuda \
-  --ops=gqa_rope_backward --workloads=13 > $R/tl/gqa-13-meetwide.log 2>&1
-python3 perf/scripts/timeline.py $R/tl/gqa-13-meetwide.txt > $R/tl/gqa-13-meetwide-print.txt 2>&1; grep -i -E 'thin|merge|span' $R/tl/gqa-13-meetwide-print.txt | head -4
-ok && env ATTNBWD_CUDA_THIN_SUM=meetwide timeout $(tmo 50) python3 tests/torch/check_workloads.py --cli $M/attnbwd \
-  --ops 003 --workloads 13 --backend cuda --solexec .carry/solexec --no-emulated > $R/torch-13.txt 2>&1
-echo "torch 13 rc=$? t=$SECONDS"; tail -1 $R/torch-13.txt
+abrun gqa_rope_backward 2,5,11,13 3 thin-sum-wide 130 launch=$P,ATTNBWD_CUDA_THIN_SUM=launch \
+  meetwide=$P,ATTNBWD_CUDA_THIN_SUM=meetwide meet=$P,ATTNBWD_CUDA_THIN_SUM=meet
+timeline gqa_rope_backward 13 gqa-13-meetwide ATTNBWD_CUDA_THIN_SUM=meetwide
+torch_check 003 13 ATTNBWD_CUDA_THIN_SUM=meetwide
 fin
