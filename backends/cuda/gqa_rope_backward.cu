@@ -741,7 +741,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool dk_on_side = dk_side();
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
-  (void)sm90::linear_thin_tail();  // (read again by the thin plans)
   const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;
   // Padding (S % 8 != 0, cuBLASLt projections, 16-byte aligned inputs, not the small kernels' path): the attention
   // buffers have Sp = S8 rows per head and P gets a padded copy; otherwise Sp = S.

@@ -41,16 +41,13 @@
 #include "check.hpp"
 #include "cluster.cuh"
 #include "sm90/ptx.cuh"
-#include "switches.hpp"
 
 namespace attnbwd::cuda::sm90 {
 namespace {
 
 constexpr int kBN = 128, kBK = 64, kThreads = 384, kTileBytes = 64 * 128;  // one 64 × 64 bf16 box: 8 KB
 constexpr int kMaxSegments = LinearBackward::kMaxSegments;
-constexpr int kMaxRanges = 8;    // partials per slice (and the CTAs of a slice's cluster: the portable cluster size)
-constexpr int kMaxPieces = 8;    // (slice, k-range) pieces of one CTA (a tail CTA's: ThinPlan::tail_ctas)
-constexpr int kPieceBytes = 144; // the CTA's pieces in shared memory (PieceTable)
+constexpr int kMaxRanges = 8;  // the CTAs of a slice are one cluster: at most 8 (the portable cluster size)
 
 // DW: the launch computes dW as well (else dX alone: no X slice, no staging, a deeper W ring).
 template <int MB, bool DW>
@@ -66,26 +63,21 @@ struct Cfg {
   static constexpr int kWStages = DW ? (MB == 1 ? 8 : MB == 2 ? 7 : MB == 3 ? 4 : 3)
                                      : (MB == 1 ? 12 : MB == 2 ? 10 : MB == 3 ? 8 : 8);
   static constexpr int kBufs = DW ? 1 : 0;                    // staging buffers of the dW block (2 boxes each)
-  static constexpr int kBars = 2 + 2 * (kAStages + kWStages);  // X's full and empty, and the rings'
-  static constexpr int kBarBytes = kBars * 8 + kPieceBytes <= 256 ? 256 : 512;  // and the CTA's pieces
+  static constexpr int kBars = 1 + 2 * (kAStages + kWStages);
+  static constexpr int kBarBytes = kBars * 8 <= 256 ? 256 : 512;
   static constexpr int kSmem = kXBytes + kAStages * kABytes + kWStages * kWBytes + 2 * kBufs * kTileBytes +
                                1024 /*align*/ + kBarBytes;
   static_assert(kSmem <= 227 * 1024, "shared memory of one H100/H200 CTA");
-  static_assert(kBars * 8 + kPieceBytes <= kBarBytes, "barriers and pieces");
+  static_assert(kBars * 8 <= kBarBytes, "barriers");
 };
 
 struct Params {
   int T, in, kb_total, kb_per_range, ranges;
-  // The tail (ThinPlan::tail_kb > 0): the last tail_kb k-blocks of every slice, tail_units = slices·tail_kb (slice,
-  // k-block) units in slice-major order, dealt out over tail_ctas CTAs after the dp_ctas = slices·ranges CTAs of the
-  // ranges; a slice's partials at slots sps·slice + (range, or ranges + its tail's piece 0 or 1).
-  int tail_kb, tail_units, tail_ctas, dp_ctas, sps;
-  int publish;  // dX as fp32 partials (ranges > 1 or a tail), summed after
   int seg[kMaxSegments];                               // first out row of each segment (INT_MAX: none)
   __nv_bfloat16* dx;
   long long stride_b, stride_h;  // dX [B][H][S][D]: element (t, n) at (t / S)·stride_b + (n / D)·stride_h +
   int rows_per_b, cols_per_h;    //   (t % S)·D + n % D, with S = rows_per_b, D = cols_per_h
-  float* partial;                // [slot][MB · 16 · 128] float4 (slots: Params::sps per slice)
+  float* partial;                // [slices][ranges][MB · 16 · 128] float4
   int cluster;                   // the ranges of a slice are one cluster
 };
 
@@ -123,51 +115,6 @@ __device__ __forceinline__ int segment_row(const Params& p, int s, int row) {
   return row - (s == 2 ? p.seg[2] : s == 1 ? p.seg[1] : 0);
 }
 
-// One CTA's work on one slice: k-blocks [kb0, kb0 + nkb) of slice `slice`, dX's partial published at `slot`.
-struct Piece {
-  int slice, kb0, nkb, slot;
-};
-
-// The CTA's pieces, written by thread 0 into shared memory before the fork (the consumers have no registers to spare).
-struct PieceTable {
-  int count;
-  Piece piece[kMaxPieces];
-};
-static_assert(sizeof(PieceTable) <= kPieceBytes, "pieces");
-
-// CTA c's pieces. A CTA of the ranges (c < dp_ctas): slice c / ranges, its range's k-blocks, slot sps·slice + range.
-// A tail CTA: units [⌊t·U / G⌋, ⌊(t + 1)·U / G⌋) of the tail's U units over its G CTAs (t = c − dp_ctas), cut at
-// slice boundaries; the piece holding a slice's first tail unit at slot sps·slice + ranges, the other (the plan keeps
-// every tail CTA at least tail_kb units long, so a slice's tail has at most two pieces) at + 1.
-__device__ __forceinline__ void fill_pieces(const Params& p, int c, PieceTable* pt) {
-  if (c < p.dp_ctas) {
-    const int slice = c / p.ranges, range = c % p.ranges, kb0 = range * p.kb_per_range;
-    pt->count = 1;
-    pt->piece[0] = {slice, kb0, min(kb0 + p.kb_per_range, p.kb_total) - kb0, p.sps * slice + range};
-    return;
-  }
-  const int t = c - p.dp_ctas;
-  const int u0 = static_cast<int>(static_cast<long long>(t) * p.tail_units / p.tail_ctas);
-  const int u1 = static_cast<int>(static_cast<long long>(t + 1) * p.tail_units / p.tail_ctas);
-  const int tail0 = p.kb_total - p.tail_kb;  // the tail's first k-block
-  int n = 0;
-  for (int u = u0; u < u1 && n < kMaxPieces;) {
-    const int s = u / p.tail_kb, e = min(u1, (s + 1) * p.tail_kb);
-    pt->piece[n++] = {s, tail0 + (u - s * p.tail_kb), e - u, p.sps * s + p.ranges + (u == s * p.tail_kb ? 0 : 1)};
-    u = e;
-  }
-  pt->count = n;
-}
-
-// The slots of slice s's partials, in k order: [*lo, *lo + count) (the ranges', then its tail's one or two).
-__device__ __forceinline__ int slice_slots(const Params& p, int s, int* lo) {
-  *lo = p.sps * s;
-  if (p.tail_kb == 0) return p.ranges;
-  // owner(u): the tail CTA whose units hold u, the largest t with ⌊t·U / G⌋ ≤ u.
-  auto owner = [&](int u) { return static_cast<int>((static_cast<long long>(u + 1) * p.tail_ctas - 1) / p.tail_units); };
-  return p.ranges + (owner(s * p.tail_kb) == owner((s + 1) * p.tail_kb - 1) ? 1 : 2);
-}
-
 // dX[m][n], dX[m][n + 1] = bf16(x), bf16(y) in the head-split layout, where m < T and n < in (n is even and so is
 // D: a pair stays in one head).
 __device__ __forceinline__ void store_dx_pair(const Params& p, int m, int n, float x, float y) {
@@ -179,13 +126,14 @@ __device__ __forceinline__ void store_dx_pair(const Params& p, int m, int n, flo
 }
 
 // dX rows of block j (64·j + fr, + 8) and columns n0 + 8·jb + 2·fq (+ 1) from m64n128 accumulators: stored from the
-// registers with one range, else published as the piece's fp32 partial at `slot` (float4 (j, jb) of thread t at
+// registers with one range, else published as this CTA's fp32 partial (float4 (j, jb) of thread t at
 // (16·j + jb)·128 + t).
 template <int MB>
-__device__ __forceinline__ void finish_dx_block(const Params& p, const float (&d)[64], int j, int slot, int n0, int t) {
+__device__ __forceinline__ void finish_dx_block(const Params& p, const float (&d)[64], int j, int slice, int range,
+                                                int n0, int t) {
   const int fr = t / 32 * 16 + t % 32 / 4, fq = t % 4;
-  if (p.publish) {
-    float4* mine = reinterpret_cast<float4*>(p.partial) + static_cast<std::size_t>(slot) * MB * 2048;
+  if (p.ranges > 1) {
+    float4* mine = reinterpret_cast<float4*>(p.partial) + (static_cast<std::size_t>(slice) * p.ranges + range) * MB * 2048;
 #pragma unroll
     for (int jb = 0; jb < 16; ++jb)
       __stcg(mine + (16 * j + jb) * 128 + t, make_float4(d[4 * jb], d[4 * jb + 1], d[4 * jb + 2], d[4 * jb + 3]));
@@ -239,130 +187,107 @@ __device__ __forceinline__ void store_dw_block(const Maps& maps, const Params& p
 // rounded and stored while they run, so the epilogue overlaps the tensor work instead of following it.
 template <int MB>
 __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, std::uint8_t* sX, const Rings& rg,
-                                           std::uint8_t* sStg, std::uint64_t* x_full, std::uint64_t* x_empty,
-                                           const PieceTable* pt) {
+                                           std::uint8_t* sStg, std::uint64_t* x_full, int slice, int range, int n0,
+                                           int kb0, int nkb) {
   using C = Cfg<MB, true>;
   constexpr bool kDx = MB > kDxBlocks1<MB>;  // this warpgroup holds dX's row block 3
   const int t = static_cast<int>(threadIdx.x) - 128;
   float aw0[64], aw1[64], ax[kDx ? 64 : 1];
   const std::uint32_t x_base = smem_addr(sX);
-  int base = 0;  // k-blocks of the earlier pieces: the rings' slots and phases run on across pieces
-  const int npieces = pt->count;
-  for (int q = 0; q < npieces; ++q) {
-    const Piece w = pt->piece[q];
-    const int n0 = w.slice * kBN, nkb = w.nkb;
-    mbar_wait(x_full, q & 1);  // this piece's X slice
-    // Products of k-block i of the piece (ring position base + i; dX's accumulator starts at the piece's first).
-    auto products = [&](float(&aw)[64], int i) {
-      const int g = base + i, s = g % C::kAStages;
-      mbar_wait(&rg.full_a[s], (g / C::kAStages) & 1);
-      const std::uint32_t sa = smem_addr(rg.a + s * C::kABytes);
-      std::uint32_t sw = 0;
-      if constexpr (kDx) {
-        const int sv = g % C::kWStages;
-        mbar_wait(&rg.full_w[sv], (g / C::kWStages) & 1);
-        sw = smem_addr(rg.w + sv * C::kWBytes);
-      }
-      wgmma_fence();
-#pragma unroll
-      for (int kt = 0; kt < 4 * MB; ++kt)
-        wgmma_m64n128k16_bf16<1>(aw, smem_desc(sa + 2048 * kt, kTileBytes, 1024),
-                                 smem_desc(x_base + 2048 * kt, MB * kTileBytes, 1024), kt > 0);
-      if constexpr (kDx) {
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_m64n128k16_bf16<0>(ax, smem_desc(sa + 3 * kTileBytes + 32 * kk, 16, 1024),
-                                   smem_desc(sw + 2048 * kk, kTileBytes, 1024), i > 0 || kk > 0);
-      }
-      wgmma_commit();
-    };
-    auto finish = [&](float(&aw)[64], int i) {  // k-block i's products are done
-      const int g = base + i;
-      if (t == 0) {
-        mbar_arrive(&rg.empty_a[g % C::kAStages]);
-        if constexpr (kDx) mbar_arrive(&rg.empty_w[g % C::kWStages]);
-      }
-      fence_regs(aw);
-      store_dw_block<MB>(maps, p, aw, sStg, g, w.kb0 + i, n0, t);
-    };
-    if (nkb > 0) {
-      // Every wait below finds one known group (the other set's) in flight: no wait is conditional.
-      products(aw0, 0);
-      int i = 1;
-      for (; i + 1 < nkb; i += 2) {
-        products(aw1, i);
-        wgmma_wait<1>();
-        finish(aw0, i - 1);
-        products(aw0, i + 1);
-        wgmma_wait<1>();
-        finish(aw1, i);
-      }
-      if (i < nkb) {
-        products(aw1, i);
-        wgmma_wait<1>();
-        finish(aw0, i - 1);
-        wgmma_wait<0>();
-        finish(aw1, i);
-      } else {
-        wgmma_wait<0>();
-        finish(aw0, i - 1);
-      }
-    }
-    // Every product that read X's slice is done: the producer may load the next piece's.
-    if (q + 1 < npieces && t == 0) mbar_arrive(x_empty);
+  mbar_wait(x_full, 0);
+  auto products = [&](float(&aw)[64], int i) {
+    const int s = i % C::kAStages;
+    mbar_wait(&rg.full_a[s], (i / C::kAStages) & 1);
+    const std::uint32_t sa = smem_addr(rg.a + s * C::kABytes);
+    std::uint32_t sw = 0;
     if constexpr (kDx) {
-      fence_regs(ax);
-      finish_dx_block<MB>(p, ax, 3, w.slot, n0, t);
+      const int sv = i % C::kWStages;
+      mbar_wait(&rg.full_w[sv], (i / C::kWStages) & 1);
+      sw = smem_addr(rg.w + sv * C::kWBytes);
     }
-    base += nkb;
+    wgmma_fence();
+#pragma unroll
+    for (int kt = 0; kt < 4 * MB; ++kt)
+      wgmma_m64n128k16_bf16<1>(aw, smem_desc(sa + 2048 * kt, kTileBytes, 1024),
+                  smem_desc(x_base + 2048 * kt, MB * kTileBytes, 1024), kt > 0);
+    if constexpr (kDx) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n128k16_bf16<0>(ax, smem_desc(sa + 3 * kTileBytes + 32 * kk, 16, 1024),
+                    smem_desc(sw + 2048 * kk, kTileBytes, 1024), i > 0 || kk > 0);
+    }
+    wgmma_commit();
+  };
+  auto finish = [&](float(&aw)[64], int i) {  // k-block i's products are done
+    if (t == 0) {
+      mbar_arrive(&rg.empty_a[i % C::kAStages]);
+      if constexpr (kDx) mbar_arrive(&rg.empty_w[i % C::kWStages]);
+    }
+    fence_regs(aw);
+    store_dw_block<MB>(maps, p, aw, sStg, i, kb0 + i, n0, t);
+  };
+  if (nkb > 0) {
+    // Every wait below finds one known group (the other set's) in flight: no wait is conditional.
+    products(aw0, 0);
+    int i = 1;
+    for (; i + 1 < nkb; i += 2) {
+      products(aw1, i);
+      wgmma_wait<1>();
+      finish(aw0, i - 1);
+      products(aw0, i + 1);
+      wgmma_wait<1>();
+      finish(aw1, i);
+    }
+    if (i < nkb) {
+      products(aw1, i);
+      wgmma_wait<1>();
+      finish(aw0, i - 1);
+      wgmma_wait<0>();
+      finish(aw1, i);
+    } else {
+      wgmma_wait<0>();
+      finish(aw0, i - 1);
+    }
   }
   if (t == 0) bulk_wait_read<0>();  // the staging buffers stay valid until the stores have read them
+  if constexpr (kDx) {
+    fence_regs(ax);
+    finish_dx_block<MB>(p, ax, 3, slice, range, n0, t);
+  }
 }
 
 // A consumer warpgroup's dX row blocks J0 .. J0 + kBlocks − 1 (threads TBase .. TBase + 127): warpgroup 1 holds blocks
 // 0 .. kDxBlocks1 − 1; without dW, warpgroup 0 holds block 3 at MB = 4 (with dW, consume_dw does).
 template <int MB, bool DW, int J0, int kBlocks, int TBase>
-__device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, const PieceTable* pt) {
+__device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, int slice, int range, int n0, int nkb) {
   using C = Cfg<MB, DW>;
   const int t = static_cast<int>(threadIdx.x) - TBase;
   float ax[kBlocks][64];
-  int base = 0;  // k-blocks of the earlier pieces (ring positions)
-  const int npieces = pt->count;
-  for (int q = 0; q < npieces; ++q) {
-    const int nkb = pt->piece[q].nkb;
-    for (int i = 0; i < nkb; ++i) {
-      const int g = base + i, s = g % C::kAStages, sv = g % C::kWStages;
-      mbar_wait(&rg.full_a[s], (g / C::kAStages) & 1);
-      mbar_wait(&rg.full_w[sv], (g / C::kWStages) & 1);
-      const std::uint32_t sa = smem_addr(rg.a + s * C::kABytes), sw = smem_addr(rg.w + sv * C::kWBytes);
-      wgmma_fence();
+  for (int i = 0; i < nkb; ++i) {
+    const int s = i % C::kAStages, sv = i % C::kWStages;
+    mbar_wait(&rg.full_a[s], (i / C::kAStages) & 1);
+    mbar_wait(&rg.full_w[sv], (i / C::kWStages) & 1);
+    const std::uint32_t sa = smem_addr(rg.a + s * C::kABytes), sw = smem_addr(rg.w + sv * C::kWBytes);
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const std::uint64_t db = smem_desc(sw + 2048 * kk, kTileBytes, 1024);
+    for (int kk = 0; kk < 4; ++kk) {
+      const std::uint64_t db = smem_desc(sw + 2048 * kk, kTileBytes, 1024);
 #pragma unroll
-        for (int j = 0; j < kBlocks; ++j)
-          wgmma_m64n128k16_bf16<0>(ax[j], smem_desc(sa + (J0 + j) * kTileBytes + 32 * kk, 16, 1024), db,
-                                   i > 0 || kk > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<1>();  // every product of k-block i − 1 is done: release its slot
-      if (i > 0 && t == 0) {
-        mbar_arrive(&rg.empty_a[(g - 1) % C::kAStages]);
-        mbar_arrive(&rg.empty_w[(g - 1) % C::kWStages]);
-      }
+      for (int j = 0; j < kBlocks; ++j)
+        wgmma_m64n128k16_bf16<0>(ax[j], smem_desc(sa + (J0 + j) * kTileBytes + 32 * kk, 16, 1024), db, i > 0 || kk > 0);
     }
-    wgmma_wait<0>();
-    base += nkb;
-    if (q + 1 < npieces && nkb > 0 && t == 0) {  // the piece's last slot, for the next piece's loads
-      mbar_arrive(&rg.empty_a[(base - 1) % C::kAStages]);
-      mbar_arrive(&rg.empty_w[(base - 1) % C::kWStages]);
+    wgmma_commit();
+    wgmma_wait<1>();  // every product of k-block i − 1 is done: release its slot
+    if (i > 0 && t == 0) {
+      mbar_arrive(&rg.empty_a[(i - 1) % C::kAStages]);
+      mbar_arrive(&rg.empty_w[(i - 1) % C::kWStages]);
     }
-    const Piece w = pt->piece[q];
+  }
+  wgmma_wait<0>();
 #pragma unroll
-    for (int j = 0; j < kBlocks; ++j) {
-      fence_regs(ax[j]);
-      finish_dx_block<MB>(p, ax[j], J0 + j, w.slot, w.slice * kBN, t);
-    }
+  for (int j = 0; j < kBlocks; ++j) {
+    fence_regs(ax[j]);
+    finish_dx_block<MB>(p, ax[j], J0 + j, slice, range, n0, t);
   }
 }
 
@@ -414,17 +339,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   rg.w = rg.a + C::kAStages * C::kABytes;                        // W ring
   std::uint8_t* sStg = rg.w + C::kWStages * C::kWBytes;          // staging: kBufs dW blocks of 2 boxes
   std::uint64_t* x_full = reinterpret_cast<std::uint64_t*>(sStg + 2 * C::kBufs * kTileBytes);
-  std::uint64_t* x_empty = x_full + 1;  // X's slice read by every dW product of a piece (a tail CTA's next piece)
-  rg.full_a = x_full + 2;
+  rg.full_a = x_full + 1;
   rg.empty_a = rg.full_a + C::kAStages;
   rg.full_w = rg.empty_a + C::kAStages;
   rg.empty_w = rg.full_w + C::kWStages;
-  PieceTable* pt = reinterpret_cast<PieceTable*>(rg.empty_w + C::kWStages);
+
+  const int slice = static_cast<int>(blockIdx.x) / p.ranges, range = static_cast<int>(blockIdx.x) % p.ranges;
+  const int n0 = slice * kBN;
+  const int kb0 = range * p.kb_per_range, kb1 = min(kb0 + p.kb_per_range, p.kb_total);
+  const int nkb = kb1 - kb0;
 
   if (threadIdx.x == 0) {
-    fill_pieces(p, static_cast<int>(blockIdx.x), pt);
     mbar_init(x_full, 1);
-    mbar_init(x_empty, 1);
     for (int s = 0; s < C::kAStages; ++s) {
       mbar_init(&rg.full_a[s], 1);
       mbar_init(&rg.empty_a[s], kWg0 ? 2 : 1);  // one arrival per consumer warpgroup
@@ -436,52 +362,37 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init_fence();
   }
   __syncthreads();
-  const int npieces = pt->count;
   // The partials' sum (a programmatic dependent launch, where there is one) may be scheduled once every CTA of this
   // grid is resident: it waits for this grid's end before reading anything.
   griddep_launch_dependents();
 
   if (threadIdx.x < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    // Three producer threads: one per ring, so that W's loads run ahead of A's slots, and one for X's slice of
-    // each piece (the next piece's once the dW products of the one before are done with it).
+    // Two producer threads, one per ring, so that W's loads run ahead of A's slots.
     if (threadIdx.x == 0) {
+      if constexpr (DW) {
+        mbar_arrive_expect_tx(x_full, C::kXBytes);
+#pragma unroll
+        for (int c = 0; c < 2; ++c) tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, n0 + 64 * c, 0);
+      }
       // dY may be the previous kernel's output (a programmatic dependent launch: linear_thin_launch's
       // after_own_kernel); X and W are not. Without the launch attribute this returns at once.
       griddep_wait();
-      int g = 0;  // ring position, running on across pieces
-      for (int q = 0; q < npieces; ++q) {
-        const Piece w = pt->piece[q];
-        for (int i = 0; i < w.nkb; ++i, ++g) {
-          const int s = g % C::kAStages, kb = w.kb0 + i;
-          mbar_wait(&rg.empty_a[s], ((g / C::kAStages) & 1) ^ 1);
-          mbar_arrive_expect_tx(&rg.full_a[s], C::kABytes);
-          tma_load_2d(rg.a + s * C::kABytes, &maps.a, &rg.full_a[s], kb * kBK, 0);  // box {64 out, 64·MB t}
-        }
+      for (int i = 0; i < nkb; ++i) {
+        const int s = i % C::kAStages, kb = kb0 + i;
+        mbar_wait(&rg.empty_a[s], ((i / C::kAStages) & 1) ^ 1);
+        mbar_arrive_expect_tx(&rg.full_a[s], C::kABytes);
+        tma_load_2d(rg.a + s * C::kABytes, &maps.a, &rg.full_a[s], kb * kBK, 0);  // box {64 out, 64·MB t}
       }
     } else if (threadIdx.x == 32) {
-      int g = 0;
-      for (int q = 0; q < npieces; ++q) {
-        const Piece w = pt->piece[q];
-        for (int i = 0; i < w.nkb; ++i, ++g) {
-          const int s = g % C::kWStages, kb = w.kb0 + i, n0 = w.slice * kBN;
-          mbar_wait(&rg.empty_w[s], ((g / C::kWStages) & 1) ^ 1);
-          mbar_arrive_expect_tx(&rg.full_w[s], C::kWBytes);
-          const int seg = segment_of(p, kb * kBK), kr = segment_row(p, seg, kb * kBK);
+      for (int i = 0; i < nkb; ++i) {
+        const int s = i % C::kWStages, kb = kb0 + i;
+        mbar_wait(&rg.empty_w[s], ((i / C::kWStages) & 1) ^ 1);
+        mbar_arrive_expect_tx(&rg.full_w[s], C::kWBytes);
+        const int seg = segment_of(p, kb * kBK), kr = segment_row(p, seg, kb * kBK);
 #pragma unroll
-          for (int c = 0; c < 2; ++c)  // boxes {64 n, 64 k}
-            tma_load_2d(rg.w + s * C::kWBytes + c * kTileBytes, map_of(maps.w, seg), &rg.full_w[s], n0 + 64 * c, kr);
-        }
-      }
-    } else if (threadIdx.x == 64) {
-      if constexpr (DW) {
-        for (int q = 0; q < npieces; ++q) {
-          if (q > 0) mbar_wait(x_empty, (q - 1) & 1);
-          mbar_arrive_expect_tx(x_full, C::kXBytes);
-#pragma unroll
-          for (int c = 0; c < 2; ++c)
-            tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, pt->piece[q].slice * kBN + 64 * c, 0);
-        }
+        for (int c = 0; c < 2; ++c)  // boxes {64 n, 64 k}
+          tma_load_2d(rg.w + s * C::kWBytes + c * kTileBytes, map_of(maps.w, seg), &rg.full_w[s], n0 + 64 * c, kr);
       }
     }
     if (p.ranges > 1 && p.cluster) cluster_sync();  // every thread of the cluster takes part
@@ -489,11 +400,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_inc<232>();
     if (threadIdx.x < 256) {
       if constexpr (DW)
-        consume_dw<MB>(maps, p, sX, rg, sStg, x_full, x_empty, pt);
+        consume_dw<MB>(maps, p, sX, rg, sStg, x_full, slice, range, n0, kb0, nkb);
       else if constexpr (kWg0)
-        consume_dx<MB, DW, 3, MB - 3, 128>(p, rg, pt);
+        consume_dx<MB, DW, 3, MB - 3, 128>(p, rg, slice, range, n0, nkb);
     } else {
-      consume_dx<MB, DW, 0, kDxBlocks1<MB>, 256>(p, rg, pt);
+      consume_dx<MB, DW, 0, kDxBlocks1<MB>, 256>(p, rg, slice, range, n0, nkb);
     }
     // (The two branches meet nowhere after setmaxnreg: code both reached would be register-allocated for the
     // producer's 40.)
@@ -501,19 +412,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       // Every CTA of the slice (its cluster) has published its partial; each sums its share in range order.
       __threadfence();  // (the cluster barrier's release already orders the partial's stores; kept as a belt)
       cluster_sync();
-      // (by ranges: one piece, slot = slice·ranges + range)
-      const int slice = static_cast<int>(blockIdx.x) / p.ranges;
-      reduce_units<MB>(p, slice, static_cast<int>(blockIdx.x) % p.ranges, p.ranges, slice * kBN);
+      reduce_units<MB>(p, slice, range, p.ranges, n0);
     }
     // Not a cluster: linear_thin_reduce_kernel, launched next on the stream, sums the partials.
   }
 }
 
-// dX from the partials of every range (and the tail's pieces) when the ranges are not a cluster: CTA (x, slice) of
-// 256 threads takes units v = 2·x and 2·x + 1 (128 threads each, thread t the fragment thread t of the consumer
-// warpgroup that published it) and sums the slice's partials in k order (the ranges', as reduce_units, then the
-// tail's). A programmatic dependent of the main kernel: it may be scheduled before that grid ends and waits here for
-// its completion (and its memory).
+// dX from the partials of every range when the ranges are not a cluster: CTA (x, slice) of 256 threads takes units
+// v = 2·x and 2·x + 1 (128 threads each, thread t the fragment thread t of the consumer warpgroup that published
+// it) and sums the slice's partials in range order, as reduce_units. A programmatic dependent of the main kernel:
+// it may be scheduled before that grid ends and waits here for its completion (and its memory).
 template <int MB>
 __global__ void __launch_bounds__(256) linear_thin_reduce_kernel(const __grid_constant__ Params p) {
   griddep_wait();
@@ -522,18 +430,17 @@ __global__ void __launch_bounds__(256) linear_thin_reduce_kernel(const __grid_co
   const int t = static_cast<int>(threadIdx.x) % 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fq = lane % 4, j = v / 16;
   if (v >= 16 * MB || 64 * j + fr >= p.T) return;  // both rows of the thread past T
-  int lo = 0;
-  const int count = slice_slots(p, slice, &lo);  // at most kMaxRanges (the plan)
-  const float4* pu = reinterpret_cast<const float4*>(p.partial) + static_cast<std::size_t>(lo) * MB * 2048 + v * 128 + t;
-  const std::size_t stride = static_cast<std::size_t>(MB) * 2048;  // between slots
+  const float4* pu = reinterpret_cast<const float4*>(p.partial) +
+                     static_cast<std::size_t>(slice) * p.ranges * MB * 2048 + v * 128 + t;
+  const std::size_t stride = static_cast<std::size_t>(MB) * 2048;  // between ranges
   float4 x[kMaxRanges];
 #pragma unroll
   for (int r = 0; r < kMaxRanges; ++r)
-    if (r < count) x[r] = __ldcg(pu + r * stride);
+    if (r < p.ranges) x[r] = __ldcg(pu + r * stride);
   float4 a = x[0];
 #pragma unroll
   for (int r = 1; r < kMaxRanges; ++r)
-    if (r < count) a.x += x[r].x, a.y += x[r].y, a.z += x[r].z, a.w += x[r].w;
+    if (r < p.ranges) a.x += x[r].x, a.y += x[r].y, a.z += x[r].z, a.w += x[r].w;
   const int n = slice * kBN + 8 * (v % 16) + 2 * fq;
   store_dx_pair(p, 64 * j + fr, n, a.x, a.y);
   store_dx_pair(p, 64 * j + fr + 8, n, a.z, a.w);
@@ -629,9 +536,6 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
   prm.T = static_cast<int>(T), prm.in = static_cast<int>(in);
   prm.kb_total = static_cast<int>((out + kBK - 1) / kBK), prm.kb_per_range = plan.kb_per_range;
   prm.ranges = plan.ranges;
-  prm.tail_kb = plan.tail_kb, prm.tail_units = plan.slices * plan.tail_kb, prm.tail_ctas = plan.tail_ctas;
-  prm.dp_ctas = plan.slices * plan.ranges, prm.sps = plan.ranges + (plan.tail_kb > 0 ? 2 : 0);
-  prm.publish = plan.tail_kb > 0 || plan.ranges > 1;
   prm.dx = static_cast<__nv_bfloat16*>(p.grad_input);
   prm.rows_per_b = static_cast<int>(p.seq_len), prm.cols_per_h = static_cast<int>(p.head_dim);
   prm.stride_b = p.heads * p.seq_len * p.head_dim, prm.stride_h = p.seq_len * p.head_dim;
@@ -647,7 +551,7 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
   }
   ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB, DW>, maps, prm));
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  if (prm.publish && !plan.cluster) {  // the partials' sum, a programmatic dependent of the main kernel
+  if (plan.ranges > 1 && !plan.cluster) {  // the partials' sum, a programmatic dependent of the main kernel
     cudaLaunchAttribute pdl = programmatic_dependent_attribute();
     cudaLaunchConfig_t rc{};
     rc.gridDim = dim3(8 * MB, static_cast<unsigned>(plan.slices));
@@ -662,33 +566,12 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
 
 }  // namespace
 
-int linear_thin_tail() { return env_switch("ATTNBWD_CUDA_THIN_TAIL", {"auto", "off", "on"}); }
-
 std::string linear_thin_unsupported(const LinearBackward& p) {
   if (std::string why = linear_backward_unsupported(p); !why.empty()) return why;
   if (p.tokens() > 256) return "more than 256 tokens";
   if (!aligned16(p.grad_weight) && p.segments == 1) return "weight gradient not 16-byte aligned (TMA stores)";
   return {};
 }
-
-namespace {
-
-// A tail of tail_kb = kb_total − ranges·kbr k-blocks per slice over tail_ctas CTAs: whether the kernel can take it (a
-// tail CTA at least tail_kb units long: a slice's tail in at most two pieces; at most kMaxPieces pieces per CTA; the
-// ranges and two tail pieces at most kMaxRanges partials per slice), and its count in k-blocks of the longest CTA
-// (a tail CTA's units plus one per extra piece: X's next slice and one more partial).
-bool tail_fits(int slices, int kb_total, int ranges, int kbr, int tail_ctas, int* cost) {
-  const int tail_kb = kb_total - ranges * kbr;
-  if (kbr < 1 || tail_kb < 1 || tail_ctas < 1 || tail_ctas > slices || ranges + 2 > kMaxRanges) return false;
-  const long long units = static_cast<long long>(slices) * tail_kb;
-  const int per = static_cast<int>((units + tail_ctas - 1) / tail_ctas);
-  const int pieces = (per + tail_kb - 1) / tail_kb + 1;
-  if (pieces > kMaxPieces) return false;
-  *cost = std::max(kbr, per + pieces - 1);
-  return true;
-}
-
-}  // namespace
 
 ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
   ThinPlan plan;
@@ -703,34 +586,6 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
   const int want = std::max(1, std::min({kb_total, sms / plan.slices, kMaxRanges}));
   plan.kb_per_range = (kb_total + want - 1) / want;
   plan.ranges = (kb_total + plan.kb_per_range - 1) / plan.kb_per_range;  // every range owns k-blocks
-  // The tail (with dW; ATTNBWD_CUDA_THIN_TAIL): the SMs the ranges leave (at most one per slice) take the last k-blocks
-  // of every slice, the ranges shortened to kbr k-blocks each, in lockstep as before (their CTAs read and write whole
-  // rows of W and dW at once; the forty-second session's stream-K order, which gave that up, was 0.86-0.91x); kbr the
-  // one with the shortest longest CTA by tail_fits' count. on: where a tail fits (else an Error naming the switch);
-  // auto = off until measured.
-  const int tail = linear_thin_tail();
-  int best_kbr = 0, best_cost = 0;
-  const int tail_ctas = std::min(sms - plan.slices * plan.ranges, plan.slices);
-  if (!dx_only)
-    for (int kbr = plan.kb_per_range - 1; kbr >= 1; --kbr) {
-      int cost = 0;
-      if (tail_fits(plan.slices, kb_total, plan.ranges, kbr, tail_ctas, &cost) && (best_kbr == 0 || cost < best_cost))
-        best_kbr = kbr, best_cost = cost;
-    }
-  if (tail == 2) {
-    if (best_kbr == 0)
-      throw Error("ATTNBWD_CUDA_THIN_TAIL", std::string("on: ") +
-                                                (dx_only ? "the dX-only form has none"
-                                                         : "no tail fits the SMs the ranges leave (" +
-                                                               std::to_string(sms - plan.slices * plan.ranges) + ")"));
-    plan.kb_per_range = best_kbr;
-    plan.tail_kb = kb_total - plan.ranges * best_kbr;
-    plan.tail_ctas = tail_ctas;
-    plan.grid = plan.slices * plan.ranges + tail_ctas;
-    plan.workspace_bytes =
-        static_cast<std::size_t>(plan.slices) * (plan.ranges + 2) * plan.mb * 2048 * sizeof(float) * 4;
-    return plan;  // (not a cluster: the second launch sums)
-  }
   plan.cluster = plan.ranges > 1 &&
                  with_form(plan.mb, dx_only, [&](auto mb, auto dw) { return resident_clusters<mb, dw>(plan.ranges); }) >=
                      plan.slices;
@@ -743,23 +598,11 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
 void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream,
                         bool after_own_kernel) {
   if (const std::string why = linear_thin_unsupported(p); !why.empty()) throw Error("linear_thin", why);
-  // The plan is linear_thin_plan's for this problem: every range owns k-blocks, a cluster per slice; or the ranges and
-  // a tail.
+  // The plan is linear_thin_plan's for this problem: every range owns k-blocks, a cluster per slice.
   const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
-  const int slices = static_cast<int>((p.in_features + kBN - 1) / kBN);
-  if (plan.tail_kb > 0) {
-    int cost = 0;
-    if (plan.mb != (p.tokens() + 63) / 64 || plan.dx_only || plan.cluster || plan.slices != slices ||
-        plan.ranges < 1 || plan.ranges * plan.kb_per_range + plan.tail_kb != kb_total ||
-        !tail_fits(slices, kb_total, plan.ranges, plan.kb_per_range, plan.tail_ctas, &cost) ||
-        plan.grid != slices * plan.ranges + plan.tail_ctas || workspace == nullptr)
-      fail("linear_thin_launch", __FILE__, __LINE__, "a plan with a tail that is not linear_thin_plan's for this problem");
-    with_form(plan.mb, false, [&](auto mb, auto dw) { launch<mb, dw>(p, plan, workspace, stream, after_own_kernel); });
-    return;
-  }
   if (plan.mb != (p.tokens() + 63) / 64 || plan.ranges < 1 || plan.ranges > kMaxRanges || plan.kb_per_range < 1 ||
       (plan.ranges - 1) * plan.kb_per_range >= kb_total || plan.ranges * plan.kb_per_range < kb_total ||
-      plan.slices != slices || plan.grid != plan.slices * plan.ranges || plan.tail_ctas != 0 ||
+      plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
       (plan.ranges > 1 && workspace == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
   with_form(plan.mb, plan.dx_only, [&](auto mb, auto dw) { launch<mb, dw>(p, plan, workspace, stream, after_own_kernel); });

@@ -30,24 +30,15 @@ struct ThinPlan {
   bool cluster = false;  // the ranges of a slice are one cluster (else a second launch sums the partials)
   bool dx_only = false;  // dX alone: X and dW are not touched (may be null); W's ring takes their shared memory
   int kb_per_range = 0;
-  int tail_kb = 0;   // with a tail: the last tail_kb k-blocks of every slice (the ranges have kb_per_range each)
-  int tail_ctas = 0; //   dealt out in slice-major order over tail_ctas more CTAs (ATTNBWD_CUDA_THIN_TAIL)
-  int grid = 0;      // slices × ranges (+ tail_ctas) CTAs
-  std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1 or with a tail
+  int grid = 0;      // slices × ranges CTAs
+  std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1
 };
-
-// ATTNBWD_CUDA_THIN_TAIL: 0 auto, 1 off, 2 on; any other value is an Error naming it. linear_thin_plan reads it; the
-// ops read it up front too, so that a malformed value is an Error on every path before any output is written.
-int linear_thin_tail();
 
 // Why this kernel cannot take the problem (empty: it can): linear_backward_unsupported's conditions and T ≤ 256.
 std::string linear_thin_unsupported(const LinearBackward& p);
 
-// The work split on a GPU with `sms` multiprocessors: as many k-ranges per slice (at most 8) as fill the SMs once;
-// with dW and ATTNBWD_CUDA_THIN_TAIL=on, the ranges shortened and the last k-blocks of every slice (the tail) dealt out
-// in slice-major order over the SMs the ranges leave (a tail CTA crossing slice boundaries: a partial per piece, X's
-// next slice loaded once the piece before is done with it), each slice's partials summed in k order by the second
-// launch.
+// The work split on a GPU with `sms` multiprocessors: as many k-ranges per slice (at most 8) as fill the SMs once.
+// dx_only: the launch computes dX = dY·W alone (a streaming GEMM that reads W once: gqa's dA at T ≤ 256).
 ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only = false);
 
 // Enqueues the kernel on `stream` (and, where the ranges are not a cluster, the partials' sum after it, a programmatic

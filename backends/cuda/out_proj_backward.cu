@@ -178,7 +178,6 @@ void run(const OutProjShape& s, const OutProjArgs& a, const Options& o, cudaStre
   Context& ctx = Context::current();
   const Path path = forced_path();
   const std::optional<sm90::SplitReduce> reduce = split_reduce();
-  (void)sm90::linear_thin_tail();  // a malformed ATTNBWD_CUDA_THIN_TAIL is an Error on every path (read again by the plan)
   ctx.claim(stream, !o.deterministic);
   const auto key = [&] {
     // path and reduce come from ATTNBWD_* switches, which enqueue adds to the key.

@@ -375,34 +375,6 @@ TEST(CudaGqaRope, ThinQkvIsDeterministicAndRefusesLongInputs) {
                                    "the thin launch at T = 257");
 }
 
-// ATTNBWD_CUDA_THIN_TAIL=on: the thin q/k/v launch with its ranges shortened and the last k-blocks of every slice (the
-// tail) dealt out over the SMs the ranges leave, tail CTAs crossing slice boundaries (up to 5 pieces each; a slice's
-// tail in one or two pieces), each slice's partials summed in k order by the second launch: against the oracle and the
-// same bits on a rerun at T = 64, 131, 256 (one, three and four row blocks; Mistral's 40 slices × 96 k-blocks at
-// T = 64: ranges of 30, a tail of 6 over 12 CTAs), scratch poisoned (an unwritten partial would be NaN). With the
-// dX-only dA form (no tail) an Error naming the switch.
-TEST(CudaGqaRope, ThinQkvWithATailMatchesTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the thin launch runs on sm_90 only";
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison"), tail("ATTNBWD_CUDA_THIN_TAIL", "on");
-  struct Shape {
-    int64_t B, S, Hq, Hkv, D, hidden;
-  };
-  int k = 0;
-  for (const Shape& sh : {Shape{1, 131, 8, 2, 128, 3072}, Shape{2, 128, 8, 2, 128, 5120}, Shape{1, 64, 32, 8, 128, 5120}}) {
-    const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, sh.D, sh.hidden);
-    SCOPED_TRACE(tools::axes_to_string(axes));
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(660 + k++), tools::default_scalars(kOp));
-    check(in, axes, smallest_atol(kOp), {kThinQkv});
-    UseMode mode(kThinQkv);
-    HostCase<Args> first(in, axes);
-    expect_rerun_bits(first, in, axes, "thin q/k/v with a tail");
-  }
-  UseMode mode(kDaThin);
-  expect_refused(axes_of(1, 40, 8, 2, 128, 256), fresh_seed(669), "ATTNBWD_CUDA_THIN_TAIL",
-                 "ATTNBWD_CUDA_THIN_TAIL=on with the thin dA");
-}
-
 // q/k/v dX by the grouped dX-only launch (unsplit: every output one CTA's sum in a fixed order) gives the same bits on
 // two runs (T = 600, two query-head groups of 4: all three segments in the K loop); asked for together with the sm_90a
 // projection pairs (which would leave it no cuBLASLt weight gradients) it raises an Error naming the switch.
@@ -977,7 +949,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
     for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
-                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_THIN_TAIL"}) {
+                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));

@@ -432,30 +432,6 @@ TEST(CudaOutProj, ThinPathMatchesTheOracle) {
   }
 }
 
-// The thin kernel with a tail (ATTNBWD_CUDA_THIN_TAIL=on): the ranges shortened, the last k-blocks of every slice dealt
-// out over the SMs the ranges leave (tail CTAs crossing slice boundaries, a slice's tail in one or two pieces, the
-// partials summed in k order by the second launch): T = 60 .. 200 (one to four row blocks), hidden 2304 .. 10240
-// (18 to 80 slices; 12 to 52 tail CTAs), against the oracle; scratch poisoned (an unwritten partial would be NaN);
-// reruns on the same buffers. Where no tail fits (hidden 2048: 16 slices × 8 ranges leave 4 SMs, and 8 ranges leave no
-// partial slots) and for a malformed value, an Error naming the switch.
-TEST(CudaOutProj, ThinPathWithATailMatchesTheOracle) {
-  if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
-  {
-    const ScopedEnv tail("ATTNBWD_CUDA_THIN_TAIL", "on");
-    check_path("thin", {{1, 131, 36, 64}, {2, 60, 48, 64}, {1, 100, 40, 64}, {3, 20, 48, 64}, {1, 200, 48, 64},
-                        {1, 33, 160, 64}},
-               740);
-    ForcePath force("thin");
-    Case c = make_case(1, 7, 32, 64, fresh_seed(760));
-    expect_error_naming(c, "ATTNBWD_CUDA_THIN_TAIL");
-  }
-  const ScopedEnv bad("ATTNBWD_CUDA_THIN_TAIL", "bogus");
-  Case c = make_case(1, 64, 32, 64, fresh_seed(761));
-  expect_error_naming(c, "ATTNBWD_CUDA_THIN_TAIL");
-}
-
 TEST(CudaOutProj, ForcingTheSm90KernelWhereItCannotRunIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
   Case c = make_case(2, 3, 3, 6, fresh_seed(400));  // hidden 18: not a multiple of 8 (TMA row stride)
