@@ -15,6 +15,10 @@ for w in 10 3; do
   timeline gqa_rope_backward $w gqa-$w-tuneoff ATTNBWD_CUDA_LT_TUNE=off | head -4
   timeline gqa_rope_backward $w gqa-$w-graphs0 ATTNBWD_CUDA_GRAPHS=0 | head -4
 done
+# The algorithms the tuning keeps at #10 (each choice printed to stderr), to name the GEMM the memset belongs to.
+ok && env ATTNBWD_CUDA_LT_TUNE=verbose timeout $(tmo 40) $P --backend=cuda --ops=gqa_rope_backward --workloads=10 \
+  > $R/tune-10.log 2> $R/tune-10.txt
+echo "tune 10 rc=$? t=$SECONDS"; head -20 $R/tune-10.txt
 abrun gqa_rope_backward 3,8,9,10,14,15 2 large-start 200 auto=$P tuneoff=$P,ATTNBWD_CUDA_LT_TUNE=off \
   graphs0=$P,ATTNBWD_CUDA_GRAPHS=0
 fin
