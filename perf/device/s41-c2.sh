@@ -6,20 +6,15 @@
 # experiment: the chain clean 25 us against 42 at #13, but dWo's ~20 us then on the path). 3. Timeline of #13 with
 # early; ncu of the merge pass at #13 alone (serialised: its uncontended length against 10 us in the call).
 # 4. Suites of out_proj and gqa on an H200 only.
+# (Written again in the forty-second session with common.sh's helpers abrun, timeline, torch_check, sanitize and
+# suite_e: the same steps; the printed summaries' lengths differ.)
 source perf/device/common.sh
 LIMIT=${LIMIT:-400}
 P=$M/attnbwd_perf
 shards 'CudaDeterminism.Accumulating*:CudaGqaRope.DxSumAcc*:CudaGqaRope.TunedGemms*' 90
-ok && timeout $(tmo 60) compute-sanitizer --tool memcheck --error-exitcode 9 $M/attnbwd_tests \
-  --gtest_filter='CudaDeterminism.Accumulating*' > $R/memcheck-acc.txt 2>&1
-echo "memcheck rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|PASSED|FAILED" $R/memcheck-acc.txt | tail -3
-ok && timeout $(tmo 90) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 2,5,7,11,12,13 --rounds 2 \
-  --variant auto=$P --variant early=$P,ATTNBWD_CUDA_GQA_DWO=early --out $R/ab-dwo-early.json > $R/ab-dwo-early.txt 2>&1
-echo "ab dwo-early rc=$? t=$SECONDS"; tail -9 $R/ab-dwo-early.txt
-mkdir -p $R/tl
-ok && env ATTNBWD_CUDA_GQA_DWO=early ATTNBWD_PERF_TIMELINE=$R/tl/gqa-13-early.txt timeout $(tmo 30) $P --backend=cuda \
-  --ops=gqa_rope_backward --workloads=13 > /dev/null 2>&1
-python3 perf/scripts/timeline.py $R/tl/gqa-13-early.txt > $R/tl/gqa-13-early-print.txt 2>&1; head -14 $R/tl/gqa-13-early-print.txt
+sanitize memcheck 'CudaDeterminism.Accumulating*' acc 60
+abrun gqa_rope_backward 2,5,7,11,12,13 2 dwo-early 90 auto=$P early=$P,ATTNBWD_CUDA_GQA_DWO=early
+timeline gqa_rope_backward 13 gqa-13-early ATTNBWD_CUDA_GQA_DWO=early
 ok && timeout $(tmo 60) ncu --kernel-name regex:gqa_rope_merge --launch-skip 3 --launch-count 1 --section SpeedOfLight \
   --section LaunchStats --section Occupancy $P --clock=events --backend=cuda --ops=gqa_rope_backward --workloads=13 \
   > $R/ncu-merge-13.txt 2>&1
@@ -31,11 +26,5 @@ case $gpu in
     ok && PB suite-gqa_rope_backward $P gqa_rope_backward all ;;
   *) echo "no suites: not an H200" ;;
 esac
-for op in out_proj_backward gqa_rope_backward; do [ -f $R/suite-$op.json ] && python3 - "$R/suite-$op.json" <<'PY' 2>&1 | tail -1
-import json, math, sys
-b = json.load(open(sys.argv[1]))["benchmarks"]
-e = [x["E"] for x in b if "E" in x]
-print(sys.argv[1].split("/")[-1], len(e), "workloads, geomean E", round(math.exp(sum(map(math.log, e)) / len(e)), 4), "min", round(min(e), 3))
-PY
-done
+suite_e $R/suite-out_proj_backward.json $R/suite-gqa_rope_backward.json
 fin

@@ -6,16 +6,13 @@
 # runs alone (#0, #1: grad_o_weight done by then) or at large T (many waves either way; the spills may cost a little).
 # 1. Tests: MergeVariants (the same bits), the switch test. 2. auto / 6 / 8 on all 16 workloads, two interleaved rounds.
 # 3. Timeline of #13 with 6.
+# (Written again in the forty-second session with common.sh's helpers abrun, timeline, torch_check, sanitize and
+# suite_e: the same steps; the printed summaries' lengths differ.)
 source perf/device/common.sh
 LIMIT=${LIMIT:-440}
 P=$M/attnbwd_perf
 shards 'CudaGqaRope.MergeVariants*:CudaGqaRope.MalformedSwitches*' 120
-mkdir -p $R/tl
-ok && env ATTNBWD_CUDA_GQA_MERGE_OCC=6 ATTNBWD_PERF_TIMELINE=$R/tl/gqa-13-occ6.txt timeout $(tmo 30) $P --backend=cuda \
-  --ops=gqa_rope_backward --workloads=13 > $R/tl/gqa-13-occ6.log 2>&1
-python3 perf/scripts/timeline.py $R/tl/gqa-13-occ6.txt > $R/tl/gqa-13-occ6-print.txt 2>&1; head -14 $R/tl/gqa-13-occ6-print.txt
-ok && timeout $(tmo 380) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads all --rounds 2 \
-  --variant auto=$P --variant occ6=$P,ATTNBWD_CUDA_GQA_MERGE_OCC=6 --variant occ8=$P,ATTNBWD_CUDA_GQA_MERGE_OCC=8 \
-  --out $R/ab-merge-occ.json > $R/ab-merge-occ.txt 2>&1
-echo "ab merge-occ rc=$? t=$SECONDS"; tail -20 $R/ab-merge-occ.txt
+timeline gqa_rope_backward 13 gqa-13-occ6 ATTNBWD_CUDA_GQA_MERGE_OCC=6
+abrun gqa_rope_backward all 2 merge-occ 380 auto=$P occ6=$P,ATTNBWD_CUDA_GQA_MERGE_OCC=6 \
+  occ8=$P,ATTNBWD_CUDA_GQA_MERGE_OCC=8
 fin

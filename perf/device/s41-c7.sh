@@ -5,23 +5,14 @@
 # -4..-8, #7 -2..-4.5 (1.01-1.03x); the other workloads have no padding (the switch is an Error there).
 # 1. Tests: the new PadSide test and the switch test; memcheck on the new test. 2. off / on at #0, #1, #7, three
 # interleaved rounds. 3. Timeline of #1 with on; float64 PyTorch #1 and #7 with on.
+# (Written again in the forty-second session with common.sh's helpers abrun, timeline, torch_check, sanitize and
+# suite_e: the same steps; the printed summaries' lengths differ.)
 source perf/device/common.sh
 LIMIT=${LIMIT:-400}
 P=$M/attnbwd_perf
 shards 'CudaGqaRope.PadSide*:CudaGqaRope.MalformedSwitches*' 120
-ok && timeout $(tmo 60) python3 perf/scripts/ab.py --op gqa_rope_backward --workloads 0,1,7 --rounds 3 \
-  --variant off=$P --variant on=$P,ATTNBWD_CUDA_GQA_PADSIDE=on --out $R/ab-padside.json > $R/ab-padside.txt 2>&1
-echo "ab padside rc=$? t=$SECONDS"; tail -6 $R/ab-padside.txt
-mkdir -p $R/tl
-ok && env ATTNBWD_CUDA_GQA_PADSIDE=on ATTNBWD_PERF_TIMELINE=$R/tl/gqa-1-padside.txt timeout $(tmo 30) $P --backend=cuda \
-  --ops=gqa_rope_backward --workloads=1 > $R/tl/gqa-1-padside.log 2>&1
-python3 perf/scripts/timeline.py $R/tl/gqa-1-padside.txt > $R/tl/gqa-1-padside-print.txt 2>&1; head -12 $R/tl/gqa-1-padside-print.txt
-for w in 1 7; do
-  ok && env ATTNBWD_CUDA_GQA_PADSIDE=on timeout $(tmo 50) python3 tests/torch/check_workloads.py --cli $M/attnbwd \
-    --ops 003 --workloads $w --backend cuda --solexec .carry/solexec --no-emulated > $R/torch-$w.txt 2>&1
-  echo "torch $w rc=$? t=$SECONDS"; tail -2 $R/torch-$w.txt
-done
-ok && timeout $(tmo 90) compute-sanitizer --tool memcheck --error-exitcode 9 $M/attnbwd_tests \
-  --gtest_filter='CudaGqaRope.PadSide*' > $R/memcheck-padside.txt 2>&1
-echo "memcheck rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|PASSED|FAILED" $R/memcheck-padside.txt | tail -3
+abrun gqa_rope_backward 0,1,7 3 padside 60 off=$P on=$P,ATTNBWD_CUDA_GQA_PADSIDE=on
+timeline gqa_rope_backward 1 gqa-1-padside ATTNBWD_CUDA_GQA_PADSIDE=on
+for w in 1 7; do torch_check 003 $w ATTNBWD_CUDA_GQA_PADSIDE=on; done
+sanitize memcheck 'CudaGqaRope.PadSide*' padside 90
 fin
