@@ -597,6 +597,14 @@ constexpr int64_t kGroupMinTokens = 513;
 // kernels either way (the same bits). auto = late.
 bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"}) != 1; }
 
+// ATTNBWD_CUDA_GQA_DWO_TUNE=auto|on|off: whether grad_o_weight's cuBLASLt algorithm is timed at its first call like the
+// op's other GEMMs (on) or cuBLASLt's first heuristic answer (off; Gemm::first_answer). The tuning times each candidate
+// alone on an idle GPU; late dWo runs beside the attention chain, where the forty-third session's timelines (H100, #3
+// and #10) had the tuned choice (128 x 128 tiles, 4 x 2 clusters) 24-38 µs slower than the first answer (256 x 128, 2 x
+// 4), 234.7 against 245.1 µs alone. auto = on until measured over the suite. Where the context does not tune
+// (ATTNBWD_CUDA_LT_TUNE=off, deterministic calls) both are the first answer.
+bool dwo_tuned() { return env_switch("ATTNBWD_CUDA_GQA_DWO_TUNE", {"auto", "on", "off"}) != 2; }
+
 // ATTNBWD_CUDA_GQA_PV=auto|main|side: where O = bf16(P·V), the GEMM the softmax row term r = Σ_d dO·O can be taken
 // from, runs. It reads only the inputs P and V, not dA. main (auto; as measured so far): the key-major path computes O
 // on the caller's stream after dA; the small kernels' first kernel and the dP + softmax kernel (ATTNBWD_CUDA_GQA_DPSM)
@@ -739,6 +747,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool kvw_early = kvw_under();
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
+  const bool dwo_tune = dwo_tuned();
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
   const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;
@@ -994,6 +1003,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     g.trans_a = true;
     g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
     g.sm_target = dwo_sms;
+    g.first_answer = !dwo_tune;
     gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
     stages.mark("dWo");
   };

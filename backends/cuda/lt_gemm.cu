@@ -270,7 +270,7 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
   // Whether this description's algorithm is timed at its first call (Context::LtTune, set by claim from
   // ATTNBWD_CUDA_LT_TUNE): part of the key, so timed and first-answer choices are cached apart.
   const Context::LtTune& lt = ctx.lt_tune();
-  const int tune = lt.main_only && slot != 0 ? 0 : lt.mode;
+  const int tune = (lt.main_only && slot != 0) || g.first_answer ? 0 : lt.mode;
   const Context::AlgoKey key{g.trans_a,
                              g.trans_b,
                              g.M,

@@ -26,6 +26,9 @@ struct Gemm {
   // > 0: CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, the SMs the algorithm is chosen and sized for (a GEMM that runs beside
   // another stream's kernels: cuBLASLt's persistent grids otherwise hold every SM until they end). 0: all of them.
   int sm_target = 0;
+  // true: cuBLASLt's first heuristic answer even where the context times candidates (ATTNBWD_CUDA_LT_TUNE): for a GEMM
+  // whose fastest candidate alone is not the fastest beside another stream's kernels.
+  bool first_answer = false;
 };
 
 // Enqueues the GEMM on `stream` using the workspace of `slot` (Context::fork/join for the side slot).

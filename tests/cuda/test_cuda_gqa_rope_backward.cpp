@@ -650,6 +650,29 @@ TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
   }
 }
 
+// grad_o_weight's GEMM by cuBLASLt's first heuristic answer (ATTNBWD_CUDA_GQA_DWO_TUNE=off) and timed (on), with the
+// context timing the others (ATTNBWD_CUDA_LT_TUNE=on), matches the oracle where dWo runs late on the padded GEMM path
+// (B = 2, S = 131), beside the small kernels (B = 1, S = 131) and the key-major kernel (S = 1024, sm_90).
+TEST(CudaGqaRope, DwoFirstAnswerAndTunedMatchTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv tune("ATTNBWD_CUDA_LT_TUNE", "on");
+  struct Shape {
+    int64_t B, S;
+    bool sm90;
+  };
+  int k = 0;
+  for (const Shape& sh : {Shape{2, 131, false}, Shape{1, 131, false}, Shape{1, 1024, true}}) {
+    if (sh.sm90 && !is_sm90()) continue;
+    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(630 + k++), tools::default_scalars(kOp));
+    for (const char* v : {"off", "on"}) {
+      SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DWO_TUNE=") + v);
+      const ScopedEnv dwo("ATTNBWD_CUDA_GQA_DWO_TUNE", v);
+      check(in, axes, smallest_atol(kOp), {kDefault});
+    }
+  }
+}
+
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
 // leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
 // over the keys: the small path at S = 2, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
@@ -949,7 +972,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
     for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
-                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE"}) {
+                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_DWO_TUNE"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
