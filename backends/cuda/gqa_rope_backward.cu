@@ -597,13 +597,15 @@ constexpr int64_t kGroupMinTokens = 513;
 // kernels either way (the same bits). auto = late.
 bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"}) != 1; }
 
-// ATTNBWD_CUDA_GQA_DWO_TUNE=auto|on|off: whether grad_o_weight's cuBLASLt algorithm is timed at its first call like the
-// op's other GEMMs (on) or cuBLASLt's first heuristic answer (off; Gemm::first_answer). The tuning times each candidate
-// alone on an idle GPU; late dWo runs beside the attention chain, where the forty-third session's timelines (H100, #3
-// and #10) had the tuned choice (128 x 128 tiles, 4 x 2 clusters) 24-38 µs slower than the first answer (256 x 128, 2 x
-// 4), 234.7 against 245.1 µs alone. auto = on until measured over the suite. Where the context does not tune
-// (ATTNBWD_CUDA_LT_TUNE=off, deterministic calls) both are the first answer.
-bool dwo_tuned() { return env_switch("ATTNBWD_CUDA_GQA_DWO_TUNE", {"auto", "on", "off"}) != 2; }
+// ATTNBWD_CUDA_GQA_DA_ROWS=auto|off|1024|2048 (by name, for A/B): dA = dY·Wo by cuBLASLt as GEMMs of at most that many
+// rows (the rows are independent: each element the same fp32 dot product, cuBLASLt's algorithm chosen per piece). At
+// T >= 3072 cuBLASLt's answer for the whole dA opens the call with a 0.7 µs memset and starts its kernel 10-19 µs
+// later (timelines of #3, #9, #10; the memset is the algorithm's own: thirty-second session), where T = 2048 starts the
+// same kernel at once. auto = off: one GEMM.
+int64_t da_rows_switch() {
+  static constexpr int64_t kRows[] = {0, 0, 1024, 2048};
+  return kRows[env_switch("ATTNBWD_CUDA_GQA_DA_ROWS", {"auto", "off", "1024", "2048"})];
+}
 
 // ATTNBWD_CUDA_GQA_PV=auto|main|side: where O = bf16(P·V), the GEMM the softmax row term r = Σ_d dO·O can be taken
 // from, runs. It reads only the inputs P and V, not dA. main (auto; as measured so far): the key-major path computes O
@@ -693,6 +695,20 @@ int dwo_sm_target(const Context& ctx, int64_t T, bool small_attn, bool kv_attn) 
   return sm_target_switch("ATTNBWD_CUDA_GQA_DWO_SMS", sms, ctx.cc() == 90 ? sms_of_132(sms, of132) : 0);
 }
 
+// ATTNBWD_CUDA_GQA_DWO_TUNE=auto|on|off: whether grad_o_weight's cuBLASLt algorithm is timed at its first call like the
+// op's other GEMMs (on) or cuBLASLt's first heuristic answer (off; Gemm::first_answer). The tuning times each candidate
+// alone on an idle GPU, and late dWo runs beside the attention chain: at #10 (H100, forty-third session) the tuned choice
+// (128 x 128 tiles, 4 x 2 clusters; 234.7 against 245.1 µs alone) ran 309.6 µs there against the first answer's 285.3
+// (256 x 128, 2 x 4). auto: off (the first answer) for late dWo beside the GEMM attention path from kDwoWideMinTokens
+// tokens, on elsewhere. Measured (H100, three interleaved rounds over the 16, off against on): #3 1.020x, #10 1.014x,
+// #8 1.006x, #15 1.004x (the GEMM path at T >= 2048); 0.982-0.989x at #1, #2, #4, #11, #13 (small T, where the tuned
+// choice wins), ~1.00x beside the key-major kernel (#6, #9, #14). Where the context does not tune
+// (ATTNBWD_CUDA_LT_TUNE=off, deterministic calls) every setting is the first answer.
+int dwo_tune_switch() { return env_switch("ATTNBWD_CUDA_GQA_DWO_TUNE", {"auto", "on", "off"}); }
+bool dwo_first_answer(int sw, bool late, int64_t T, bool small_attn, bool kv_attn) {
+  return sw == 2 || (sw == 0 && late && !small_attn && !kv_attn && T >= kDwoWideMinTokens);
+}
+
 // ATTNBWD_CUDA_GQA_GROUP=auto|on|off, the GEMM attention path (steps 3-5 as cuBLASLt GEMMs): on: dK₃₂ and dV₃₂ as one
 // GEMM per KV head over its group's query heads (dK_j = Σ_g dS_gᵀ·Q_g: the group's dS and Q rows are consecutive, so
 // a [G·Sp, ·] operand with K = G·Sp; dV_j = Σ_g P_gᵀ·dO_g likewise where dO is a head-split copy, not the B = 1
@@ -747,7 +763,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool kvw_early = kvw_under();
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
-  const bool dwo_tune = dwo_tuned();
+  const int dwo_tune = dwo_tune_switch();
+  const int64_t da_rows = da_rows_switch();
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
   const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;
@@ -998,12 +1015,13 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // early dWo shares the GPU with dA, which is on the critical path: all SMs there
   const int dwo_target = dwo_sm_target(ctx, T, use_small, use_kv);  // (a malformed value is an Error on any path)
   const int dwo_sms = all_sm90 || !late ? 0 : dwo_target;
+  const bool dwo_first = dwo_first_answer(dwo_tune, late, T, use_small, use_kv);
   const auto dwo_gemm = [&] {  // grad_o_weight = dYᵀ·A on the side stream
     Gemm g;
     g.trans_a = true;
     g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;
     g.sm_target = dwo_sms;
-    g.first_answer = !dwo_tune;
+    g.first_answer = dwo_first;
     gemm(ctx, 1, side, g, a.grad_output.data, a.attn_output.data, a.grad_o_weight.data);
     stages.mark("dWo");
   };
@@ -1077,10 +1095,13 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       void* ws = slot1 ? ctx.scratch(1, slot1, stream) : nullptr;
       sm90::linear_thin_launch(da, da_plan, ws, stream);
     } else {
-      Gemm g;
-      g.M = T, g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
-      g.sm_target = da_sms;
-      gemm(ctx, 0, stream, g, a.grad_output.data, a.o_weight.data, dA);
+      const int64_t chunk = da_rows > 0 && da_rows < T ? da_rows : T;
+      for (int64_t r0 = 0; r0 < T; r0 += chunk) {  // one GEMM unless ATTNBWD_CUDA_GQA_DA_ROWS cuts it
+        Gemm g;
+        g.M = std::min(chunk, T - r0), g.N = QP, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = QP;
+        g.sm_target = da_sms;
+        gemm(ctx, 0, stream, g, a.grad_output.data + r0 * HS, a.o_weight.data, dA + r0 * QP);
+      }
     }
     if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
       const PadHeads copies[4] = {{dA, dO, Hq, S * QP, QP, D},

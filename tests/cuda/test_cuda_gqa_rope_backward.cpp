@@ -650,9 +650,11 @@ TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
   }
 }
 
-// grad_o_weight's GEMM by cuBLASLt's first heuristic answer (ATTNBWD_CUDA_GQA_DWO_TUNE=off) and timed (on), with the
-// context timing the others (ATTNBWD_CUDA_LT_TUNE=on), matches the oracle where dWo runs late on the padded GEMM path
-// (B = 2, S = 131), beside the small kernels (B = 1, S = 131) and the key-major kernel (S = 1024, sm_90).
+// grad_o_weight's GEMM by cuBLASLt's first heuristic answer (ATTNBWD_CUDA_GQA_DWO_TUNE=off), timed (on) and by auto's
+// rule (the first answer beside the GEMM attention path from 2048 tokens), with the context timing the others
+// (ATTNBWD_CUDA_LT_TUNE=on), matches the oracle where dWo runs late: the padded GEMM path (B = 2, S = 131), the GEMM
+// path at T = 2048 (B = 16, S = 128: auto's first answer), beside the small kernels (B = 1, S = 131) and the key-major
+// kernel (S = 1024, sm_90).
 TEST(CudaGqaRope, DwoFirstAnswerAndTunedMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv tune("ATTNBWD_CUDA_LT_TUNE", "on");
@@ -661,13 +663,30 @@ TEST(CudaGqaRope, DwoFirstAnswerAndTunedMatchTheOracle) {
     bool sm90;
   };
   int k = 0;
-  for (const Shape& sh : {Shape{2, 131, false}, Shape{1, 131, false}, Shape{1, 1024, true}}) {
+  for (const Shape& sh : {Shape{2, 131, false}, Shape{16, 128, false}, Shape{1, 131, false}, Shape{1, 1024, true}}) {
     if (sh.sm90 && !is_sm90()) continue;
     const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(630 + k++), tools::default_scalars(kOp));
-    for (const char* v : {"off", "on"}) {
+    for (const char* v : {"off", "on", "auto"}) {
       SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DWO_TUNE=") + v);
       const ScopedEnv dwo("ATTNBWD_CUDA_GQA_DWO_TUNE", v);
+      check(in, axes, smallest_atol(kOp), {kDefault});
+    }
+  }
+}
+
+// dA = dY·Wo as cuBLASLt GEMMs of at most 1024 or 2048 rows (ATTNBWD_CUDA_GQA_DA_ROWS) matches the oracle: T = 2048
+// (B = 16, S = 128: two pieces of 1024, one of 2048) and T = 1572 padded (B = 12, S = 131: 1024 + 548 rows, dA then
+// copied into the padded heads).
+TEST(CudaGqaRope, DaRowPiecesMatchTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  int k = 0;
+  for (const int64_t S : {128, 131}) {
+    const tools::Axes axes = axes_of(S == 128 ? 16 : 12, S, 8, 2, 128, 64);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(640 + k++), tools::default_scalars(kOp));
+    for (const char* v : {"1024", "2048"}) {
+      SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DA_ROWS=") + v);
+      const ScopedEnv rows("ATTNBWD_CUDA_GQA_DA_ROWS", v);
       check(in, axes, smallest_atol(kOp), {kDefault});
     }
   }
@@ -972,7 +991,8 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
     for (const char* env : {"ATTNBWD_CUDA_GQA_OVERLAP", "ATTNBWD_CUDA_GQA_MERGE", "ATTNBWD_CUDA_GQA_PDL",
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
-                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_DWO_TUNE"}) {
+                            "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_DWO_TUNE",
+                            "ATTNBWD_CUDA_GQA_DA_ROWS"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
