@@ -597,14 +597,19 @@ constexpr int64_t kGroupMinTokens = 513;
 // kernels either way (the same bits). auto = late.
 bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"}) != 1; }
 
-// ATTNBWD_CUDA_GQA_DA_ROWS=auto|off|1024|2048 (by name, for A/B): dA = dY·Wo by cuBLASLt as GEMMs of at most that many
-// rows (the rows are independent: each element the same fp32 dot product, cuBLASLt's algorithm chosen per piece). At
-// T >= 3072 cuBLASLt's answer for the whole dA opens the call with a 0.7 µs memset and starts its kernel 10-19 µs
-// later (timelines of #3, #9, #10; the memset is the algorithm's own: thirty-second session), where T = 2048 starts the
-// same kernel at once. auto = off: one GEMM.
-int64_t da_rows_switch() {
+// ATTNBWD_CUDA_GQA_DA_ROWS=auto|off|1024|2048: dA = dY·Wo by cuBLASLt as GEMMs of at most that many rows (the rows are
+// independent: each element the same fp32 dot product, cuBLASLt's algorithm chosen per piece). At T >= 3072 cuBLASLt's
+// answer for the whole dA opens the call with a 0.7 µs memset of its own (thirty-second session) and starts its kernel
+// 10-19 µs later (timelines of #3, #9, #10), where 2048 rows start the same kernel at once; pieces of 2048 rows cost
+// ~5.5 µs more kernel time than one GEMM and save the gap. auto: 2048 from kDaPieceMinTokens tokens on sm_90 (the
+// memset is cuBLASLt's sm_90 answer; elsewhere one GEMM), else off. Measured (H100, forty-third session, three
+// interleaved rounds, 2048 against off): #3 1.016x, #10 1.017x, #9 1.008x, the others one piece (0.985-1.007x: noise).
+constexpr int64_t kDaPieceMinTokens = 3072;
+int64_t da_rows_switch(const Context& ctx, int64_t T) {
   static constexpr int64_t kRows[] = {0, 0, 1024, 2048};
-  return kRows[env_switch("ATTNBWD_CUDA_GQA_DA_ROWS", {"auto", "off", "1024", "2048"})];
+  const int v = env_switch("ATTNBWD_CUDA_GQA_DA_ROWS", {"auto", "off", "1024", "2048"});
+  if (v == 0) return ctx.cc() == 90 && T >= kDaPieceMinTokens ? 2048 : 0;
+  return kRows[v];
 }
 
 // ATTNBWD_CUDA_GQA_PV=auto|main|side: where O = bf16(P·V), the GEMM the softmax row term r = Σ_d dO·O can be taken
@@ -764,7 +769,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
   const int dwo_tune = dwo_tune_switch();
-  const int64_t da_rows = da_rows_switch();
+  const int64_t da_rows = da_rows_switch(ctx, T);
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
   const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;

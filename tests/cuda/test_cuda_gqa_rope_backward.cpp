@@ -676,16 +676,20 @@ TEST(CudaGqaRope, DwoFirstAnswerAndTunedMatchTheOracle) {
 }
 
 // dA = dY·Wo as cuBLASLt GEMMs of at most 1024 or 2048 rows (ATTNBWD_CUDA_GQA_DA_ROWS) matches the oracle: T = 2048
-// (B = 16, S = 128: two pieces of 1024, one of 2048) and T = 1572 padded (B = 12, S = 131: 1024 + 548 rows, dA then
-// copied into the padded heads).
+// (B = 16, S = 128: two pieces of 1024, one of 2048), T = 1572 padded (B = 12, S = 131: 1024 + 548 rows, dA then copied
+// into the padded heads), and auto at T = 3144 padded (B = 24, S = 131: 2048 + 1096 rows on sm_90, one GEMM elsewhere).
 TEST(CudaGqaRope, DaRowPiecesMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
+  struct Case {
+    int64_t B, S;
+    std::vector<const char*> rows;
+  };
   int k = 0;
-  for (const int64_t S : {128, 131}) {
-    const tools::Axes axes = axes_of(S == 128 ? 16 : 12, S, 8, 2, 128, 64);
+  for (const Case& c : {Case{16, 128, {"1024", "2048"}}, Case{12, 131, {"1024", "2048"}}, Case{24, 131, {"auto"}}}) {
+    const tools::Axes axes = axes_of(c.B, c.S, 8, 2, 128, 64);
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(640 + k++), tools::default_scalars(kOp));
-    for (const char* v : {"1024", "2048"}) {
-      SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DA_ROWS=") + v);
+    for (const char* v : c.rows) {
+      SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DA_ROWS=") + v + ", B = " + std::to_string(c.B));
       const ScopedEnv rows("ATTNBWD_CUDA_GQA_DA_ROWS", v);
       check(in, axes, smallest_atol(kOp), {kDefault});
     }
