@@ -622,27 +622,34 @@ TEST(CudaGqaRope, LateGradOWeightGivesTheEarlyBits) {
   }
 }
 
+// Each value of the switch `env` on each shape (B, S; sm90: an sm_90-only path) against the oracle, with fresh inputs
+// per shape (seeds from `tag`).
+struct BatchSeq {
+  int64_t B, S;
+  bool sm90;
+};
+void check_each_value(std::initializer_list<BatchSeq> shapes, std::uint64_t tag, const char* env,
+                      std::initializer_list<const char*> values) {
+  for (const BatchSeq& sh : shapes) {
+    if (sh.sm90 && !is_sm90()) continue;
+    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp));
+    for (const char* v : values) {
+      SCOPED_TRACE(std::string(env) + "=" + v + ", B = " + std::to_string(sh.B) + ", S = " + std::to_string(sh.S));
+      const ScopedEnv set(env, v);
+      check(in, axes, smallest_atol(kOp), {kDefault});
+    }
+  }
+}
+
 // grad_o_weight's GEMM sized for part of the SMs (ATTNBWD_CUDA_GQA_DWO_SMS: auto's targets by the attention path
 // beside it, a few SMs, every SM) matches the oracle on the padded GEMM path (B = 2, S = 131), the small kernels' path
 // (B = 1, S = 131) and the key-major kernel's (S = 1024, sm_90); a malformed value or one above the SM count raises an
 // Error naming the switch.
 TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
-  struct Shape {
-    int64_t B, S;
-    bool sm90;
-  };
-  int k = 0;
-  for (const Shape& sh : {Shape{2, 131, false}, Shape{1, 131, false}, Shape{1, 1024, true}}) {
-    if (sh.sm90 && !is_sm90()) continue;
-    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(390 + k++), tools::default_scalars(kOp));
-    for (const char* v : {"auto", "8", "off"}) {
-      SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DWO_SMS=") + v);
-      const ScopedEnv target("ATTNBWD_CUDA_GQA_DWO_SMS", v);
-      check(in, axes, smallest_atol(kOp), {kDefault});
-    }
-  }
+  check_each_value({{2, 131, false}, {1, 131, false}, {1, 1024, true}}, 390, "ATTNBWD_CUDA_GQA_DWO_SMS",
+                   {"auto", "8", "off"});
   for (const char* bad : {"0", "many", "12x", "100000"}) {
     const ScopedEnv target("ATTNBWD_CUDA_GQA_DWO_SMS", bad);
     expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(399), "ATTNBWD_CUDA_GQA_DWO_SMS",
@@ -658,21 +665,8 @@ TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
 TEST(CudaGqaRope, DwoFirstAnswerAndTunedMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv tune("ATTNBWD_CUDA_LT_TUNE", "on");
-  struct Shape {
-    int64_t B, S;
-    bool sm90;
-  };
-  int k = 0;
-  for (const Shape& sh : {Shape{2, 131, false}, Shape{16, 128, false}, Shape{1, 131, false}, Shape{1, 1024, true}}) {
-    if (sh.sm90 && !is_sm90()) continue;
-    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(630 + k++), tools::default_scalars(kOp));
-    for (const char* v : {"off", "on", "auto"}) {
-      SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DWO_TUNE=") + v);
-      const ScopedEnv dwo("ATTNBWD_CUDA_GQA_DWO_TUNE", v);
-      check(in, axes, smallest_atol(kOp), {kDefault});
-    }
-  }
+  check_each_value({{2, 131, false}, {16, 128, false}, {1, 131, false}, {1, 1024, true}}, 630,
+                   "ATTNBWD_CUDA_GQA_DWO_TUNE", {"off", "on", "auto"});
 }
 
 // dA = dY·Wo as cuBLASLt GEMMs of at most 1024 or 2048 rows (ATTNBWD_CUDA_GQA_DA_ROWS) matches the oracle: T = 2048
@@ -680,20 +674,8 @@ TEST(CudaGqaRope, DwoFirstAnswerAndTunedMatchTheOracle) {
 // into the padded heads), and auto at T = 3144 padded (B = 24, S = 131: 2048 + 1096 rows on sm_90, one GEMM elsewhere).
 TEST(CudaGqaRope, DaRowPiecesMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
-  struct Case {
-    int64_t B, S;
-    std::vector<const char*> rows;
-  };
-  int k = 0;
-  for (const Case& c : {Case{16, 128, {"1024", "2048"}}, Case{12, 131, {"1024", "2048"}}, Case{24, 131, {"auto"}}}) {
-    const tools::Axes axes = axes_of(c.B, c.S, 8, 2, 128, 64);
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(640 + k++), tools::default_scalars(kOp));
-    for (const char* v : c.rows) {
-      SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DA_ROWS=") + v + ", B = " + std::to_string(c.B));
-      const ScopedEnv rows("ATTNBWD_CUDA_GQA_DA_ROWS", v);
-      check(in, axes, smallest_atol(kOp), {kDefault});
-    }
-  }
+  check_each_value({{16, 128, false}, {12, 131, false}}, 640, "ATTNBWD_CUDA_GQA_DA_ROWS", {"1024", "2048"});
+  check_each_value({{24, 131, false}}, 642, "ATTNBWD_CUDA_GQA_DA_ROWS", {"auto"});
 }
 
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
