@@ -14,6 +14,9 @@ if [ "$(cat /tmp/bh/stamp 2>/dev/null)" != "$stamp" ]; then
   echo "$stamp" > /tmp/bh/stamp
 fi
 echo "bundle of $(cat .carry/bin-new.commit 2>/dev/null || echo '?'), md5 $stamp"
+# The GPU's name (GPU), for scripts that run a step on one kind only: case $GPU in *H200*) ... esac
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+echo "gpu: $GPU"
 export ATTNBWD_SOLEXEC=$PWD/.carry/solexec
 export LD_LIBRARY_PATH=$M/lib:${LD_LIBRARY_PATH:-}
 R=$OUT/r

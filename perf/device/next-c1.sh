@@ -9,8 +9,7 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $gpu"
-case $gpu in *H200*)
+case $GPU in *H200*)
   ok && PB suite-gqa-1 $P gqa_rope_backward all
   ok && PB suite-gqa-2 $P gqa_rope_backward all
   suite_e $R/suite-gqa-1.json $R/suite-gqa-2.json ;;

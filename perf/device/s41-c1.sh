@@ -20,7 +20,6 @@ for v in 12:auto 13:auto 13:off; do
   w=${v%%:*}; pdl=${v##*:}
   timeline gqa_rope_backward $w gqa-$w-$pdl ATTNBWD_CUDA_GQA_PDL=$pdl
 done
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $gpu"
-case $gpu in *H200*) ok && PB suite-gqa_rope_backward $P gqa_rope_backward all ;; *) echo "no suite: not an H200" ;; esac
+case $GPU in *H200*) ok && PB suite-gqa_rope_backward $P gqa_rope_backward all ;; *) echo "no suite: not an H200" ;; esac
 suite_e $R/suite-gqa_rope_backward.json
 fin

@@ -19,8 +19,7 @@ ok && timeout $(tmo 60) ncu --kernel-name regex:gqa_rope_merge --launch-skip 3 -
   --section LaunchStats --section Occupancy $P --clock=events --backend=cuda --ops=gqa_rope_backward --workloads=13 \
   > $R/ncu-merge-13.txt 2>&1
 echo "ncu rc=$? t=$SECONDS"; grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per" $R/ncu-merge-13.txt | head -8
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $gpu"
-case $gpu in
+case $GPU in
   *H200*)
     ok && PB suite-out_proj_backward $P out_proj_backward all
     ok && PB suite-gqa_rope_backward $P gqa_rope_backward all ;;

@@ -3,8 +3,7 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-300}
 P=$M/attnbwd_perf
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $gpu"
-case $gpu in *H200*) ;; *) echo "not an H200: no suites"; fin; exit 0 ;; esac
+case $GPU in *H200*) ;; *) echo "not an H200: no suites"; fin; exit 0 ;; esac
 ok && PB suite-out_proj_backward $P out_proj_backward all
 ok && PB suite-gqa_rope_backward $P gqa_rope_backward all
 suite_e $R/suite-out_proj_backward.json $R/suite-gqa_rope_backward.json

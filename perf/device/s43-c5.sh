@@ -3,8 +3,7 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-200}
 P=$M/attnbwd_perf
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $gpu"
-case $gpu in *H200*) ;; *) echo "not an H200: no suites"; fin; exit 0 ;; esac
+case $GPU in *H200*) ;; *) echo "not an H200: no suites"; fin; exit 0 ;; esac
 for i in 1 2; do
   ok && PB suite-gqa-new-$i $P gqa_rope_backward all
   ok && PB suite-gqa-old-$i $P gqa_rope_backward all ATTNBWD_CUDA_GQA_DWO_TUNE=on ATTNBWD_CUDA_GQA_DA_ROWS=off

@@ -4,8 +4,7 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-110}
 P=$M/attnbwd_perf
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $gpu"
-case $gpu in *H200*)
+case $GPU in *H200*)
   ok && PB suite-gqa-new-1 $P gqa_rope_backward all
   ok && PB suite-gqa-old-1 $P gqa_rope_backward all ATTNBWD_CUDA_GQA_DWO_TUNE=on ATTNBWD_CUDA_GQA_DA_ROWS=off
   ok && PB suite-gqa-new-2 $P gqa_rope_backward all
