@@ -4,7 +4,8 @@
 //  1. dA = bf16(dY·Wo) (cuBLASLt; the thin kernel's dX-only form by name, ATTNBWD_CUDA_GQA_DA); grad_o_weight =
 //     bf16(dYᵀ·A) on the side stream after dA, under steps 3-5 (ATTNBWD_CUDA_GQA_DWO; early: from the op's start).
 //  2. head split dA [T, Hq·D] -> dO [B, Hq, S, D]; for B = 1 (S % 8 == 0) the attention GEMMs read dA as a
-//     strided view instead (ATTNBWD_CUDA_GQA_DO). Where S % 8 != 0 the attention buffers have S8 = S rounded
+//     strided view instead (ATTNBWD_CUDA_GQA_DO); with ATTNBWD_CUDA_GQA_DA=heads (by name) step 1 writes dO itself,
+//     one cuBLASLt pointer-array batch of B·Hq GEMMs, and no copy runs. Where S % 8 != 0 the attention buffers have S8 = S rounded
 //     up to 8 rows per head (ATTNBWD_CUDA_GQA_PAD): dO, Q, K, V copied with zero pad rows in one launch.
 //     With ATTNBWD_CUDA_GQA_PROJ=sm90 (sm_90 only) both steps are one launch of linear_backward_sm90.cu
 //     writing dO directly, and so are the three projection pairs of step 7 (slower today: they lose
@@ -571,8 +572,18 @@ bool merge_scalar() { return merge_mode() == 1; }
 // measured slower (H200, twenty-third session, CUPTI span, two runs each: #5 137 against 120-129 µs per call, #11 126
 // against 112-113, #2 150-158 against 141, #13 151-162 against 144-151; serialised o_proj stage at #5 34.0 against
 // 27.6 µs), so auto = cuBLASLt and thin is asked for by name.
-enum class DaPath { Auto, CublasLt, Thin };
-DaPath da_path() { return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", {"auto", "cublaslt", "thin"})); }
+// heads (forty-fourth session, not yet run on a GPU): where the op copies dA into the head-split dO (B > 1 or
+// ATTNBWD_CUDA_GQA_DO=split, no padding, the cuBLASLt o path), dA written straight into dO by one cuBLASLt pointer-array
+// batch of B·Hq GEMMs, dO[b, h] = dY_b·Wo[:, h·D..] (S × D × hidden each; the matrices' addresses by a small kernel on
+// the stream; in pieces of whole batch elements of at most ATTNBWD_CUDA_GQA_DA_ROWS rows where that cuts dA), and no
+// copy. Each element the same fp32 dot product, one rounding. Counted (perf/NOTES.md, forty-third session): the copy
+// takes 10-22 µs at the six large-B workloads (#3, #8, #9, #10, #14, #15; H100), ~+0.5 % of the geomean if the batch
+// keeps the strided GEMM's rate (perf/probes/cublaslt_da_pointer_array.cu measures that). heads where the op takes no
+// copy (padding, B = 1's view, the sm_90a o pair) is an Error naming the switch.
+enum class DaPath { Auto, CublasLt, Thin, Heads };
+DaPath da_path() {
+  return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", {"auto", "cublaslt", "thin", "heads"}));
+}
 
 // ATTNBWD_CUDA_GQA_PDL=auto|off|thin: the q/k/v launch as a programmatic dependent of the kernel before it (the merge,
 // or the small kernels' second launch): the thin launch's CTAs start, load X and fill the W ring while that kernel
@@ -770,6 +781,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool dk_on_side = dk_side();
   const int dwo_tune = dwo_tune_switch();
   const int64_t da_rows = da_rows_switch(ctx, T);
+  const DaPath da_switch = da_path();
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
   const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;
@@ -798,7 +810,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int64_t n_head = round_up(T * QP, 8), n_hp = round_up(BH * Sp * D, 8), n_ds = round_up(BH * Sp * ld, 8),
                 n_qkv = round_up(T * QKV, 8), n_x = round_up(T * HS, 8), n_pp = pad ? round_up(BH * S8 * S8, 8) : 0;
   const int64_t n_r = round_up(2 * BH * S, 8);  // fp32 r of the kv path (two bf16 slots per float)
-  const int64_t total = n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r;
+  // ATTNBWD_CUDA_GQA_DA=heads: the pointer-array batch's 3·BH matrix addresses (four bf16 slots per pointer)
+  const int64_t n_ptr = da_switch == DaPath::Heads ? round_up(3 * BH * 4, 8) : 0;
+  const int64_t total = n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r + n_ptr;
   bf* base = static_cast<bf*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(bf), stream));
   bf* dA = base;
   bf* dO = dA + n_head;
@@ -814,6 +828,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bf* Kp = Qp + n_hp;
   bf* Vp = Kp + n_hp;
   float* rbuf = reinterpret_cast<float*>(dXv + n_x + (pad ? n_pp + 3 * n_hp : 0));  // after Vp where it exists
+  void** da_ptrs = reinterpret_cast<void**>(dXv + n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r);  // after r (heads only)
 
   // The projection paths, decided here, before anything is enqueued (a forced path that cannot take the call
   // is an Error): step 9's pairs (dX{q,k,v} = dXp·W, grad_{q,k,v}_weight = dXpᵀ·Xh) as one grouped sm_90a
@@ -893,7 +908,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   sm90::ThinPlan da_plan;
   bool da_thin = false;
   if (!all_sm90) {
-    const DaPath dap = da_path();
+    const DaPath dap = da_switch;
     da.grad_output = a.grad_output.data, da.weight = a.o_weight.data, da.grad_input = dA;
     da.out_features = HS, da.in_features = QP;
     da.batch = 1, da.seq_len = T, da.heads = 1, da.head_dim = QP;  // dX plain [T, QP]; no X, no dW
@@ -918,6 +933,20 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool do_view = !all_sm90 && !pad && B == 1 && !do_split();
   const bf* dOp = do_view ? dA : dO;
   const int64_t ld_do = do_view ? QP : D, head_do = do_view ? D : Sp * D;
+  // ATTNBWD_CUDA_GQA_DA=heads: dA straight into dO where the op would copy it there (head_split below)
+  const bool da_heads = da_switch == DaPath::Heads;
+  if (da_heads && (all_sm90 || pad || do_view))
+    throw Error("ATTNBWD_CUDA_GQA_DA", "heads: dA written straight into the head-split dO where the op copies it there "
+                                       "(B > 1 or ATTNBWD_CUDA_GQA_DO=split, S % 8 == 0 or ATTNBWD_CUDA_GQA_PAD=off, the "
+                                       "cuBLASLt o path), not taken here");
+  // The batch's matrices (dY_b, Wo's columns h·D.., dO[b, h]) start at multiples of this many bytes.
+  const int heads_align = [&] {
+    const std::uint64_t x = reinterpret_cast<std::uintptr_t>(a.grad_output.data) |
+                            reinterpret_cast<std::uintptr_t>(a.o_weight.data) | reinterpret_cast<std::uintptr_t>(dO) |
+                            static_cast<std::uint64_t>(S * HS * 2) | static_cast<std::uint64_t>(D * 2) |
+                            static_cast<std::uint64_t>(S * D * 2) | 16u;
+    return static_cast<int>(x & (~x + 1));
+  }();
   // The attention path (steps 3-5): the small-S kernels, the key-major sm_90a kernel or GEMMs.
   const int64_t G = Hq / Hkv;
   GqaKvAttn kv;
@@ -1099,6 +1128,22 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       if (grouped) slot1 = std::max(slot1, gj.plan.workspace_bytes);
       void* ws = slot1 ? ctx.scratch(1, slot1, stream) : nullptr;
       sm90::linear_thin_launch(da, da_plan, ws, stream);
+    } else if (da_heads) {
+      // dO[b, h] = dY_b·Wo[:, h·D..] for the B·Hq pairs, one pointer-array batch (in pieces of whole batch elements of
+      // at most da_rows rows where ATTNBWD_CUDA_GQA_DA_ROWS cuts dA; at least one element each)
+      const int64_t n = BH;
+      const HeadOperand ops[3] = {{c(a.grad_output.data), S * HS, 0}, {c(a.o_weight.data), 0, D}, {dO, Hq * S * D, S * D}};
+      head_pointers(ops, B, Hq, da_ptrs, stream);
+      const int64_t per = da_rows > 0 ? std::max<int64_t>(1, da_rows / S) : B;
+      for (int64_t b0 = 0; b0 < B; b0 += per) {
+        Gemm g;
+        g.M = S, g.N = D, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = D;
+        g.count = static_cast<int>(std::min(per, B - b0) * Hq);
+        g.pointer_array = true, g.ptr_align = heads_align;
+        g.sm_target = da_sms;
+        gemm(ctx, 0, stream, g, da_ptrs + b0 * Hq, da_ptrs + n + b0 * Hq, da_ptrs + 2 * n + b0 * Hq);
+      }
+      stages.mark("dA_heads");  // (the split shows which form ran; o_proj then holds nothing)
     } else {
       const int64_t chunk = da_rows > 0 && da_rows < T ? da_rows : T;
       for (int64_t r0 = 0; r0 < T; r0 += chunk) {  // one GEMM unless ATTNBWD_CUDA_GQA_DA_ROWS cuts it
@@ -1115,7 +1160,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                   {V, Vp, Hq, Hq * S * D, D, S * D}};
       pad_heads(copies, 4, B, S, S8, D, stream);
       Q = Qp, K = Kp, V = Vp;
-    } else if (!do_view) {
+    } else if (!do_view && !da_heads) {
       head_split(dA, dO, T, S, Hq, D, stream);  // D % 8 == 0, scratch pieces 16-byte aligned: 16-byte moves
     }
   }

@@ -47,7 +47,28 @@ __global__ void pad_heads_kernel(const PadJobs j, unsigned S, unsigned S8, unsig
   *reinterpret_cast<uint4*>(c.dst + static_cast<std::int64_t>(v) * 8) = x;
 }
 
+struct HeadOperands {
+  HeadOperand op[3];
+};
+
+__global__ void head_pointers_kernel(const HeadOperands ops, std::int64_t B, std::int64_t H, void** out) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, n = B * H;
+  if (i >= n) return;
+  const std::int64_t b = i / H, h = i % H;
+  for (int k = 0; k < 3; ++k)
+    out[k * n + i] = const_cast<__nv_bfloat16*>(ops.op[k].base + b * ops.op[k].sb + h * ops.op[k].sh);
+}
+
 }  // namespace
+
+void head_pointers(const HeadOperand (&ops)[3], std::int64_t B, std::int64_t H, void** out, cudaStream_t stream) {
+  const std::int64_t n = B * H;
+  if (n <= 0) return;
+  const int threads = 256;
+  head_pointers_kernel<<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, stream>>>(
+      HeadOperands{{ops[0], ops[1], ops[2]}}, B, H, out);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+}
 
 void head_split(const __nv_bfloat16* g, __nv_bfloat16* out, std::int64_t T, std::int64_t S, std::int64_t H,
                 std::int64_t D, cudaStream_t stream) {

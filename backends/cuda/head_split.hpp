@@ -30,4 +30,16 @@ constexpr int kMaxPadHeads = 4;
 void pad_heads(const PadHeads* copies, int n, std::int64_t B, std::int64_t S, std::int64_t S8, std::int64_t D,
                cudaStream_t stream);
 
+// One operand of a per-head GEMM batch (head_pointers): matrix (b, h) starts at base + b·sb + h·sh elements of bf16.
+struct HeadOperand {
+  const __nv_bfloat16* base;
+  std::int64_t sb, sh;
+};
+
+// Writes the matrix addresses of a batch of B·H GEMMs, one per (batch element, head), for cuBLASLt's pointer-array
+// batch (lt_gemm.hpp, Gemm::pointer_array): out[k·B·H + b·H + h] = ops[k].base + b·ops[k].sb + h·ops[k].sh for the
+// three operands k = 0, 1, 2 (A, B, C). out: 3·B·H pointers of device memory, 8-byte aligned. On `stream`, so that a
+// captured graph rewrites them at every replay (the scratch they live in is shared with other work).
+void head_pointers(const HeadOperand (&ops)[3], std::int64_t B, std::int64_t H, void** out, cudaStream_t stream);
+
 }  // namespace attnbwd::cuda

@@ -38,10 +38,16 @@ int alignment(const void* p, cudaDataType_t t, std::int64_t ld, std::int64_t str
 
 struct Layout {
   cublasLtMatrixLayout_t h = nullptr;
-  Layout(cudaDataType_t t, std::int64_t rows, std::int64_t cols, std::int64_t ld, int count, std::int64_t stride) {
+  Layout(cudaDataType_t t, std::int64_t rows, std::int64_t cols, std::int64_t ld, int count, std::int64_t stride,
+         bool pointer_array) {
     ATTNBWD_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&h, t, static_cast<std::uint64_t>(rows),
                                                     static_cast<std::uint64_t>(cols), ld));
-    if (count > 1) {
+    if (pointer_array) {
+      const std::uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+      ATTNBWD_CUBLAS_CHECK(
+          cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+      ATTNBWD_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof mode));
+    } else if (count > 1) {
       ATTNBWD_CUBLAS_CHECK(
           cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
       ATTNBWD_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
@@ -85,14 +91,19 @@ __device__ __forceinline__ float load_as_float(const void* p, std::int64_t i, cu
 // this kernel instead of cuBLASLt, one thread per element of C, an fp32 sum in k order, no shared
 // memory and no barriers. racecheck must instrument cuBLASLt's own kernels (excluding them makes it
 // fail with an internal error, H200/CUDA 13), which costs 10+ minutes per large workload; with this
-// route racecheck and initcheck see only kernels of ours. Results agree with cuBLASLt to rounding;
+// route racecheck and initcheck see only kernels of ours (a pointer-array batch reads its matrices' addresses from the
+// arrays, as cuBLASLt does). Results agree with cuBLASLt to rounding;
 // the route is slow and is not a product mode (README "Reliability").
-__global__ void plain_gemm(Gemm g, const void* A, const void* B, void* C, float alpha, float beta) {
+__global__ void plain_gemm(Gemm g, const void* A0, const void* B0, void* C0, float alpha, float beta) {
   const std::int64_t n = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= g.N) return;
   for (int b = blockIdx.z; b < g.count; b += gridDim.z) {
     for (std::int64_t m = blockIdx.y; m < g.M; m += gridDim.y) {
-      const std::int64_t oa = b * g.stride_a, ob = b * g.stride_b, oc = b * g.stride_c + m * g.ldc + n;
+      const std::int64_t oa = g.pointer_array ? 0 : b * g.stride_a, ob = g.pointer_array ? 0 : b * g.stride_b,
+                         oc = (g.pointer_array ? 0 : b * g.stride_c) + m * g.ldc + n;
+      const void* A = g.pointer_array ? static_cast<const void* const*>(A0)[b] : A0;
+      const void* B = g.pointer_array ? static_cast<const void* const*>(B0)[b] : B0;
+      void* C = g.pointer_array ? static_cast<void* const*>(C0)[b] : C0;
       float acc = 0.0f;
       for (std::int64_t k = 0; k < g.K; ++k) {
         const float x = load_as_float(A, oa + (g.trans_a ? k * g.lda + m : m * g.lda + k), g.a_type);
@@ -252,6 +263,9 @@ void lt_forget_timed_choices() {
 
 void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void* A, const void* B, void* C,
           float alpha, float beta) {
+  if (g.pointer_array && (g.ptr_align <= 0 || g.ptr_align > 16 || (g.ptr_align & (g.ptr_align - 1)) != 0))
+    throw Error("cuda backend: a pointer-array GEMM needs ptr_align, the alignment of its matrices (1-16 bytes, a power "
+                "of two), not " + std::to_string(g.ptr_align));
   if (ctx.plain_gemm()) {  // ATTNBWD_CUDA_SANITIZE_GEMM=plain, read by Context::claim
     if (g.M <= 0 || g.N <= 0 || g.count <= 0) return;
     const dim3 grid(static_cast<unsigned>((g.N + 127) / 128), static_cast<unsigned>(g.M < 65535 ? g.M : 65535),
@@ -261,12 +275,19 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
     return;
   }
   // Column-major shapes of the stored matrices: our row-major X[r,c] with ld is column-major [c,r].
-  Layout first(g.b_type, g.trans_b ? g.K : g.N, g.trans_b ? g.N : g.K, g.ldb, g.count, g.stride_b);
-  Layout second(g.a_type, g.trans_a ? g.M : g.K, g.trans_a ? g.K : g.M, g.lda, g.count, g.stride_a);
-  Layout out(g.c_type, g.N, g.M, g.ldc, g.count, g.stride_c);
+  const bool pa = g.pointer_array;
+  Layout first(g.b_type, g.trans_b ? g.K : g.N, g.trans_b ? g.N : g.K, g.ldb, g.count, g.stride_b, pa);
+  Layout second(g.a_type, g.trans_a ? g.M : g.K, g.trans_a ? g.K : g.M, g.lda, g.count, g.stride_a, pa);
+  Layout out(g.c_type, g.N, g.M, g.ldc, g.count, g.stride_c, pa);
 
-  const int al_a = alignment(B, g.b_type, g.ldb, g.stride_b), al_b = alignment(A, g.a_type, g.lda, g.stride_a),
-            al_c = alignment(C, g.c_type, g.ldc, g.stride_c);
+  // A pointer-array batch: the matrices' alignment is the caller's promise (the arrays' own addresses say nothing of
+  // it), and the strides are unused (-1 in the key: no strided batch has it).
+  const auto start = [&](const void* p) {
+    return pa ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(g.ptr_align)) : p;
+  };
+  const std::int64_t sa = pa ? 0 : g.stride_a, sb = pa ? 0 : g.stride_b, sc = pa ? 0 : g.stride_c;
+  const int al_a = alignment(start(B), g.b_type, g.ldb, sb), al_b = alignment(start(A), g.a_type, g.lda, sa),
+            al_c = alignment(start(C), g.c_type, g.ldc, sc);
   // Whether this description's algorithm is timed at its first call (Context::LtTune, set by claim from
   // ATTNBWD_CUDA_LT_TUNE): part of the key, so timed and first-answer choices are cached apart.
   const Context::LtTune& lt = ctx.lt_tune();
@@ -284,9 +305,9 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
                              al_a * 10000 + al_b * 100 + al_c,
                              beta != 0.0f,
                              g.count,
-                             g.stride_a,
-                             g.stride_b,
-                             g.stride_c,
+                             pa ? -1 : g.stride_a,
+                             pa ? -1 : g.stride_b,
+                             pa ? -1 : g.stride_c,
                              tune != 0,
                              g.sm_target};
   auto& cache = ctx.algos();

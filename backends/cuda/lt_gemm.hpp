@@ -1,6 +1,7 @@
 // Row-major GEMMs through cuBLASLt: C[M,N] = alpha·op(A)·op(B) + beta·C with A [M,K] (or [K,M] when
 // trans_a) and B [K,N] (or [N,K] when trans_b), all row-major with explicit leading dimensions;
-// optionally a strided batch (C_i = alpha·op(A_i)·op(B_i) + beta·C_i, X_i = X + i·stride_x elements).
+// optionally a strided batch (C_i = alpha·op(A_i)·op(B_i) + beta·C_i, X_i = X + i·stride_x elements) or a batch
+// whose matrices are given by device arrays of pointers (Gemm::pointer_array).
 // fp32 accumulation always; split-K partial sums are reduced in fp32 (the compute type), never in a
 // 16-bit output type, so a bf16 result is one rounding of an fp32 sum, as the reference's fp32 GEMMs
 // give.
@@ -29,6 +30,13 @@ struct Gemm {
   // true: cuBLASLt's first heuristic answer even where the context times candidates (ATTNBWD_CUDA_LT_TUNE): for a GEMM
   // whose fastest candidate alone is not the fastest beside another stream's kernels.
   bool first_answer = false;
+  // true: cuBLASLt's pointer-array batch (CUBLASLT_BATCH_MODE_POINTER_ARRAY): A, B and C given to gemm() are device arrays
+  // of `count` pointers, X_i = X[i] (written before the GEMM runs, on its stream; the strides are unused), for batches
+  // whose matrices are not one stride apart (gqa's dA straight into the head-split dO: b and h move the operands
+  // independently). ptr_align: the caller's promise that every matrix start is a multiple of it (bytes; 2, 4, 8 or 16),
+  // the alignment cuBLASLt's choice may rely on (with the leading dimensions).
+  bool pointer_array = false;
+  int ptr_align = 0;
 };
 
 // Enqueues the GEMM on `stream` using the workspace of `slot` (Context::fork/join for the side slot).

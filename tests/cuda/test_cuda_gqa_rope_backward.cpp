@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -678,6 +679,46 @@ TEST(CudaGqaRope, DaRowPiecesMatchTheOracle) {
   check_each_value({{24, 131, false}}, 642, "ATTNBWD_CUDA_GQA_DA_ROWS", {"auto"});
 }
 
+// dA written straight into the head-split dO by one cuBLASLt pointer-array batch of B·Hq GEMMs
+// (ATTNBWD_CUDA_GQA_DA=heads) matches the oracle with scratch poisoned (a matrix of dO the batch leaves unwritten is
+// NaN): the small kernels' path (B = 2, S = 64), the GEMM path at T = 2048 (B = 16, S = 128), in pieces of whole
+// batch elements (ATTNBWD_CUDA_GQA_DA_ROWS=1024 at B = 12: 8 + 4), B = 1 with the head-split copy asked for
+// (ATTNBWD_CUDA_GQA_DO=split), the key-major kernel's path (B = 2, S = 1024, sm_90) and the plain GEMM route of the
+// sanitizer runs (ATTNBWD_CUDA_SANITIZE_GEMM=plain, which reads the pointer arrays itself); each twice with the same
+// bits, and the stage split (ATTNBWD_CUDA_STAGES=1) must show the batch's stage. heads where the op takes no copy
+// (padding at S = 131; B = 1's view of dA) is an Error naming the switch, before any output is written.
+TEST(CudaGqaRope, DaHeadsPointerArrayMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  struct Shape {
+    int64_t B, S;
+    const char *env, *value;
+    bool sm90;
+  };
+  const Shape shapes[] = {{2, 64, "", "", false},
+                          {16, 128, "", "", false},
+                          {12, 128, "ATTNBWD_CUDA_GQA_DA_ROWS", "1024", false},
+                          {1, 128, "ATTNBWD_CUDA_GQA_DO", "split", false},
+                          {2, 1024, "", "", true},
+                          {2, 128, "ATTNBWD_CUDA_SANITIZE_GEMM", "plain", false}};
+  int k = 0;
+  for (const Shape& sh : shapes) {
+    if (sh.sm90 && !is_sm90()) continue;
+    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
+    SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.env + "=" + sh.value);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(660 + k++), tools::default_scalars(kOp));
+    const ScopedEnv heads("ATTNBWD_CUDA_GQA_DA", "heads");
+    std::optional<ScopedEnv> other;
+    if (*sh.env) other.emplace(sh.env, sh.value);
+    EXPECT_TRUE(has_stage(stage_line(in, axes, kDefault), "dA_heads")) << "no dA_heads stage with ATTNBWD_CUDA_GQA_DA=heads";
+    check(in, axes, smallest_atol(kOp), {kDefault});
+    expect_same_outputs(outputs_in(in, axes, kDefault), outputs_in(in, axes, kDefault), "rerun");
+  }
+  const ScopedEnv heads("ATTNBWD_CUDA_GQA_DA", "heads");
+  expect_refused(axes_of(2, 131, 8, 2, 128, 64), fresh_seed(670), "ATTNBWD_CUDA_GQA_DA", "heads with padding");
+  expect_refused(axes_of(1, 128, 8, 2, 128, 64), fresh_seed(671), "ATTNBWD_CUDA_GQA_DA", "heads on B = 1's view");
+}
+
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
 // leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
 // over the keys: the small path at S = 2, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
@@ -978,7 +1019,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
                             "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_DWO_TUNE",
-                            "ATTNBWD_CUDA_GQA_DA_ROWS"}) {
+                            "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
