@@ -688,6 +688,24 @@ int dx_sum_switch() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3
 // it; so auto stays off. on where the form does not run is an Error.
 bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "on"}) == 2; }
 
+// ATTNBWD_CUDA_GQA_DV=auto|first|after, the unpadded GEMM attention path with late grad_o_weight and two streams (dV32 =
+// Pᵀ·dO and dWo both on the side stream): first (auto; as measured so far) queues dV32 there before dWo, and the main
+// stream waits for dV32 alone before the merge; after queues dWo first and dV32 behind it, and the merge then waits for
+// both. The same GEMM descriptions (the same bits where cuBLASLt's choices are the same). Why (forty-fourth session,
+// from the forty-third's H100 timelines, not yet run on a GPU): dV32's cuBLASLt grid holds every SM until it ends, so the
+// softmax row kernel, queued on the main stream after the dP GEMM, waits for dV32, not for dP: 30 µs at #15 (dP ends
+// 161.7, dV32 190.7, rows start 191.3), 37 at #10, 10 at #12, 3.5 at #13. With after, the chain's row kernel follows dP
+// at once beside dWo (on its SM target); dV32 runs later, beside dQ and dK32. Count: −20 to −35 µs at #10 and #15 (dWo
+// ends there before or with the chain today); a loss where dWo ends well after the chain (#3: 119 µs after), where the
+// merge then waits for it. after where that path does not run is an Error naming the switch.
+bool dv_after() { return env_switch("ATTNBWD_CUDA_GQA_DV", {"auto", "first", "after"}) == 2; }
+
+// ATTNBWD_CUDA_GQA_DV_SMS=auto|off|N: the SM target of dV32's GEMM where it runs on the side stream (the GEMM attention
+// path with two streams), so that the main stream's kernels after the dP GEMM (the softmax row kernel) find SMs while it
+// runs (ATTNBWD_CUDA_GQA_DV above: today they wait for its grid to end). auto = off (every SM; not yet measured:
+// forty-fourth session). A target is part of cuBLASLt's choice (another algorithm, possibly other bits).
+int dv_sm_target(const Context& ctx) { return sm_target_switch("ATTNBWD_CUDA_GQA_DV_SMS", ctx.sm_count(), 0); }
+
 // ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
 // are sized for; the dQ GEMM is sized for the others. auto, on sm_90 (from the count, not measured): 66 of 132 (the dQ
 // GEMM's DRAM stream needs ~40 GB/s per SM on 66); elsewhere off. off: every SM for each.
@@ -782,6 +800,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int dwo_tune = dwo_tune_switch();
   const int64_t da_rows = da_rows_switch(ctx, T);
   const DaPath da_switch = da_path();
+  const bool dv_late = dv_after();
+  const int dv_sms = dv_sm_target(ctx);
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
   const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;
@@ -1042,6 +1062,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // the view).
   bool forked = false;  // work on the side stream, joined at the end
   const bool late = !all_sm90 && dwo_late();
+  if (dv_late && !(gemm_attn && late && !pad && overlap))
+    throw Error("ATTNBWD_CUDA_GQA_DV", "after: the unpadded GEMM attention path with late grad_o_weight and two streams "
+                                        "queues dV32 behind grad_o_weight, not taken here (the small or key-major "
+                                        "kernels, padding, ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
   if (dk_on_side && !(gemm_attn && late && pad && overlap))
     throw Error("ATTNBWD_CUDA_GQA_DKSIDE", "on: the padded GEMM attention path with late grad_o_weight and two streams "
                                             "queues dK32 there, not taken here (the small or key-major kernels, S % 8 == "
@@ -1233,6 +1257,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = Sp, g.N = D, g.K = Sp, g.lda = Sp, g.ldb = ld_do, g.ldc = D, g.count = count, g.stride_a = Sp * Sp,
       g.stride_b = head_do, g.stride_c = Sp * D;
       if (v_summed) over_groups(g);
+      if (attn_side != stream) g.sm_target = dv_sms;  // (ATTNBWD_CUDA_GQA_DV_SMS; off by default)
       gemm(ctx, attn_slot, attn_side, g, pad ? Pp : P, dOp, dV32);
       stages.mark("dV");
     };
@@ -1243,10 +1268,14 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       stages.fork(ctx);  // side: after dO exists (and after grad_o_weight, queued there before unless late)
       forked = true;
     }
-    if (!pad) dv_gemm();
+    if (!pad && !dv_late) dv_gemm();
     if (late) {
-      stages.mark_side(ctx);  // the main stream waits for dV32 (if on the side) before the merge, not for dWo
+      if (!dv_late) stages.mark_side(ctx);  // the main stream waits for dV32 (if on the side) before the merge, not for dWo
       dwo_gemm();
+      if (dv_late) {  // ATTNBWD_CUDA_GQA_DV=after (unpadded): dV32 behind dWo; the merge waits for both
+        dv_gemm();
+        stages.mark_side(ctx);
+      }
     }
     // 3-4. dS.
     // The fused kernel reads dO as [B,H,S,D] (not the strided view); asked for, there is no padding.

@@ -719,6 +719,59 @@ TEST(CudaGqaRope, DaHeadsPointerArrayMatchesTheOracle) {
   expect_refused(axes_of(1, 128, 8, 2, 128, 64), fresh_seed(671), "ATTNBWD_CUDA_GQA_DA", "heads on B = 1's view");
 }
 
+// dV32 behind grad_o_weight on the side stream (ATTNBWD_CUDA_GQA_DV=after) and dV32's GEMM sized for part of the SMs
+// (ATTNBWD_CUDA_GQA_DV_SMS) on the unpadded GEMM attention path with late grad_o_weight: B = 2, S = 128 (the GEMM path
+// asked for: auto takes the small kernels there) and T = 2048 (B = 16, S = 128), scratch poisoned, against the oracle;
+// after gives first's bits (the same GEMM descriptions; both with every SM for dV32). DV_SMS also where dV32 runs on
+// the side stream without late dWo (ATTNBWD_CUDA_GQA_DWO=early, B = 2). after where that path does not run (padding
+// at S = 131, the small kernels at S = 64, early dWo, one attention stream) is an Error naming the switch, before any
+// output is written.
+TEST(CudaGqaRope, DvAfterGradOWeightAndDvSmsMatchTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  const Mode* modes[] = {&kGemm, &kDefault};
+  const int64_t batches[] = {2, 16};
+  for (int k = 0; k < 2; ++k) {
+    const tools::Axes axes = axes_of(batches[k], 128, 8, 2, 128, 64);
+    const Mode& mode = *modes[k];
+    SCOPED_TRACE(tools::axes_to_string(axes) + " " + mode.name());
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(680 + k), tools::default_scalars(kOp));
+    expect_same_outputs(outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "first"),
+                        outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "after"), "DV=after against first");
+    const Oracle<Args> want(in, axes);
+    for (const char* order : {"after", "first"})
+      for (const char* sms : {"off", "24"}) {
+        SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DV=") + order + " ATTNBWD_CUDA_GQA_DV_SMS=" + sms);
+        const ScopedEnv dv("ATTNBWD_CUDA_GQA_DV", order);
+        const ScopedEnv target("ATTNBWD_CUDA_GQA_DV_SMS", sms);
+        check_against(want, in, axes, smallest_atol(kOp), {mode});
+      }
+    expect_same_outputs(outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "after"),
+                        outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "after"), "rerun with DV=after");
+  }
+  {
+    const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early");
+    const ScopedEnv target("ATTNBWD_CUDA_GQA_DV_SMS", "8");
+    const tools::Axes axes = axes_of(2, 128, 8, 2, 128, 64);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(683), tools::default_scalars(kOp));
+    SCOPED_TRACE("early dWo, DV_SMS=8");
+    check(in, axes, smallest_atol(kOp), {kGemm});
+  }
+  const ScopedEnv after("ATTNBWD_CUDA_GQA_DV", "after");
+  expect_refused(axes_of(2, 131, 8, 2, 128, 64), fresh_seed(684), "ATTNBWD_CUDA_GQA_DV", "after with padding");
+  expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(685), "ATTNBWD_CUDA_GQA_DV", "after on the small kernels");
+  {
+    const ScopedEnv gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
+    const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early");
+    expect_refused(axes_of(2, 128, 8, 2, 128, 64), fresh_seed(686), "ATTNBWD_CUDA_GQA_DV", "after with early dWo");
+  }
+  {
+    const ScopedEnv gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
+    const ScopedEnv one("ATTNBWD_CUDA_GQA_OVERLAP", "off");
+    expect_refused(axes_of(2, 128, 8, 2, 128, 64), fresh_seed(687), "ATTNBWD_CUDA_GQA_DV", "after with one attention stream");
+  }
+}
+
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
 // leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
 // over the keys: the small path at S = 2, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
@@ -1019,7 +1072,8 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
                             "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_DWO_TUNE",
-                            "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA"}) {
+                            "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA", "ATTNBWD_CUDA_GQA_DV",
+                            "ATTNBWD_CUDA_GQA_DV_SMS"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
