@@ -1,28 +1,36 @@
-# Next session, call 1 (rewritten in the forty-fourth session, which had no GPU; perf/NOTES.md, its section). 1. The
-# tests no GPU has run: the three rewritten on check_each_value (forty-third session) and the new
-# DaHeadsPointerArrayMatchesTheOracle (ATTNBWD_CUDA_GQA_DA=heads) with the malformed-switch test (DA now read up front).
+# Next session, call 1 (rewritten in the forty-fourth session, which had no GPU; perf/NOTES.md, its section). Build
+# first (a fresh checkout has no build: `bash cmake/dev.sh build-cuda`, ~15 min on 2 cores), then
+# `bash perf/device/bundle.sh`, then run(command="LIMIT=480 bash perf/device/next-c1.sh", carry=[".carry"]).
+# 1. The tests no GPU has run: the three rewritten on check_each_value (forty-third session), the new
+#    DaHeadsPointerArrayMatchesTheOracle (ATTNBWD_CUDA_GQA_DA=heads), DvAfterGradOWeightAndDvSmsMatchTheOracle
+#    (ATTNBWD_CUDA_GQA_DV, _DV_SMS) and the malformed-switch test (DA, DV, DV_SMS now read up front).
 # 2. heads against auto at the seven workloads where the op copies dA into the head-split dO (#2 #3 #8 #9 #10 #14 #15),
-# three rounds, and heads with one batch (DA_ROWS=off) at #3 #9 #10, where auto cuts the strided dA in 2048-row pieces
-# for cuBLASLt's memset + gap; the #10 and #3 timelines with heads. Count: the copy is 10-22 µs at the six large-B
-# workloads (H100 timelines), ~+0.5 % of gqa's geomean if the batch keeps the strided GEMM's rate. 3.
-# perf/probes/cublaslt_da_pointer_array.cu (the batch alone against strided dA + copy, every candidate). 4. On an H200:
-# gqa suites of the bundle (issue 6's figure). 5. s43-c8's DWO_SMS A/B if time is left.
+#    three rounds, and heads as one batch (DA_ROWS=off). Count: the copy is 10-22 µs at the six large-B workloads (H100
+#    timelines), ~+0.5 % of gqa's geomean if the batch keeps the strided GEMM's rate.
+# 3. DV=after and DV_SMS=48/66 against auto on the unpadded GEMM attention path with late dWo (#3 #8 #10 #12 #13 #15),
+#    two rounds. Count: dP waits for dV32's all-SM grid and then shares the SMs with it (#10: dV 184-228, dP 199-265;
+#    #15: dV 123-162, dP 144-191); after: -20 to -40 µs at #10 #15, a loss at #3 (dWo ends 119 µs after the chain).
+# 4. Timelines #10 with heads and with after; #15 with after.
+# 5. perf/probes/cublaslt_da_pointer_array.cu; on an H200, gqa suites (issue 6's figure); s43-c8's DWO_SMS A/B.
 source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
-shards 'CudaGqaRope.DwoSm*:CudaGqaRope.DwoFirst*:CudaGqaRope.DaRow*:CudaGqaRope.DaHeads*:CudaGqaRope.Malformed*' 90
-abrun gqa_rope_backward 2,3,8,9,10,14,15 3 da-heads 150 auto=$P heads=$P,ATTNBWD_CUDA_GQA_DA=heads \
+shards 'CudaGqaRope.DwoSm*:CudaGqaRope.DwoFirst*:CudaGqaRope.DaRow*:CudaGqaRope.DaHeads*:CudaGqaRope.DvAfter*:CudaGqaRope.Malformed*' 100
+abrun gqa_rope_backward 2,3,8,9,10,14,15 3 da-heads 120 auto=$P heads=$P,ATTNBWD_CUDA_GQA_DA=heads \
   heads1=$P,ATTNBWD_CUDA_GQA_DA=heads,ATTNBWD_CUDA_GQA_DA_ROWS=off
+abrun gqa_rope_backward 3,8,10,12,13,15 2 dv 100 auto=$P after=$P,ATTNBWD_CUDA_GQA_DV=after \
+  sms48=$P,ATTNBWD_CUDA_GQA_DV_SMS=48 sms66=$P,ATTNBWD_CUDA_GQA_DV_SMS=66
 timeline gqa_rope_backward 10 gqa-10-heads ATTNBWD_CUDA_GQA_DA=heads
-timeline gqa_rope_backward 3 gqa-3-heads ATTNBWD_CUDA_GQA_DA=heads
+timeline gqa_rope_backward 10 gqa-10-after ATTNBWD_CUDA_GQA_DV=after
+timeline gqa_rope_backward 15 gqa-15-after ATTNBWD_CUDA_GQA_DV=after
 ok && nvcc -std=c++20 -O2 -arch=sm_90a -o /tmp/probe_pa perf/probes/cublaslt_da_pointer_array.cu -lcublasLt \
-  && timeout "$(tmo 90)" /tmp/probe_pa > "$R/probe-da-pointer-array.txt" 2>&1
+  && timeout "$(tmo 60)" /tmp/probe_pa > "$R/probe-da-pointer-array.txt" 2>&1
 echo "probe rc=$? t=$SECONDS"; cat "$R/probe-da-pointer-array.txt"
 case $GPU in *H200*)
   ok && PB suite-gqa-1 $P gqa_rope_backward all
   ok && PB suite-gqa-2 $P gqa_rope_backward all
   suite_e $R/suite-gqa-1.json $R/suite-gqa-2.json ;;
 esac
-abrun gqa_rope_backward 3,8,10,15 2 dwo-sms 100 auto=$P sms66=$P,ATTNBWD_CUDA_GQA_DWO_SMS=66 \
+abrun gqa_rope_backward 3,8,10,15 2 dwo-sms 80 auto=$P sms66=$P,ATTNBWD_CUDA_GQA_DWO_SMS=66 \
   sms100=$P,ATTNBWD_CUDA_GQA_DWO_SMS=100 off=$P,ATTNBWD_CUDA_GQA_DWO_SMS=off
 fin
