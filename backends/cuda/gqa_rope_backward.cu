@@ -688,22 +688,25 @@ int dx_sum_switch() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3
 // it; so auto stays off. on where the form does not run is an Error.
 bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "on"}) == 2; }
 
-// ATTNBWD_CUDA_GQA_DV=auto|first|after, the unpadded GEMM attention path with late grad_o_weight and two streams (dV32 =
-// Pᵀ·dO and dWo both on the side stream): first (auto; as measured so far) queues dV32 there before dWo, and the main
-// stream waits for dV32 alone before the merge; after queues dWo first and dV32 behind it, and the merge then waits for
-// both. The same GEMM descriptions (the same bits where cuBLASLt's choices are the same). Why (forty-fourth session,
-// from the forty-third's H100 timelines, not yet run on a GPU): dV32's cuBLASLt grid holds every SM until it ends, so the
-// softmax row kernel, queued on the main stream after the dP GEMM, waits for dV32, not for dP: 30 µs at #15 (dP ends
-// 161.7, dV32 190.7, rows start 191.3), 37 at #10, 10 at #12, 3.5 at #13. With after, the chain's row kernel follows dP
-// at once beside dWo (on its SM target); dV32 runs later, beside dQ and dK32. Count: −20 to −35 µs at #10 and #15 (dWo
-// ends there before or with the chain today); a loss where dWo ends well after the chain (#3: 119 µs after), where the
-// merge then waits for it. after where that path does not run is an Error naming the switch.
-bool dv_after() { return env_switch("ATTNBWD_CUDA_GQA_DV", {"auto", "first", "after"}) == 2; }
+// ATTNBWD_CUDA_GQA_DV=auto|first|after|afterdp, the unpadded GEMM attention path with late grad_o_weight and two streams
+// (dV32 = Pᵀ·dO and dWo both on the side stream, forked once dO exists): first (auto; as measured so far) queues dV32
+// there before dWo, and the main stream waits for dV32 alone before the merge; after queues dWo first and dV32 behind
+// it, and the merge then waits for both; afterdp forks the side stream only after the dP GEMM (dV32 then dWo there, the
+// merge waiting for dV32 alone), so that dP runs alone on every SM. The same GEMM descriptions (the same bits where
+// cuBLASLt's choices are the same). Why (forty-fourth session, from the forty-third's H100 timelines, not yet run on a
+// GPU): dV32's cuBLASLt grid, launched with dP, takes the SMs first and holds them until it ends; the dP GEMM on the
+// main stream starts behind it and shares the GPU with it: #10 dV32 184.4-228.1 µs, dP 199.3-264.8 (then the row
+// kernel at once); #15 dV32 123.2-161.7, dP 143.6-190.7. Count: dP alone is ~20 µs there, so the chain loses ~25-45 µs
+// at #10 and #15; after: dP beside dWo on its SM target instead, dV32 later beside dQ and dK32 (a loss where dWo ends
+// well after the chain: #3, 119 µs after, where the merge then waits for it); afterdp: dP alone, then the row kernel
+// beside dV32 (both DRAM-bound), dWo later. after or afterdp where that path does not run (afterdp also needs the dP
+// GEMM: not the dP + softmax kernel or ATTNBWD_GQA_FUSED) is an Error naming the switch.
+int dv_order() { return env_switch("ATTNBWD_CUDA_GQA_DV", {"auto", "first", "after", "afterdp"}); }
 
 // ATTNBWD_CUDA_GQA_DV_SMS=auto|off|N: the SM target of dV32's GEMM where it runs on the side stream (the GEMM attention
-// path with two streams), so that the main stream's kernels after the dP GEMM (the softmax row kernel) find SMs while it
-// runs (ATTNBWD_CUDA_GQA_DV above: today they wait for its grid to end). auto = off (every SM; not yet measured:
-// forty-fourth session). A target is part of cuBLASLt's choice (another algorithm, possibly other bits).
+// path with two streams), so that the dP GEMM launched beside it finds SMs (ATTNBWD_CUDA_GQA_DV above: today dP starts
+// behind dV32's all-SM grid). auto = off (every SM; not yet measured: forty-fourth session). A target is part of
+// cuBLASLt's choice (another algorithm, possibly other bits).
 int dv_sm_target(const Context& ctx) { return sm_target_switch("ATTNBWD_CUDA_GQA_DV_SMS", ctx.sm_count(), 0); }
 
 // ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
@@ -800,7 +803,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int dwo_tune = dwo_tune_switch();
   const int64_t da_rows = da_rows_switch(ctx, T);
   const DaPath da_switch = da_path();
-  const bool dv_late = dv_after();
+  const int dv_switch = dv_order();
+  const bool dv_late = dv_switch == 2, dv_after_dp = dv_switch == 3;
   const int dv_sms = dv_sm_target(ctx);
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
@@ -1062,10 +1066,13 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // the view).
   bool forked = false;  // work on the side stream, joined at the end
   const bool late = !all_sm90 && dwo_late();
-  if (dv_late && !(gemm_attn && late && !pad && overlap))
-    throw Error("ATTNBWD_CUDA_GQA_DV", "after: the unpadded GEMM attention path with late grad_o_weight and two streams "
-                                        "queues dV32 behind grad_o_weight, not taken here (the small or key-major "
-                                        "kernels, padding, ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
+  if ((dv_late || dv_after_dp) && !(gemm_attn && late && !pad && overlap))
+    throw Error("ATTNBWD_CUDA_GQA_DV", "after, afterdp: the unpadded GEMM attention path with late grad_o_weight and two "
+                                        "streams queues dV32 there, not taken here (the small or key-major kernels, "
+                                        "padding, ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
+  if (dv_after_dp && (use_dpsm || fused_asked))
+    throw Error("ATTNBWD_CUDA_GQA_DV", "afterdp forks after the dP GEMM: not with the dP + softmax kernel "
+                                        "(ATTNBWD_CUDA_GQA_DPSM) or ATTNBWD_GQA_FUSED");
   if (dk_on_side && !(gemm_attn && late && pad && overlap))
     throw Error("ATTNBWD_CUDA_GQA_DKSIDE", "on: the padded GEMM attention path with late grad_o_weight and two streams "
                                             "queues dK32 there, not taken here (the small or key-major kernels, S % 8 == "
@@ -1264,19 +1271,24 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     // O for the dP + softmax kernel (ATTNBWD_CUDA_GQA_PV=side), waited for here and not next to the kernel's launch: the
     // Context has one side mark, and the late-dWo form below takes it again (after dV32) before that launch.
     if (pv_on_side) stages.wait_side_mark(ctx);
-    if (overlap || late) {
+    // dV32 and late dWo on the side stream: dV32 then dWo (first), dWo then dV32 (ATTNBWD_CUDA_GQA_DV=after), or both
+    // after the dP GEMM below (afterdp)
+    const auto side_work = [&] {
+      if (!pad && !dv_late) dv_gemm();
+      if (late) {
+        if (!dv_late) stages.mark_side(ctx);  // the main stream waits for dV32 (if on the side) before the merge, not dWo
+        dwo_gemm();
+        if (dv_late) {  // (unpadded): dV32 behind dWo; the merge waits for both
+          dv_gemm();
+          stages.mark_side(ctx);
+        }
+      }
+    };
+    if ((overlap || late) && !dv_after_dp) {
       stages.fork(ctx);  // side: after dO exists (and after grad_o_weight, queued there before unless late)
       forked = true;
     }
-    if (!pad && !dv_late) dv_gemm();
-    if (late) {
-      if (!dv_late) stages.mark_side(ctx);  // the main stream waits for dV32 (if on the side) before the merge, not for dWo
-      dwo_gemm();
-      if (dv_late) {  // ATTNBWD_CUDA_GQA_DV=after (unpadded): dV32 behind dWo; the merge waits for both
-        dv_gemm();
-        stages.mark_side(ctx);
-      }
-    }
+    if (!dv_after_dp) side_work();
     // 3-4. dS.
     // The fused kernel reads dO as [B,H,S,D] (not the strided view); asked for, there is no padding.
     if (use_dpsm) {
@@ -1287,6 +1299,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = Sp, g.N = Sp, g.K = D, g.lda = ld_do, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = head_do,
       g.stride_b = Sp * D, g.stride_c = Sp * ld;
       gemm(ctx, 0, stream, g, dOp, V, dS);
+      if (dv_after_dp) {  // side: after dP (checked above: late, unpadded, two streams)
+        stages.fork(ctx);
+        forked = true;
+        side_work();
+      }
       if (pad) {  // ld = S8 = Sp
         softmax_rows16<true>(P, dS, Pp, BH, S, S8, scaling, row_kernel_rows, stream);
       } else if (S % 8 == 0 && aligned16(P)) {  // ld = S

@@ -719,13 +719,14 @@ TEST(CudaGqaRope, DaHeadsPointerArrayMatchesTheOracle) {
   expect_refused(axes_of(1, 128, 8, 2, 128, 64), fresh_seed(671), "ATTNBWD_CUDA_GQA_DA", "heads on B = 1's view");
 }
 
-// dV32 behind grad_o_weight on the side stream (ATTNBWD_CUDA_GQA_DV=after) and dV32's GEMM sized for part of the SMs
-// (ATTNBWD_CUDA_GQA_DV_SMS) on the unpadded GEMM attention path with late grad_o_weight: B = 2, S = 128 (the GEMM path
-// asked for: auto takes the small kernels there) and T = 2048 (B = 16, S = 128), scratch poisoned, against the oracle;
-// after gives first's bits (the same GEMM descriptions; both with every SM for dV32). DV_SMS also where dV32 runs on
-// the side stream without late dWo (ATTNBWD_CUDA_GQA_DWO=early, B = 2). after where that path does not run (padding
-// at S = 131, the small kernels at S = 64, early dWo, one attention stream) is an Error naming the switch, before any
-// output is written.
+// dV32 behind grad_o_weight on the side stream (ATTNBWD_CUDA_GQA_DV=after), both forked after the dP GEMM (afterdp), and
+// dV32's GEMM sized for part of the SMs (ATTNBWD_CUDA_GQA_DV_SMS) on the unpadded GEMM attention path with late
+// grad_o_weight: B = 2, S = 128 (the GEMM path asked for: auto takes the small kernels there) and T = 2048 (B = 16,
+// S = 128), scratch poisoned, against the oracle; after and afterdp give first's bits (the same GEMM descriptions; all
+// with every SM for dV32). DV_SMS also where dV32 runs on the side stream without late dWo (ATTNBWD_CUDA_GQA_DWO=early,
+// B = 2). after and afterdp where that path does not run (padding at S = 131, the small kernels at S = 64, early dWo,
+// one attention stream; afterdp with the dP + softmax kernel, sm_90) are Errors naming the switch, before any output is
+// written.
 TEST(CudaGqaRope, DvAfterGradOWeightAndDvSmsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
@@ -736,10 +737,11 @@ TEST(CudaGqaRope, DvAfterGradOWeightAndDvSmsMatchTheOracle) {
     const Mode& mode = *modes[k];
     SCOPED_TRACE(tools::axes_to_string(axes) + " " + mode.name());
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(680 + k), tools::default_scalars(kOp));
-    expect_same_outputs(outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "first"),
-                        outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "after"), "DV=after against first");
+    const auto first = outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "first");
+    expect_same_outputs(first, outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "after"), "DV=after against first");
+    expect_same_outputs(first, outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "afterdp"), "DV=afterdp against first");
     const Oracle<Args> want(in, axes);
-    for (const char* order : {"after", "first"})
+    for (const char* order : {"after", "afterdp", "first"})
       for (const char* sms : {"off", "24"}) {
         SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DV=") + order + " ATTNBWD_CUDA_GQA_DV_SMS=" + sms);
         const ScopedEnv dv("ATTNBWD_CUDA_GQA_DV", order);
@@ -757,18 +759,28 @@ TEST(CudaGqaRope, DvAfterGradOWeightAndDvSmsMatchTheOracle) {
     SCOPED_TRACE("early dWo, DV_SMS=8");
     check(in, axes, smallest_atol(kOp), {kGemm});
   }
-  const ScopedEnv after("ATTNBWD_CUDA_GQA_DV", "after");
-  expect_refused(axes_of(2, 131, 8, 2, 128, 64), fresh_seed(684), "ATTNBWD_CUDA_GQA_DV", "after with padding");
-  expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(685), "ATTNBWD_CUDA_GQA_DV", "after on the small kernels");
-  {
+  std::uint64_t tag = 684;
+  for (const char* order : {"after", "afterdp"}) {
+    SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DV=") + order);
+    const ScopedEnv dv("ATTNBWD_CUDA_GQA_DV", order);
+    expect_refused(axes_of(2, 131, 8, 2, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV", "with padding");
+    expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV", "on the small kernels");
     const ScopedEnv gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
-    const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early");
-    expect_refused(axes_of(2, 128, 8, 2, 128, 64), fresh_seed(686), "ATTNBWD_CUDA_GQA_DV", "after with early dWo");
+    {
+      const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early");
+      expect_refused(axes_of(2, 128, 8, 2, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV", "with early dWo");
+    }
+    {
+      const ScopedEnv one("ATTNBWD_CUDA_GQA_OVERLAP", "off");
+      expect_refused(axes_of(2, 128, 8, 2, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV", "with one attention stream");
+    }
   }
-  {
+  if (is_sm90()) {
+    const ScopedEnv dv("ATTNBWD_CUDA_GQA_DV", "afterdp");
     const ScopedEnv gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
-    const ScopedEnv one("ATTNBWD_CUDA_GQA_OVERLAP", "off");
-    expect_refused(axes_of(2, 128, 8, 2, 128, 64), fresh_seed(687), "ATTNBWD_CUDA_GQA_DV", "after with one attention stream");
+    const ScopedEnv dpsm("ATTNBWD_CUDA_GQA_DPSM", "on");
+    expect_refused(axes_of(2, 128, 8, 2, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV",
+                   "afterdp with the dP + softmax kernel");
   }
 }
 
