@@ -7,8 +7,8 @@
 # 2. heads against auto at the seven workloads where the op copies dA into the head-split dO (#2 #3 #8 #9 #10 #14 #15),
 #    three rounds, and heads as one batch (DA_ROWS=off). Count: the copy is 10-22 µs at the six large-B workloads (H100
 #    timelines), ~+0.5 % of gqa's geomean if the batch keeps the strided GEMM's rate.
-# 3. DV=after / afterdp and DV_SMS=48/66 against auto on the unpadded GEMM attention path with late dWo (#3 #8 #10 #12
-#    #13 #15), two rounds. Count: dP starts behind dV32's all-SM grid and shares the SMs with it (#10: dV 184-228, dP
+# 3. DV=after / afterdp (alone and with DV_SMS=48) and DV_SMS=48 against auto on the unpadded GEMM attention path with
+#    late dWo (#3 #8 #10 #12 #13 #15), two rounds. Count: dP starts behind dV32's all-SM grid and shares the SMs with it (#10: dV 184-228, dP
 #    199-265; #15: dV 123-162, dP 144-191; dP alone ~20 µs): -25 to -45 µs at #10 #15 if dP runs alone or beside dWo;
 #    after loses where dWo ends well after the chain (#3: 119 µs after), as the merge then waits for it.
 # 4. Timelines #10 with heads, after and afterdp; #15 with after.
@@ -19,8 +19,8 @@ P=$M/attnbwd_perf
 shards 'CudaGqaRope.DwoSm*:CudaGqaRope.DwoFirst*:CudaGqaRope.DaRow*:CudaGqaRope.DaHeads*:CudaGqaRope.DvAfter*:CudaGqaRope.Malformed*' 100
 abrun gqa_rope_backward 2,3,8,9,10,14,15 3 da-heads 120 auto=$P heads=$P,ATTNBWD_CUDA_GQA_DA=heads \
   heads1=$P,ATTNBWD_CUDA_GQA_DA=heads,ATTNBWD_CUDA_GQA_DA_ROWS=off
-abrun gqa_rope_backward 3,8,10,12,13,15 2 dv 120 auto=$P after=$P,ATTNBWD_CUDA_GQA_DV=after afterdp=$P,ATTNBWD_CUDA_GQA_DV=afterdp \
-  sms48=$P,ATTNBWD_CUDA_GQA_DV_SMS=48 sms66=$P,ATTNBWD_CUDA_GQA_DV_SMS=66
+abrun gqa_rope_backward 3,8,10,12,13,15 2 dv 130 auto=$P after=$P,ATTNBWD_CUDA_GQA_DV=after afterdp=$P,ATTNBWD_CUDA_GQA_DV=afterdp \
+  afterdp48=$P,ATTNBWD_CUDA_GQA_DV=afterdp,ATTNBWD_CUDA_GQA_DV_SMS=48 sms48=$P,ATTNBWD_CUDA_GQA_DV_SMS=48
 timeline gqa_rope_backward 10 gqa-10-heads ATTNBWD_CUDA_GQA_DA=heads
 timeline gqa_rope_backward 10 gqa-10-after ATTNBWD_CUDA_GQA_DV=after
 timeline gqa_rope_backward 10 gqa-10-afterdp ATTNBWD_CUDA_GQA_DV=afterdp
