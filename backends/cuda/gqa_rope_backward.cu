@@ -699,8 +699,12 @@ bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "o
 // kernel at once); #15 dV32 123.2-161.7, dP 143.6-190.7. Count: dP alone is ~20 µs there, so the chain loses ~25-45 µs
 // at #10 and #15; after: dP beside dWo on its SM target instead, dV32 later beside dQ and dK32 (a loss where dWo ends
 // well after the chain: #3, 119 µs after, where the merge then waits for it); afterdp: dP alone, then the row kernel
-// beside dV32 (both DRAM-bound), dWo later. after or afterdp where that path does not run (afterdp also needs the dP
-// GEMM: not the dP + softmax kernel or ATTNBWD_GQA_FUSED) is an Error naming the switch.
+// beside dV32 (both DRAM-bound), dWo later. afterdp also applies to the padded GEMM path, whose side stream holds dWo
+// alone (dV32 reads P's padded copy, after the row kernel): there dWo, launched first, takes its 64 SMs and dP runs on
+// the rest (#0, thirty-sixth session's H200 timeline: dWo from 55.1 µs, dP 60.0-88.0, 28 µs against 17.2 alone in the
+// thirty-third). after where the unpadded path does not run, afterdp where the GEMM path's dP GEMM does not (the small
+// or key-major kernels, the dP + softmax kernel, ATTNBWD_GQA_FUSED, early dWo, one attention stream), is an Error
+// naming the switch.
 int dv_order() { return env_switch("ATTNBWD_CUDA_GQA_DV", {"auto", "first", "after", "afterdp"}); }
 
 // ATTNBWD_CUDA_GQA_DV_SMS=auto|off|N: the SM target of dV32's GEMM where it runs on the side stream (the GEMM attention
@@ -1066,13 +1070,15 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // the view).
   bool forked = false;  // work on the side stream, joined at the end
   const bool late = !all_sm90 && dwo_late();
-  if ((dv_late || dv_after_dp) && !(gemm_attn && late && !pad && overlap))
-    throw Error("ATTNBWD_CUDA_GQA_DV", "after, afterdp: the unpadded GEMM attention path with late grad_o_weight and two "
-                                        "streams queues dV32 there, not taken here (the small or key-major kernels, "
-                                        "padding, ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
-  if (dv_after_dp && (use_dpsm || fused_asked))
-    throw Error("ATTNBWD_CUDA_GQA_DV", "afterdp forks after the dP GEMM: not with the dP + softmax kernel "
-                                        "(ATTNBWD_CUDA_GQA_DPSM) or ATTNBWD_GQA_FUSED");
+  if (dv_late && !(gemm_attn && late && !pad && overlap))
+    throw Error("ATTNBWD_CUDA_GQA_DV", "after: the unpadded GEMM attention path with late grad_o_weight and two streams "
+                                        "queues dV32 behind it, not taken here (the small or key-major kernels, padding, "
+                                        "ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
+  if (dv_after_dp && !(gemm_attn && late && overlap && !use_dpsm && !fused_asked))
+    throw Error("ATTNBWD_CUDA_GQA_DV", "afterdp: the GEMM attention path with late grad_o_weight and two streams forks "
+                                        "after its dP GEMM, not taken here (the small or key-major kernels, the dP + "
+                                        "softmax kernel (ATTNBWD_CUDA_GQA_DPSM), ATTNBWD_GQA_FUSED, "
+                                        "ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
   if (dk_on_side && !(gemm_attn && late && pad && overlap))
     throw Error("ATTNBWD_CUDA_GQA_DKSIDE", "on: the padded GEMM attention path with late grad_o_weight and two streams "
                                             "queues dK32 there, not taken here (the small or key-major kernels, S % 8 == "
@@ -1299,7 +1305,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = Sp, g.N = Sp, g.K = D, g.lda = ld_do, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = head_do,
       g.stride_b = Sp * D, g.stride_c = Sp * ld;
       gemm(ctx, 0, stream, g, dOp, V, dS);
-      if (dv_after_dp) {  // side: after dP (checked above: late, unpadded, two streams)
+      if (dv_after_dp) {  // side: after dP (checked above: late, two streams): dV32 (unpadded) and dWo
         stages.fork(ctx);
         forked = true;
         side_work();

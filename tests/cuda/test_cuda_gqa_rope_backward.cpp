@@ -723,10 +723,11 @@ TEST(CudaGqaRope, DaHeadsPointerArrayMatchesTheOracle) {
 // dV32's GEMM sized for part of the SMs (ATTNBWD_CUDA_GQA_DV_SMS) on the unpadded GEMM attention path with late
 // grad_o_weight: B = 2, S = 128 (the GEMM path asked for: auto takes the small kernels there) and T = 2048 (B = 16,
 // S = 128), scratch poisoned, against the oracle; after and afterdp give first's bits (the same GEMM descriptions; all
-// with every SM for dV32). DV_SMS also where dV32 runs on the side stream without late dWo (ATTNBWD_CUDA_GQA_DWO=early,
-// B = 2). after and afterdp where that path does not run (padding at S = 131, the small kernels at S = 64, early dWo,
-// one attention stream; afterdp with the dP + softmax kernel, sm_90) are Errors naming the switch, before any output is
-// written.
+// with every SM for dV32). afterdp on the padded GEMM path too (B = 2, S = 131, the dP + softmax kernel off): first's
+// bits and the oracle. DV_SMS also where dV32 runs on the side stream without late dWo (ATTNBWD_CUDA_GQA_DWO=early,
+// B = 2). after and afterdp where their path does not run (after with padding at S = 131; both on the small kernels at
+// S = 64, with early dWo, with one attention stream; afterdp with the dP + softmax kernel, sm_90) are Errors naming the
+// switch, before any output is written.
 TEST(CudaGqaRope, DvAfterGradOWeightAndDvSmsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
@@ -751,6 +752,17 @@ TEST(CudaGqaRope, DvAfterGradOWeightAndDvSmsMatchTheOracle) {
     expect_same_outputs(outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "after"),
                         outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "after"), "rerun with DV=after");
   }
+  {  // afterdp on the padded GEMM path (dWo alone on the side stream; the dP + softmax kernel off, which auto takes on
+     // sm_90 where its grid is one wave)
+    const ScopedEnv dpsm("ATTNBWD_CUDA_GQA_DPSM", "off");
+    const tools::Axes axes = axes_of(2, 131, 8, 2, 128, 64);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(682), tools::default_scalars(kOp));
+    SCOPED_TRACE("padded, DV=afterdp");
+    expect_same_outputs(outputs_with(in, axes, kDefault, "ATTNBWD_CUDA_GQA_DV", "first"),
+                        outputs_with(in, axes, kDefault, "ATTNBWD_CUDA_GQA_DV", "afterdp"), "DV=afterdp against first");
+    const ScopedEnv dv("ATTNBWD_CUDA_GQA_DV", "afterdp");
+    check(in, axes, smallest_atol(kOp), {kDefault});
+  }
   {
     const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early");
     const ScopedEnv target("ATTNBWD_CUDA_GQA_DV_SMS", "8");
@@ -763,7 +775,8 @@ TEST(CudaGqaRope, DvAfterGradOWeightAndDvSmsMatchTheOracle) {
   for (const char* order : {"after", "afterdp"}) {
     SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DV=") + order);
     const ScopedEnv dv("ATTNBWD_CUDA_GQA_DV", order);
-    expect_refused(axes_of(2, 131, 8, 2, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV", "with padding");
+    if (std::string(order) == "after")  // (afterdp takes the padded path too: above)
+      expect_refused(axes_of(2, 131, 8, 2, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV", "with padding");
     expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV", "on the small kernels");
     const ScopedEnv gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
     {
