@@ -18,7 +18,7 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
-shards 'CudaGqaRope.DwoSm*:CudaGqaRope.DwoFirst*:CudaGqaRope.DaRow*:CudaGqaRope.DaHeads*:CudaGqaRope.DvAfter*:CudaGqaRope.Malformed*' 100
+shards 'CudaGqaRope.DwoSm*:CudaGqaRope.DwoFirst*:CudaGqaRope.DaRow*:CudaGqaRope.DaHeads*:CudaGqaRope.DvAfter*:CudaGqaRope.Malformed*:CudaGqaRope.KvWeight*:CudaGqaRope.DxSum*' 120
 abrun gqa_rope_backward 2,3,8,9,10,14,15 3 da-heads 120 auto=$P heads=$P,ATTNBWD_CUDA_GQA_DA=heads \
   heads1=$P,ATTNBWD_CUDA_GQA_DA=heads,ATTNBWD_CUDA_GQA_DA_ROWS=off
 abrun gqa_rope_backward 3,8,10,12,13,15 2 dv 130 auto=$P after=$P,ATTNBWD_CUDA_GQA_DV=after afterdp=$P,ATTNBWD_CUDA_GQA_DV=afterdp \
