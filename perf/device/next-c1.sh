@@ -15,7 +15,7 @@
 #    at #0 (17 alone): -8 to -11 µs at #0 (~3 %) if dWo, started after dP, still ends before the chain.
 # 4. Timelines #10 with heads, after and afterdp; #15 with after; #0 with afterdp.
 # 5. perf/probes/cublaslt_da_pointer_array.cu; on an H200, gqa suites (issue 6's figure); out_proj's cuBLASLt path
-#    (sm_100's today) with and without ATTNBWD_CUDA_OUT_PROJ_DX=heads over the 16 (two rounds); s43-c8's DWO_SMS A/B.
+#    (sm_100's today) with and without ATTNBWD_CUDA_OUT_PROJ_DX=heads over the 16 (two rounds). next-c2.sh has the rest.
 source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
@@ -40,6 +40,4 @@ case $GPU in *H200*)
 esac
 abrun out_proj_backward all 2 outproj-lt-heads 60 lt=$P,ATTNBWD_CUDA_OUT_PROJ=cublaslt \
   ltheads=$P,ATTNBWD_CUDA_OUT_PROJ=cublaslt,ATTNBWD_CUDA_OUT_PROJ_DX=heads
-abrun gqa_rope_backward 3,8,10,15 2 dwo-sms 80 auto=$P sms66=$P,ATTNBWD_CUDA_GQA_DWO_SMS=66 \
-  sms100=$P,ATTNBWD_CUDA_GQA_DWO_SMS=100 off=$P,ATTNBWD_CUDA_GQA_DWO_SMS=off
 fin
