@@ -1,6 +1,7 @@
 #include "lt_gemm.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -248,6 +249,12 @@ int tune_pick(const LtCall& call, const cublasLtMatmulHeuristicResult_t* res, in
 
 }  // namespace
 
+namespace {
+std::atomic<long> pointer_array_gemms{0};
+}  // namespace
+
+long lt_pointer_array_gemms() { return pointer_array_gemms.load(); }
+
 int lt_timed_descriptions() {
   SharedChoices& s = shared_choices();
   const std::lock_guard<std::mutex> lock(s.m);
@@ -266,6 +273,7 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
   if (g.pointer_array && (g.ptr_align <= 0 || g.ptr_align > 16 || (g.ptr_align & (g.ptr_align - 1)) != 0))
     throw Error("cuda backend: a pointer-array GEMM needs ptr_align, the alignment of its matrices (1-16 bytes, a power "
                 "of two), not " + std::to_string(g.ptr_align));
+  if (g.pointer_array) ++pointer_array_gemms;
   if (ctx.plain_gemm()) {  // ATTNBWD_CUDA_SANITIZE_GEMM=plain, read by Context::claim
     if (g.M <= 0 || g.N <= 0 || g.count <= 0) return;
     const dim3 grid(static_cast<unsigned>((g.N + 127) / 128), static_cast<unsigned>(g.M < 65535 ? g.M : 65535),

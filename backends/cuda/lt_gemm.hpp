@@ -47,5 +47,8 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
 // every process-wide choice and the count (contexts keep the choices they already cached).
 int lt_timed_descriptions();
 void lt_forget_timed_choices();
+// Diagnostics (tests): how many pointer-array GEMMs (Gemm::pointer_array) this process has enqueued, by either route
+// (cuBLASLt or ATTNBWD_CUDA_SANITIZE_GEMM=plain): shows that a form asked for by a switch ran.
+long lt_pointer_array_gemms();
 
 }  // namespace attnbwd::cuda

@@ -171,8 +171,22 @@ void run_thin(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
 void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool heads) {
   const std::int64_t T = s.tokens(), Hd = s.hidden();
 
-  // dW on the side stream, concurrently with dX: small-T workloads fill the GPU only together.
+  // dW on the side stream, concurrently with dX: small-T workloads fill the GPU only together. Where a check below
+  // throws (e.g. cuBLASLt has no algorithm for dX), the caller's stream still waits for dW, which writes grad_weight,
+  // before the Error reaches the caller.
   ctx.fork(stream);
+  struct JoinOnThrow {
+    Context& ctx;
+    cudaStream_t stream;
+    bool done = false;
+    ~JoinOnThrow() {
+      if (done) return;
+      try {
+        ctx.join(stream);
+      } catch (...) {  // (an Error is already on its way)
+      }
+    }
+  } joined{ctx, stream};
   dw_cublaslt(ctx, 1, ctx.side_stream(), s, a);
 
   if (heads) {  // ATTNBWD_CUDA_OUT_PROJ_DX=heads: dX[b, h] = dY_b·W[:, h·D..] straight into grad_attn_output
@@ -191,6 +205,7 @@ void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cud
     dx.count = static_cast<int>(n);
     dx.pointer_array = true, dx.ptr_align = static_cast<int>(x & (~x + 1));
     gemm(ctx, 0, stream, dx, ptrs, ptrs + n, ptrs + 2 * n);
+    joined.done = true;
     ctx.join(stream);
     return;
   }
@@ -202,6 +217,7 @@ void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cud
 
   head_split(g, reinterpret_cast<__nv_bfloat16*>(a.grad_attn_output.data), T, s.seq_len, s.num_heads,
              s.head_dim, stream);
+  joined.done = true;
   ctx.join(stream);
 }
 

@@ -1,5 +1,5 @@
 # Next session, call 1 (rewritten in the forty-fourth session, which had no GPU; perf/NOTES.md, its section). Build
-# first (a fresh checkout has no build: `bash cmake/dev.sh build-cuda`, ~15 min on 2 cores), then
+# first (a fresh checkout has no build: `bash cmake/dev.sh build-cuda`, ~10-15 min on 2 cores), then
 # `bash perf/device/bundle.sh`, then run(command="LIMIT=480 bash perf/device/next-c1.sh", carry=[".carry"]).
 # 1. The tests no GPU has run: the three rewritten on check_each_value (forty-third session), the new
 #    DaHeadsPointerArrayMatchesTheOracle (ATTNBWD_CUDA_GQA_DA=heads), DvAfterGradOWeightAndDvSmsMatchTheOracle
@@ -14,12 +14,11 @@
 #    afterdp on the padded GEMM path (#0 #1, three rounds): dWo launched first takes 64 SMs and dP runs 28 µs beside it
 #    at #0 (17 alone): -8 to -11 µs at #0 (~3 %) if dWo, started after dP, still ends before the chain.
 # 4. Timelines #10 with heads, after and afterdp; #15 with after; #0 with afterdp.
-# 5. perf/probes/cublaslt_da_pointer_array.cu; on an H200, gqa suites (issue 6's figure); out_proj's cuBLASLt path
-#    (sm_100's today) with and without ATTNBWD_CUDA_OUT_PROJ_DX=heads over the 16 (two rounds). next-c2.sh has the rest.
+# 5. perf/probes/cublaslt_da_pointer_array.cu; on an H200, gqa suites (issue 6's figure). next-c2.sh has the rest.
 source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
-shards 'CudaGqaRope.DwoSm*:CudaGqaRope.DwoFirst*:CudaGqaRope.DaRow*:CudaGqaRope.DaHeads*:CudaGqaRope.DvAfter*:CudaGqaRope.Malformed*:CudaGqaRope.KvWeight*:CudaGqaRope.DxSum*:CudaOutProj.CublasLtPath*' 120
+shards 'CudaGqaRope.DwoSm*:CudaGqaRope.DwoFirst*:CudaGqaRope.DaRow*:CudaGqaRope.DaHeads*:CudaGqaRope.DvAfter*:CudaGqaRope.Malformed*:CudaGqaRope.KvWeight*:CudaGqaRope.DxSum*' 120
 abrun gqa_rope_backward 2,3,8,9,10,14,15 3 da-heads 120 auto=$P heads=$P,ATTNBWD_CUDA_GQA_DA=heads \
   heads1=$P,ATTNBWD_CUDA_GQA_DA=heads,ATTNBWD_CUDA_GQA_DA_ROWS=off
 abrun gqa_rope_backward 3,8,10,12,13,15 2 dv 130 auto=$P after=$P,ATTNBWD_CUDA_GQA_DV=after afterdp=$P,ATTNBWD_CUDA_GQA_DV=afterdp \
@@ -38,6 +37,4 @@ case $GPU in *H200*)
   ok && PB suite-gqa-2 $P gqa_rope_backward all
   suite_e $R/suite-gqa-1.json $R/suite-gqa-2.json ;;
 esac
-abrun out_proj_backward all 2 outproj-lt-heads 60 lt=$P,ATTNBWD_CUDA_OUT_PROJ=cublaslt \
-  ltheads=$P,ATTNBWD_CUDA_OUT_PROJ=cublaslt,ATTNBWD_CUDA_OUT_PROJ_DX=heads
 fin

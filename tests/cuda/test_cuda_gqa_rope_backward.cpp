@@ -42,6 +42,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/lt_gemm.hpp"             // lt_pointer_array_gemms: that the heads form ran
 #include "tests/common/cuda_case.hpp"  // is_sm90
 
 namespace attnbwd::test {
@@ -732,7 +733,10 @@ TEST(CudaGqaRope, DaHeadsPointerArrayMatchesTheOracle) {
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(660 + k++), tools::default_scalars(kOp));
     std::optional<ScopedEnv> other;
     if (*sh.env) other.emplace(sh.env, sh.value);
+    // (the stage split runs the call directly, never from a captured graph: its GEMMs are enqueued, and counted, anew)
+    const long batches = cuda::lt_pointer_array_gemms();
     EXPECT_TRUE(has_stage(stage_line(in, axes, *sh.mode), "dA_heads")) << "no dA_heads stage with ATTNBWD_CUDA_GQA_DA=heads";
+    EXPECT_GE(cuda::lt_pointer_array_gemms() - batches, 1) << "no pointer-array batch with ATTNBWD_CUDA_GQA_DA=heads";
     check(in, axes, smallest_atol(kOp), {*sh.mode});
     expect_same_outputs(outputs_in(in, axes, *sh.mode), outputs_in(in, axes, *sh.mode), "rerun");
   }
