@@ -967,14 +967,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     throw Error("ATTNBWD_CUDA_GQA_DA", "heads: dA written straight into the head-split dO where the op copies it there "
                                        "(B > 1 or ATTNBWD_CUDA_GQA_DO=split, S % 8 == 0 or ATTNBWD_CUDA_GQA_PAD=off, the "
                                        "cuBLASLt o path), not taken here");
-  // The batch's matrices (dY_b, Wo's columns h·D.., dO[b, h]) start at multiples of this many bytes.
-  const int heads_align = [&] {
-    const std::uint64_t x = reinterpret_cast<std::uintptr_t>(a.grad_output.data) |
-                            reinterpret_cast<std::uintptr_t>(a.o_weight.data) | reinterpret_cast<std::uintptr_t>(dO) |
-                            static_cast<std::uint64_t>(S * HS * 2) | static_cast<std::uint64_t>(D * 2) |
-                            static_cast<std::uint64_t>(S * D * 2) | 16u;
-    return static_cast<int>(x & (~x + 1));
-  }();
   // The attention path (steps 3-5): the small-S kernels, the key-major sm_90a kernel or GEMMs.
   const int64_t G = Hq / Hkv;
   GqaKvAttn kv;
@@ -1168,18 +1160,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     } else if (da_heads) {
       // dO[b, h] = dY_b·Wo[:, h·D..] for the B·Hq pairs, one pointer-array batch (in pieces of whole batch elements of
       // at most da_rows rows where ATTNBWD_CUDA_GQA_DA_ROWS cuts dA; at least one element each)
-      const int64_t n = BH;
-      const HeadOperand ops[3] = {{c(a.grad_output.data), S * HS, 0}, {c(a.o_weight.data), 0, D}, {dO, Hq * S * D, S * D}};
-      head_pointers(ops, B, Hq, da_ptrs, stream);
-      const int64_t per = da_rows > 0 ? std::max<int64_t>(1, da_rows / S) : B;
-      for (int64_t b0 = 0; b0 < B; b0 += per) {
-        Gemm g;
-        g.M = S, g.N = D, g.K = HS, g.lda = HS, g.ldb = QP, g.ldc = D;
-        g.count = static_cast<int>(std::min(per, B - b0) * Hq);
-        g.pointer_array = true, g.ptr_align = heads_align;
-        g.sm_target = da_sms;
-        gemm(ctx, 0, stream, g, da_ptrs + b0 * Hq, da_ptrs + n + b0 * Hq, da_ptrs + 2 * n + b0 * Hq);
-      }
+      HeadsGemm h;
+      h.dy = c(a.grad_output.data), h.w = c(a.o_weight.data), h.out = dO;
+      h.B = B, h.S = S, h.H = Hq, h.D = D, h.K = HS, h.ldw = QP;
+      h.batches_per_piece = da_rows > 0 ? std::max<int64_t>(1, da_rows / S) : 0;
+      h.sm_target = da_sms;
+      gemm_into_heads(ctx, 0, stream, h, da_ptrs);
       stages.mark("dA_heads");  // (the split shows which form ran; o_proj then holds nothing)
     } else {
       const int64_t chunk = da_rows > 0 && da_rows < T ? da_rows : T;

@@ -15,6 +15,7 @@
 #include <cuda_fp16.h>
 
 #include "check.hpp"
+#include "head_split.hpp"
 #include "switches.hpp"
 
 namespace attnbwd::cuda {
@@ -386,6 +387,25 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
   Desc desc(it->second.compute, g);
   ATTNBWD_CUBLAS_CHECK(
       (LtCall{&ctx, slot, stream, desc.h, first.h, second.h, out.h, A, B, C, alpha, beta}.run(it->second.algo)));
+}
+
+void gemm_into_heads(Context& ctx, int slot, cudaStream_t stream, const HeadsGemm& h, void** ptrs) {
+  const std::int64_t n = h.B * h.H;
+  const HeadOperand ops[3] = {{h.dy, h.S * h.K, 0}, {h.w, 0, h.D}, {h.out, h.H * h.S * h.D, h.S * h.D}};
+  head_pointers(ops, h.B, h.H, ptrs, stream);
+  // Every matrix start (dY_b, W's columns h·D.., out[b, h]) is a multiple of this many bytes.
+  const std::uint64_t x = reinterpret_cast<std::uintptr_t>(h.dy) | reinterpret_cast<std::uintptr_t>(h.w) |
+                          reinterpret_cast<std::uintptr_t>(h.out) | static_cast<std::uint64_t>(h.S * h.K * 2) |
+                          static_cast<std::uint64_t>(h.D * 2) | static_cast<std::uint64_t>(h.S * h.D * 2) | 16u;
+  const std::int64_t per = h.batches_per_piece > 0 ? h.batches_per_piece : h.B;
+  for (std::int64_t b0 = 0; b0 < h.B; b0 += per) {
+    Gemm g;  // per (b, h): [S, K]·[K, D] (W's columns h·D.., row stride ldw) into [S, D]
+    g.M = h.S, g.N = h.D, g.K = h.K, g.lda = h.K, g.ldb = h.ldw, g.ldc = h.D;
+    g.count = static_cast<int>(std::min(per, h.B - b0) * h.H);
+    g.pointer_array = true, g.ptr_align = static_cast<int>(x & (~x + 1));
+    g.sm_target = h.sm_target;
+    gemm(ctx, slot, stream, g, ptrs + b0 * h.H, ptrs + n + b0 * h.H, ptrs + 2 * n + b0 * h.H);
+  }
 }
 
 }  // namespace attnbwd::cuda

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -42,6 +43,23 @@ struct Gemm {
 // Enqueues the GEMM on `stream` using the workspace of `slot` (Context::fork/join for the side slot).
 void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void* A, const void* B, void* C,
           float alpha = 1.0f, float beta = 0.0f);
+
+// out[b, h] = dY_b·W[:, h·D..(h+1)·D] for every batch element b < B and head h < H, written straight into the head-split
+// layout out [B, H, S, D]: dY [B·S, K] and W [K, ldw] row-major, all bf16, fp32 accumulation, one rounding (the same dot
+// products as dY·W followed by a head-split copy, without the copy). One cuBLASLt pointer-array batch (Gemm::
+// pointer_array) per piece of at most `batches_per_piece` batch elements (0: all B at once); the 3·B·H matrix addresses
+// go to `ptrs` (the caller's device memory, 8-byte aligned, untouched by other work until the GEMMs ran), written on
+// `stream` first (head_pointers), so that a captured graph rewrites them at every replay. gqa's dA
+// (ATTNBWD_CUDA_GQA_DA=heads) and out_proj's dX on its cuBLASLt path (ATTNBWD_CUDA_OUT_PROJ_DX=heads).
+struct HeadsGemm {
+  const __nv_bfloat16* dy = nullptr;
+  const __nv_bfloat16* w = nullptr;
+  __nv_bfloat16* out = nullptr;
+  std::int64_t B = 0, S = 0, H = 0, D = 0, K = 0, ldw = 0;
+  std::int64_t batches_per_piece = 0;
+  int sm_target = 0;  // Gemm::sm_target
+};
+void gemm_into_heads(Context& ctx, int slot, cudaStream_t stream, const HeadsGemm& h, void** ptrs);
 
 // Diagnostics (tests): how many GEMM descriptions this process has timed (ATTNBWD_CUDA_LT_TUNE), and forgetting
 // every process-wide choice and the count (contexts keep the choices they already cached).

@@ -190,21 +190,13 @@ void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cud
   dw_cublaslt(ctx, 1, ctx.side_stream(), s, a);
 
   if (heads) {  // ATTNBWD_CUDA_OUT_PROJ_DX=heads: dX[b, h] = dY_b·W[:, h·D..] straight into grad_attn_output
-    const std::int64_t B = s.batch, S = s.seq_len, H = s.num_heads, D = s.head_dim, n = B * H;
-    auto* ptrs = static_cast<void**>(ctx.scratch(0, static_cast<std::size_t>(3 * n) * sizeof(void*), stream));
-    auto* out = reinterpret_cast<__nv_bfloat16*>(a.grad_attn_output.data);
-    const auto* dy = reinterpret_cast<const __nv_bfloat16*>(a.grad_output.data);
-    const auto* w = reinterpret_cast<const __nv_bfloat16*>(a.weight.data);
-    const HeadOperand ops[3] = {{dy, S * Hd, 0}, {w, 0, D}, {out, H * S * D, S * D}};
-    head_pointers(ops, B, H, ptrs, stream);
-    const std::uint64_t x = reinterpret_cast<std::uintptr_t>(dy) | reinterpret_cast<std::uintptr_t>(w) |
-                            reinterpret_cast<std::uintptr_t>(out) | static_cast<std::uint64_t>(S * Hd * 2) |
-                            static_cast<std::uint64_t>(D * 2) | static_cast<std::uint64_t>(S * D * 2) | 16u;
-    Gemm dx;  // per (b, h): [S, Hd]·[Hd, D] (W's columns h·D.., row stride Hd) into [S, D]
-    dx.M = S, dx.N = D, dx.K = Hd, dx.lda = Hd, dx.ldb = Hd, dx.ldc = D;
-    dx.count = static_cast<int>(n);
-    dx.pointer_array = true, dx.ptr_align = static_cast<int>(x & (~x + 1));
-    gemm(ctx, 0, stream, dx, ptrs, ptrs + n, ptrs + 2 * n);
+    HeadsGemm h;
+    h.dy = reinterpret_cast<const __nv_bfloat16*>(a.grad_output.data);
+    h.w = reinterpret_cast<const __nv_bfloat16*>(a.weight.data);
+    h.out = reinterpret_cast<__nv_bfloat16*>(a.grad_attn_output.data);
+    h.B = s.batch, h.S = s.seq_len, h.H = s.num_heads, h.D = s.head_dim, h.K = Hd, h.ldw = Hd;
+    auto* ptrs = static_cast<void**>(ctx.scratch(0, static_cast<std::size_t>(3 * h.B * h.H) * sizeof(void*), stream));
+    gemm_into_heads(ctx, 0, stream, h, ptrs);
     joined.done = true;
     ctx.join(stream);
     return;
