@@ -697,31 +697,6 @@ int dx_sum_switch() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3
 // it; so auto stays off. on where the form does not run is an Error.
 bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "on"}) == 2; }
 
-// ATTNBWD_CUDA_GQA_DV=auto|first|after|afterdp, the unpadded GEMM attention path with late grad_o_weight and two streams
-// (dV32 = Pᵀ·dO and dWo both on the side stream, forked once dO exists): first (auto; as measured so far) queues dV32
-// there before dWo, and the main stream waits for dV32 alone before the merge; after queues dWo first and dV32 behind
-// it, and the merge then waits for both; afterdp forks the side stream only after the dP GEMM (dV32 then dWo there, the
-// merge waiting for dV32 alone), so that dP runs alone on every SM. The same GEMM descriptions (the same bits where
-// cuBLASLt's choices are the same). Why (forty-fourth session, from the forty-third's H100 timelines, not yet run on a
-// GPU): dV32's cuBLASLt grid, launched with dP, takes the SMs first and holds them until it ends; the dP GEMM on the
-// main stream starts behind it and shares the GPU with it: #10 dV32 184.4-228.1 µs, dP 199.3-264.8 (then the row
-// kernel at once); #15 dV32 123.2-161.7, dP 143.6-190.7. Count: dP alone is ~20 µs there, so the chain loses ~25-45 µs
-// at #10 and #15; after: dP beside dWo on its SM target instead, dV32 later beside dQ and dK32 (a loss where dWo ends
-// well after the chain: #3, 119 µs after, where the merge then waits for it); afterdp: dP alone, then the row kernel
-// beside dV32 (both DRAM-bound), dWo later. afterdp also applies to the padded GEMM path, whose side stream holds dWo
-// alone (dV32 reads P's padded copy, after the row kernel): there dWo, launched first, takes its 64 SMs and dP runs on
-// the rest (#0, thirty-sixth session's H200 timeline: dWo from 55.1 µs, dP 60.0-88.0, 28 µs against 17.2 alone in the
-// thirty-third). after where the unpadded path does not run, afterdp where the GEMM path's dP GEMM does not (the small
-// or key-major kernels, the dP + softmax kernel, ATTNBWD_GQA_FUSED, early dWo, one attention stream), is an Error
-// naming the switch.
-int dv_order() { return env_switch("ATTNBWD_CUDA_GQA_DV", {"auto", "first", "after", "afterdp"}); }
-
-// ATTNBWD_CUDA_GQA_DV_SMS=auto|off|N: the SM target of dV32's GEMM where it runs on the side stream (the GEMM attention
-// path with two streams), so that the dP GEMM launched beside it finds SMs (ATTNBWD_CUDA_GQA_DV above: today dP starts
-// behind dV32's all-SM grid). auto = off (every SM; not yet measured: forty-fourth session). A target is part of
-// cuBLASLt's choice (another algorithm, possibly other bits).
-int dv_sm_target(const Context& ctx) { return sm_target_switch("ATTNBWD_CUDA_GQA_DV_SMS", ctx.sm_count(), 0); }
-
 // ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
 // are sized for; the dQ GEMM is sized for the others. auto, on sm_90 (from the count, not measured): 66 of 132 (the dQ
 // GEMM's DRAM stream needs ~40 GB/s per SM on 66); elsewhere off. off: every SM for each.
@@ -817,9 +792,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bool da_rows_auto = false;
   const int64_t da_rows = da_rows_switch(ctx, T, &da_rows_auto);
   const DaPath da_switch = da_path();
-  const int dv_switch = dv_order();
-  const bool dv_late = dv_switch == 2, dv_after_dp = dv_switch == 3;
-  const int dv_sms = dv_sm_target(ctx);
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
   const bool thin_pdl_switch = pdl != 1, grouped_pdl_switch = pdl == 0;
@@ -1075,15 +1047,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // the view).
   bool forked = false;  // work on the side stream, joined at the end
   const bool late = !all_sm90 && dwo_late();
-  if (dv_late && !(gemm_attn && late && !pad && overlap))
-    throw Error("ATTNBWD_CUDA_GQA_DV", "after: the unpadded GEMM attention path with late grad_o_weight and two streams "
-                                        "queues dV32 behind it, not taken here (the small or key-major kernels, padding, "
-                                        "ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
-  if (dv_after_dp && !(gemm_attn && late && overlap && !use_dpsm && !fused_asked))
-    throw Error("ATTNBWD_CUDA_GQA_DV", "afterdp: the GEMM attention path with late grad_o_weight and two streams forks "
-                                        "after its dP GEMM, not taken here (the small or key-major kernels, the dP + "
-                                        "softmax kernel (ATTNBWD_CUDA_GQA_DPSM), ATTNBWD_GQA_FUSED, "
-                                        "ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
   if (dk_on_side && !(gemm_attn && late && pad && overlap))
     throw Error("ATTNBWD_CUDA_GQA_DKSIDE", "on: the padded GEMM attention path with late grad_o_weight and two streams "
                                             "queues dK32 there, not taken here (the small or key-major kernels, S % 8 == "
@@ -1269,31 +1232,21 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = Sp, g.N = D, g.K = Sp, g.lda = Sp, g.ldb = ld_do, g.ldc = D, g.count = count, g.stride_a = Sp * Sp,
       g.stride_b = head_do, g.stride_c = Sp * D;
       if (v_summed) over_groups(g);
-      if (attn_side != stream) g.sm_target = dv_sms;  // (ATTNBWD_CUDA_GQA_DV_SMS; off by default)
       gemm(ctx, attn_slot, attn_side, g, pad ? Pp : P, dOp, dV32);
       stages.mark("dV");
     };
     // O for the dP + softmax kernel (ATTNBWD_CUDA_GQA_PV=side), waited for here and not next to the kernel's launch: the
     // Context has one side mark, and the late-dWo form below takes it again (after dV32) before that launch.
     if (pv_on_side) stages.wait_side_mark(ctx);
-    // dV32 and late dWo on the side stream: dV32 then dWo (first), dWo then dV32 (ATTNBWD_CUDA_GQA_DV=after), or both
-    // after the dP GEMM below (afterdp)
-    const auto side_work = [&] {
-      if (!pad && !dv_late) dv_gemm();
-      if (late) {
-        if (!dv_late) stages.mark_side(ctx);  // the main stream waits for dV32 (if on the side) before the merge, not dWo
-        dwo_gemm();
-        if (dv_late) {  // (unpadded): dV32 behind dWo; the merge waits for both
-          dv_gemm();
-          stages.mark_side(ctx);
-        }
-      }
-    };
-    if ((overlap || late) && !dv_after_dp) {
+    if (overlap || late) {
       stages.fork(ctx);  // side: after dO exists (and after grad_o_weight, queued there before unless late)
       forked = true;
     }
-    if (!dv_after_dp) side_work();
+    if (!pad) dv_gemm();
+    if (late) {
+      stages.mark_side(ctx);  // the main stream waits for dV32 (if on the side) before the merge, not for dWo
+      dwo_gemm();
+    }
     // 3-4. dS.
     // The fused kernel reads dO as [B,H,S,D] (not the strided view); asked for, there is no padding.
     if (use_dpsm) {
@@ -1304,11 +1257,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.M = Sp, g.N = Sp, g.K = D, g.lda = ld_do, g.ldb = D, g.ldc = ld, g.count = count, g.stride_a = head_do,
       g.stride_b = Sp * D, g.stride_c = Sp * ld;
       gemm(ctx, 0, stream, g, dOp, V, dS);
-      if (dv_after_dp) {  // side: after dP (checked above: late, two streams): dV32 (unpadded) and dWo
-        stages.fork(ctx);
-        forked = true;
-        side_work();
-      }
       if (pad) {  // ld = S8 = Sp
         softmax_rows16<true>(P, dS, Pp, BH, S, S8, scaling, row_kernel_rows, stream);
       } else if (S % 8 == 0 && aligned16(P)) {  // ld = S

@@ -773,84 +773,6 @@ TEST(CudaGqaRope, DaAutoWritesTheHeadsFromS256OnSm90) {
   }
 }
 
-// dV32 behind grad_o_weight on the side stream (ATTNBWD_CUDA_GQA_DV=after), both forked after the dP GEMM (afterdp), and
-// dV32's GEMM sized for part of the SMs (ATTNBWD_CUDA_GQA_DV_SMS) on the unpadded GEMM attention path with late
-// grad_o_weight: B = 2, S = 128 (the GEMM path asked for: auto takes the small kernels there) and T = 2048 (B = 16,
-// S = 128), scratch poisoned, against the oracle; after and afterdp give first's bits (the same GEMM descriptions; all
-// with every SM for dV32). afterdp on the padded GEMM path too (B = 2, S = 131, the dP + softmax kernel off): first's
-// bits and the oracle. DV_SMS also where dV32 runs on the side stream without late dWo (ATTNBWD_CUDA_GQA_DWO=early,
-// B = 2). after and afterdp where their path does not run (after with padding at S = 131; both on the small kernels at
-// S = 64, with early dWo, with one attention stream; afterdp with the dP + softmax kernel, sm_90) are Errors naming the
-// switch, before any output is written.
-TEST(CudaGqaRope, DvAfterGradOWeightAndDvSmsMatchTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
-  const Mode* modes[] = {&kGemm, &kDefault};
-  const int64_t batches[] = {2, 16};
-  for (int k = 0; k < 2; ++k) {
-    const tools::Axes axes = axes_of(batches[k], 128, 8, 2, 128, 64);
-    const Mode& mode = *modes[k];
-    SCOPED_TRACE(tools::axes_to_string(axes) + " " + mode.name());
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(680 + k), tools::default_scalars(kOp));
-    const auto first = outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "first");
-    expect_same_outputs(first, outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "after"), "DV=after against first");
-    expect_same_outputs(first, outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "afterdp"), "DV=afterdp against first");
-    const Oracle<Args> want(in, axes);
-    for (const char* order : {"after", "afterdp", "first"})
-      for (const char* sms : {"off", "24"}) {
-        SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DV=") + order + " ATTNBWD_CUDA_GQA_DV_SMS=" + sms);
-        const ScopedEnv dv("ATTNBWD_CUDA_GQA_DV", order);
-        const ScopedEnv target("ATTNBWD_CUDA_GQA_DV_SMS", sms);
-        check_against(want, in, axes, smallest_atol(kOp), {mode});
-      }
-    expect_same_outputs(outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "after"),
-                        outputs_with(in, axes, mode, "ATTNBWD_CUDA_GQA_DV", "after"), "rerun with DV=after");
-  }
-  {  // afterdp on the padded GEMM path (dWo alone on the side stream; the dP + softmax kernel off, which auto takes on
-     // sm_90 where its grid is one wave)
-    const tools::Axes axes = axes_of(2, 131, 8, 2, 128, 64);
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(682), tools::default_scalars(kOp));
-    SCOPED_TRACE("padded, DV=afterdp");
-    const auto first_bits = outputs_with(in, axes, kDpsmOff, "ATTNBWD_CUDA_GQA_DV", "first");
-    expect_same_outputs(first_bits, outputs_with(in, axes, kDpsmOff, "ATTNBWD_CUDA_GQA_DV", "afterdp"),
-                        "DV=afterdp against first");
-    const ScopedEnv dv("ATTNBWD_CUDA_GQA_DV", "afterdp");
-    check(in, axes, smallest_atol(kOp), {kDpsmOff});
-  }
-  {
-    const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early");
-    const ScopedEnv target("ATTNBWD_CUDA_GQA_DV_SMS", "8");
-    const tools::Axes axes = axes_of(2, 128, 8, 2, 128, 64);
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(683), tools::default_scalars(kOp));
-    SCOPED_TRACE("early dWo, DV_SMS=8");
-    check(in, axes, smallest_atol(kOp), {kGemm});
-  }
-  std::uint64_t tag = 684;
-  for (const char* order : {"after", "afterdp"}) {
-    SCOPED_TRACE(std::string("ATTNBWD_CUDA_GQA_DV=") + order);
-    const ScopedEnv dv("ATTNBWD_CUDA_GQA_DV", order);
-    if (std::string(order) == "after")  // (afterdp takes the padded path too: above)
-      expect_refused(axes_of(2, 131, 8, 2, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV", "with padding");
-    expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV", "on the small kernels");
-    const ScopedEnv gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
-    {
-      const ScopedEnv early("ATTNBWD_CUDA_GQA_DWO", "early");
-      expect_refused(axes_of(2, 128, 8, 2, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV", "with early dWo");
-    }
-    {
-      const ScopedEnv one("ATTNBWD_CUDA_GQA_OVERLAP", "off");
-      expect_refused(axes_of(2, 128, 8, 2, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV", "with one attention stream");
-    }
-  }
-  if (is_sm90()) {
-    const ScopedEnv dv("ATTNBWD_CUDA_GQA_DV", "afterdp");
-    const ScopedEnv gemm_path("ATTNBWD_CUDA_GQA_ATTN", "gemm");
-    const ScopedEnv dpsm("ATTNBWD_CUDA_GQA_DPSM", "on");
-    expect_refused(axes_of(2, 128, 8, 2, 128, 64), fresh_seed(tag++), "ATTNBWD_CUDA_GQA_DV",
-                   "afterdp with the dP + softmax kernel");
-  }
-}
-
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
 // leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
 // over the keys: the small path at S = 2, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
@@ -1151,8 +1073,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
                             "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_DWO_TUNE",
-                            "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA", "ATTNBWD_CUDA_GQA_DV",
-                            "ATTNBWD_CUDA_GQA_DV_SMS"}) {
+                            "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
