@@ -8,8 +8,8 @@
 //   sm_90 (Hopper) and a shape the kernel takes: linear_backward_sm90.cu, both GEMMs in one
 //     persistent TMA + wgmma launch, dX written in the head-split layout by its epilogue;
 //   otherwise (sm_100 until it has its own kernel, odd shapes or alignments): two cuBLASLt GEMMs
-//     running concurrently (dW on the side stream), then a head-split copy of G (or, with
-//     ATTNBWD_CUDA_OUT_PROJ_DX=heads, dX written into the heads by a pointer-array batch, no copy).
+//     running concurrently (dW on the side stream), then a head-split copy of G (dX written into the heads by one
+//     pointer-array batch instead measured slower: perf/NOTES.md, forty-fifth session).
 // ATTNBWD_CUDA_OUT_PROJ=sm90|cublaslt|hybrid|thin (environment, read per call) forces one path, for A/B timing
 // and tests (hybrid: dW by cuBLASLt on the side stream, dX alone by the kernel; thin: T ≤ 256, both GEMMs by the
 // thin-T kernel of linear_thin_sm90.cu, which streams W in and dW out together; measured on an H200 at T = 256,
@@ -81,15 +81,6 @@ int dx_tile() {
   }
 }
 
-// ATTNBWD_CUDA_OUT_PROJ_DX=auto|copy|heads, the cuBLASLt path (sm_100 until it has its own kernel, shapes or alignments
-// the sm_90a kernel does not take, or ATTNBWD_CUDA_OUT_PROJ=cublaslt): copy (auto) writes G = dY·W [T, hidden] to
-// scratch and head-splits it into grad_attn_output; heads writes grad_attn_output itself, one cuBLASLt pointer-array
-// batch of B·H GEMMs dX[b, h] = dY_b·W[:, h·D..] (S × D × hidden each; the matrices' addresses by a small kernel on the
-// stream), without the copy (T·hidden·4 bytes of traffic: 14 µs at T = 8192 on an H200 beside the dX GEMM's ~75). The
-// same fp32 dot products, one rounding each. Not yet run on a GPU (forty-fourth session; gqa's DA=heads is the same
-// form). heads where the sm_90a kernel takes the call is an Error naming the switch (before anything is queued).
-bool dx_heads() { return env_switch("ATTNBWD_CUDA_OUT_PROJ_DX", {"auto", "copy", "heads"}) == 2; }
-
 // The problem as the sm_90a kernel sees it.
 sm90::LinearBackward kernel_problem(const OutProjShape& s, const OutProjArgs& a) {
   sm90::LinearBackward p;
@@ -134,7 +125,7 @@ void run_hybrid(Context& ctx, const OutProjShape& s, const OutProjArgs& a, const
 
 // The hand-tuned kernel for both GEMMs, when the device and the problem suit it. Returns false to fall back.
 bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool forced,
-              std::optional<sm90::SplitReduce> reduce, bool heads) {
+              std::optional<sm90::SplitReduce> reduce) {
   const sm90::LinearBackward p = kernel_problem(s, a);
   if (!kernel_takes(ctx, p, forced)) return false;
   const int tile = dx_tile();
@@ -150,9 +141,6 @@ bool run_sm90(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
   // the launch gap before the first kernel instead); the last-arrival reduction lost to the pair (22.7 vs
   // 18.5 µs at T = 256, events), so such plans go to the pair.
   if (!forced && plan.splits_dx > 1 && plan.cluster == 1 && !plan.coop) return false;
-  if (heads)
-    throw Error("ATTNBWD_CUDA_OUT_PROJ_DX", "heads is the cuBLASLt path's form, and the sm_90a kernel takes this call "
-                                            "(ATTNBWD_CUDA_OUT_PROJ=cublaslt forces the cuBLASLt path)");
   void* ws = plan.workspace_bytes ? ctx.scratch(0, plan.workspace_bytes, stream) : nullptr;
   sm90::linear_backward_launch(p, plan, ws, ctx.counters(plan.counters, stream), stream);
   return true;
@@ -168,7 +156,7 @@ void run_thin(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStr
   sm90::linear_thin_launch(p, plan, ws, stream);
 }
 
-void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream, bool heads) {
+void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cudaStream_t stream) {
   const std::int64_t T = s.tokens(), Hd = s.hidden();
 
   // dW on the side stream, concurrently with dX: small-T workloads fill the GPU only together. Where a check below
@@ -189,19 +177,6 @@ void run_cublaslt(Context& ctx, const OutProjShape& s, const OutProjArgs& a, cud
   } joined{ctx, stream};
   dw_cublaslt(ctx, 1, ctx.side_stream(), s, a);
 
-  if (heads) {  // ATTNBWD_CUDA_OUT_PROJ_DX=heads: dX[b, h] = dY_b·W[:, h·D..] straight into grad_attn_output
-    HeadsGemm h;
-    h.dy = reinterpret_cast<const __nv_bfloat16*>(a.grad_output.data);
-    h.w = reinterpret_cast<const __nv_bfloat16*>(a.weight.data);
-    h.out = reinterpret_cast<__nv_bfloat16*>(a.grad_attn_output.data);
-    h.B = s.batch, h.S = s.seq_len, h.H = s.num_heads, h.D = s.head_dim, h.K = Hd, h.ldw = Hd;
-    auto* ptrs = static_cast<void**>(ctx.scratch(0, static_cast<std::size_t>(3 * h.B * h.H) * sizeof(void*), stream));
-    gemm_into_heads(ctx, 0, stream, h, ptrs);
-    joined.done = true;
-    ctx.join(stream);
-    return;
-  }
-
   Gemm dx;  // G = dY·W: dY [T, Hd], W [Hd(out), Hd(in)] used as [K=out, N=in]
   dx.M = T, dx.N = Hd, dx.K = Hd, dx.lda = Hd, dx.ldb = Hd, dx.ldc = Hd;
   auto* g = static_cast<__nv_bfloat16*>(ctx.scratch(0, static_cast<std::size_t>(T * Hd) * sizeof(bf16), stream));
@@ -219,10 +194,6 @@ void run(const OutProjShape& s, const OutProjArgs& a, const Options& o, cudaStre
   Context& ctx = Context::current();
   const Path path = forced_path();
   const std::optional<sm90::SplitReduce> reduce = split_reduce();
-  const bool heads = dx_heads();
-  if (heads && path != Path::Auto && path != Path::CublasLt)
-    throw Error("ATTNBWD_CUDA_OUT_PROJ_DX", "heads is the cuBLASLt path's form, not taken with ATTNBWD_CUDA_OUT_PROJ=sm90, "
-                                            "hybrid or thin");
   ctx.claim(stream, !o.deterministic);
   const auto key = [&] {
     // path and reduce come from ATTNBWD_* switches, which enqueue adds to the key.
@@ -242,8 +213,7 @@ void run(const OutProjShape& s, const OutProjArgs& a, const Options& o, cudaStre
       run_thin(ctx, s, a, st);
       return;
     }
-    if (path == Path::CublasLt || !run_sm90(ctx, s, a, st, path == Path::Sm90, reduce, heads))
-      run_cublaslt(ctx, s, a, st, heads);
+    if (path == Path::CublasLt || !run_sm90(ctx, s, a, st, path == Path::Sm90, reduce)) run_cublaslt(ctx, s, a, st);
   }, kInAuto);
   ctx.release(stream);
 }

@@ -30,7 +30,6 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/linear_backward_sm90.hpp"  // the planner and launch, for the cooperative plan's own test
-#include "cuda/lt_gemm.hpp"                // lt_pointer_array_gemms: that the heads form ran
 #include "tests/common/cuda_case.hpp"       // is_sm90
 
 namespace attnbwd::test {
@@ -431,55 +430,6 @@ TEST(CudaOutProj, ThinPathMatchesTheOracle) {
   } catch (const Error& e) {
     EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_OUT_PROJ");
   }
-}
-
-// dX written straight into grad_attn_output by one cuBLASLt pointer-array batch of B·H GEMMs on the cuBLASLt path
-// (ATTNBWD_CUDA_OUT_PROJ_DX=heads, no head-split copy): tiny and odd shapes (D = 6 and 8: matrices 4- and 16-byte
-// aligned; one token), tails, LFM2's 32 heads of 64 at B = 4, D = 128; each twice on the same buffers, outputs poisoned
-// (a matrix the batch leaves unwritten stays NaN), and the count of pointer-array GEMMs must grow (so that the test
-// fails if the switch is ignored: heads and copy give oracle-close results alike). Where the sm_90a
-// kernel takes the call (auto on sm_90) or another path is forced (any device), heads is an Error naming the switch
-// with every output untouched; off sm_90 auto is the cuBLASLt path and heads applies. A malformed value is an Error
-// naming the switch.
-TEST(CudaOutProj, CublasLtPathWritesTheHeadsDirectly) {
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv heads("ATTNBWD_CUDA_OUT_PROJ_DX", "heads");
-  const long batches = cuda::lt_pointer_array_gemms();
-  check_path("cublaslt", {{1, 1, 2, 8}, {2, 3, 3, 6}, {3, 65, 4, 64}, {2, 131, 8, 64}, {4, 128, 32, 64}, {1, 200, 2, 128}},
-             760);
-  // (out_proj replays no graphs unless ATTNBWD_CUDA_GRAPHS=1; then only each shape's first call enqueues its GEMMs)
-  EXPECT_GE(cuda::lt_pointer_array_gemms() - batches, 6) << "six shapes: a pointer-array batch at least once each";
-  Case c = make_case(2, 128, 32, 64, fresh_seed(770));
-  // The Error, then the device outputs copied back (still the poison: nothing written before it).
-  const auto refused = [&](const char* what) {
-    SCOPED_TRACE(what);
-    DeviceArgs<Kokkos::Cuda, OutProjArgs> d(c.args);
-    try {
-      detail::run(Kokkos::Cuda(), d.args, Options{});
-      ADD_FAILURE() << "expected attnbwd::Error naming ATTNBWD_CUDA_OUT_PROJ_DX";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.argument(), std::string("ATTNBWD_CUDA_OUT_PROJ_DX")) << e.what();
-    }
-    Kokkos::Cuda().fence();
-    d.outputs_to(c.args);
-    for (const auto* v : {&c.dx, &c.dw})
-      EXPECT_TRUE(std::all_of(v->begin(), v->end(), [](bf16 e) { return e.bits == 0x7fc0; }))
-          << "an output was written before the Error";
-  };
-  for (const char* path : {"sm90", "hybrid", "thin"}) {
-    ForcePath force(path);
-    refused(path);
-  }
-  if (is_sm90()) {
-    refused("auto, the sm_90a kernel's shape");
-  } else {
-    const long before = cuda::lt_pointer_array_gemms();
-    expect_matches_oracle_twice(c, "auto (the cuBLASLt path off sm_90)");
-    EXPECT_GE(cuda::lt_pointer_array_gemms() - before, 1) << "auto off sm_90 did not take the heads form";
-  }
-  const ScopedEnv bad("ATTNBWD_CUDA_OUT_PROJ_DX", "bogus");
-  Case d = make_case(1, 7, 2, 8, fresh_seed(771));
-  expect_error_naming(d, "ATTNBWD_CUDA_OUT_PROJ_DX");
 }
 
 TEST(CudaOutProj, ForcingTheSm90KernelWhereItCannotRunIsAnError) {
