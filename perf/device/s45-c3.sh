@@ -4,7 +4,7 @@
 # 2. gqa: auto (one pointer-array batch into the heads at S >= 256 on sm_90) against DA=cublaslt (the copy) at the five
 #    workloads it changes (#3 #9 #10 #14 #15), three rounds; #8 (S = 128, auto unchanged) as a control.
 # 3. varlen: auto (vec1 + side) against the old auto (vec + main) over all 16, two rounds.
-# 4. float64 PyTorch at gqa #9 #15 and varlen #2 #8 #10; on an H200 the suites of gqa and varlen (two each).
+# 4. float64 PyTorch at gqa #9 #15 and varlen #2 #8 #10; memcheck on the DA auto and table tests; on an H200 the suites of gqa and varlen (two each).
 source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
@@ -16,6 +16,7 @@ torch_check gqa_rope_backward 15
 torch_check vision_varlen_rope_backward 2
 torch_check vision_varlen_rope_backward 8
 torch_check vision_varlen_rope_backward 10
+sanitize memcheck 'CudaGqaRope.DaAuto*:CudaVisionVarlenRope.BlockTable*' da-table 60
 case $GPU in *H200*)
   ok && PB suite-gqa-1 $P gqa_rope_backward all
   ok && PB suite-varlen-1 $P vision_varlen_rope_backward all
