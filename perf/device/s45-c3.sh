@@ -8,9 +8,9 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
-shards 'CudaOutProj.*:CudaGqaRope.Da*:CudaGqaRope.RealWorkloads*:CudaGqaRope.RunsAreBitIdentical:CudaGqaRope.Malformed*:CudaVisionVarlenRope.Odd*:CudaVisionVarlenRope.BiasRope*:CudaVisionVarlenRope.BlockTable*:CudaVisionVarlenRope.Lt16*:CudaVisionVarlenRope.MixedQkv*:CudaVisionVarlenRope.RealWorkloads*' 200
-abrun gqa_rope_backward 3,8,9,10,14,15 3 gqa-da-auto 90 auto=$P copy=$P,ATTNBWD_CUDA_GQA_DA=cublaslt
-abrun vision_varlen_rope_backward all 2 varlen-auto 150 auto=$P old=$P,ATTNBWD_CUDA_VARLEN_BIASROPE=vec,ATTNBWD_CUDA_VARLEN_TABLE=main
+shards 'CudaOutProj.*:CudaGqaRope.Da*:CudaGqaRope.RealWorkloads*:CudaGqaRope.RunsAreBitIdentical:CudaGqaRope.Malformed*:CudaVisionVarlenRope.Odd*:CudaVisionVarlenRope.BiasRope*:CudaVisionVarlenRope.BlockTable*:CudaVisionVarlenRope.Lt16*:CudaVisionVarlenRope.MixedQkv*:CudaVisionVarlenRope.RealWorkloads*' 120
+abrun gqa_rope_backward 3,8,9,10,14,15 3 gqa-da-auto 70 auto=$P copy=$P,ATTNBWD_CUDA_GQA_DA=cublaslt
+abrun vision_varlen_rope_backward all 2 varlen-auto 100 auto=$P old=$P,ATTNBWD_CUDA_VARLEN_BIASROPE=vec,ATTNBWD_CUDA_VARLEN_TABLE=main
 torch_check gqa_rope_backward 9
 torch_check gqa_rope_backward 15
 torch_check vision_varlen_rope_backward 2
