@@ -334,14 +334,15 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
   const int qkv_switch = env_switch("ATTNBWD_CUDA_VARLEN_QKV", {"auto", "lt", "mixed", "lt16"});
   // ATTNBWD_CUDA_VARLEN_BIASROPE=auto|vec|scalar|vec1: bias_rope_vec where it applies (auto, vec; measured 1.02-1.03x
   // per call on 5 of 6 workloads, perf/NOTES.md), the element-pair kernel bias_rope (scalar), or bias_rope_vec with one
-  // task per thread (vec1: not yet measured). Read here, before anything is enqueued (a bad value is an Error first).
+  // task per thread (vec1: H100, forty-fifth session, 1.000-1.024x against vec at eight workloads; by name until its
+  // tests run on a GPU). Read here, before anything is enqueued (a bad value is an Error first).
   const int bias_rope_mode = env_switch("ATTNBWD_CUDA_VARLEN_BIASROPE", {"auto", "vec", "scalar", "vec1"});
   // ATTNBWD_CUDA_VARLEN_TABLE=auto|main|side: where the block table (one CTA, ~3.5 µs) is built in stage 1: on the main
   // stream between the QKV projection and bias + RoPE (auto, main: the order measured so far), or on the side stream
   // after its conversions (side), off the main stream's chain: at S ≤ 256 the main stream runs the mixed QKV kernel then,
   // which leaves 20 SMs free (thirty-second session's #8 trace: table 95.4-99.1 µs between the mixed kernel and bias +
-  // RoPE). Only the attention reads the table, after stage 1's join. The same bits. Not yet measured (thirty-seventh
-  // session, no GPU).
+  // RoPE). Only the attention reads the table, after stage 1's join. The same bits. Measured (H100, forty-fifth
+  // session): side/main 0.999-1.020x, 1.002-1.029x with vec1; by name until its tests run on a GPU.
   const bool table_on_side = env_switch("ATTNBWD_CUDA_VARLEN_TABLE", {"auto", "main", "side"}) == 2;
   sm90::MixedGemm mg;
   mg.M = S, mg.N = C3, mg.K = C, mg.lda = C, mg.ldw = C, mg.ldc = C3;
