@@ -572,16 +572,16 @@ bool merge_scalar() { return merge_mode() == 1; }
 // measured slower (H200, twenty-third session, CUPTI span, two runs each: #5 137 against 120-129 µs per call, #11 126
 // against 112-113, #2 150-158 against 141, #13 151-162 against 144-151; serialised o_proj stage at #5 34.0 against
 // 27.6 µs), so auto = cuBLASLt and thin is asked for by name.
-// heads (forty-fourth session; tested and measured on an H100 in the forty-fifth, by name): where the op copies dA into the head-split dO (B > 1 or
-// ATTNBWD_CUDA_GQA_DO=split, no padding, the cuBLASLt o path), dA written straight into dO by one cuBLASLt pointer-array
-// batch of B·Hq GEMMs, dO[b, h] = dY_b·Wo[:, h·D..] (S × D × hidden each; the matrices' addresses by a small kernel on
-// the stream; in pieces of whole batch elements of at most ATTNBWD_CUDA_GQA_DA_ROWS rows where that cuts dA), and no
-// copy. Each element the same fp32 dot product, one rounding. Counted (perf/NOTES.md, forty-third session): the copy
-// takes 10-22 µs at the six large-B workloads (#3, #8, #9, #10, #14, #15; H100), ~+0.5 % of the geomean if the batch
-// keeps the strided GEMM's rate. Measured (H100, forty-fifth session, three rounds, one batch with DA_ROWS=off against
-// the copy): #9 1.010x, #14 1.007x, #15 1.016x, #3 1.003x, #10 1.001x, #2 1.007x, #8 (S = 128) 0.955x; the probe
-// (perf/probes/cublaslt_da_pointer_array.cu) has the batch slower at S = 128 only. heads where the op takes no copy
-// (padding, B = 1's view, the sm_90a o pair) is an Error naming the switch.
+// heads (forty-fourth session; tested and measured on an H100 in the forty-fifth, by name): where the op copies dA into
+// the head-split dO (B > 1 or ATTNBWD_CUDA_GQA_DO=split, no padding, the cuBLASLt o path), dA written straight into dO
+// by one cuBLASLt pointer-array batch of B·Hq GEMMs, dO[b, h] = dY_b·Wo[:, h·D..] (S × D × hidden each; the matrices'
+// addresses by a small kernel on the stream; in pieces of whole batch elements of at most ATTNBWD_CUDA_GQA_DA_ROWS rows
+// where that cuts dA), and no copy. Each element the same fp32 dot product, one rounding. Counted (perf/NOTES.md,
+// forty-third session): the copy takes 10-22 µs at the six large-B workloads (#3, #8, #9, #10, #14, #15; H100), ~+0.5 %
+// of the geomean if the batch keeps the strided GEMM's rate. Measured (H100, forty-fifth session, three rounds, one
+// batch with DA_ROWS=off against the copy): #9 1.010x, #14 1.007x, #15 1.016x, #3 1.003x, #10 1.001x, #2 1.007x, #8
+// (S = 128) 0.955x; the probe (perf/probes/cublaslt_da_pointer_array.cu) has the batch slower at S = 128 only. heads
+// where the op takes no copy (padding, B = 1's view, the sm_90a o pair) is an Error naming the switch.
 enum class DaPath { Auto, CublasLt, Thin, Heads };
 DaPath da_path() {
   return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", {"auto", "cublaslt", "thin", "heads"}));
