@@ -4,9 +4,10 @@
 //  1. dA = bf16(dY·Wo) (cuBLASLt; the thin kernel's dX-only form by name, ATTNBWD_CUDA_GQA_DA); grad_o_weight =
 //     bf16(dYᵀ·A) on the side stream after dA, under steps 3-5 (ATTNBWD_CUDA_GQA_DWO; early: from the op's start).
 //  2. head split dA [T, Hq·D] -> dO [B, Hq, S, D]; for B = 1 (S % 8 == 0) the attention GEMMs read dA as a
-//     strided view instead (ATTNBWD_CUDA_GQA_DO); with ATTNBWD_CUDA_GQA_DA=heads (by name) step 1 writes dO itself,
-//     one cuBLASLt pointer-array batch of B·Hq GEMMs, and no copy runs. Where S % 8 != 0 the attention buffers have S8 = S rounded
-//     up to 8 rows per head (ATTNBWD_CUDA_GQA_PAD): dO, Q, K, V copied with zero pad rows in one launch.
+//     strided view instead (ATTNBWD_CUDA_GQA_DO); on sm_90 from S = 256 (and with ATTNBWD_CUDA_GQA_DA=heads) step 1
+//     writes dO itself, one cuBLASLt pointer-array batch of B·Hq GEMMs, and no copy runs. Where S % 8 != 0 the
+//     attention buffers have S8 = S rounded up to 8 rows per head (ATTNBWD_CUDA_GQA_PAD): dO, Q, K, V copied with zero
+//     pad rows in one launch.
 //     With ATTNBWD_CUDA_GQA_PROJ=sm90 (sm_90 only) both steps are one launch of linear_backward_sm90.cu
 //     writing dO directly, and so are the three projection pairs of step 7 (slower today: they lose
 //     the side-stream overlap; perf/NOTES.md).
@@ -572,16 +573,20 @@ bool merge_scalar() { return merge_mode() == 1; }
 // measured slower (H200, twenty-third session, CUPTI span, two runs each: #5 137 against 120-129 µs per call, #11 126
 // against 112-113, #2 150-158 against 141, #13 151-162 against 144-151; serialised o_proj stage at #5 34.0 against
 // 27.6 µs), so auto = cuBLASLt and thin is asked for by name.
-// heads (forty-fourth session; tested and measured on an H100 in the forty-fifth, by name): where the op copies dA into
-// the head-split dO (B > 1 or ATTNBWD_CUDA_GQA_DO=split, no padding, the cuBLASLt o path), dA written straight into dO
-// by one cuBLASLt pointer-array batch of B·Hq GEMMs, dO[b, h] = dY_b·Wo[:, h·D..] (S × D × hidden each; the matrices'
-// addresses by a small kernel on the stream; in pieces of whole batch elements of at most ATTNBWD_CUDA_GQA_DA_ROWS rows
-// where that cuts dA), and no copy. Each element the same fp32 dot product, one rounding. Counted (perf/NOTES.md,
-// forty-third session): the copy takes 10-22 µs at the six large-B workloads (#3, #8, #9, #10, #14, #15; H100), ~+0.5 %
-// of the geomean if the batch keeps the strided GEMM's rate. Measured (H100, forty-fifth session, three rounds, one
-// batch with DA_ROWS=off against the copy): #9 1.010x, #14 1.007x, #15 1.016x, #3 1.003x, #10 1.001x, #2 1.007x, #8
-// (S = 128) 0.955x; the probe (perf/probes/cublaslt_da_pointer_array.cu) has the batch slower at S = 128 only. heads
-// where the op takes no copy (padding, B = 1's view, the sm_90a o pair) is an Error naming the switch.
+// heads (forty-fourth session): where the op copies dA into the head-split dO (B > 1 or ATTNBWD_CUDA_GQA_DO=split, no
+// padding, the cuBLASLt o path), dA written straight into dO by one cuBLASLt pointer-array batch of B·Hq GEMMs,
+// dO[b, h] = dY_b·Wo[:, h·D..] (S × D × hidden each; the matrices' addresses by a small kernel on the stream; in pieces
+// of whole batch elements of at most ATTNBWD_CUDA_GQA_DA_ROWS rows where that cuts dA), and no copy. Each element the
+// same fp32 dot product, one rounding. Counted (perf/NOTES.md, forty-third session): the copy takes 10-22 µs at the six
+// large-B workloads (#3, #8, #9, #10, #14, #15; H100). Measured (H100, forty-fifth session): the probe
+// (perf/probes/cublaslt_da_pointer_array.cu) has the batch 7-9 µs faster than strided dA + copy from S = 384, even at
+// B = 8, S = 256 and 25 µs slower at B = 16, S = 128 (512 GEMMs of 128 rows); per call, three interleaved rounds, one
+// batch (DA_ROWS off) against auto's copy: #9 1.010x, #14 1.007x, #15 1.016x, #3 1.003x, #10 1.001x, #2 (S = 128, B = 2)
+// 1.007x, #8 (S = 128, B = 16) 0.955x; the batch in 2048-row pieces lost 3.4 % at #10. So auto takes one batch on
+// sm_90 from S = kDaHeadsMinSeq where the copy would run (DA_ROWS auto then cuts nothing); other archs keep the copy
+// (not measured there). heads where the op takes no copy (padding, B = 1's view, the sm_90a o pair) is an Error naming
+// the switch.
+constexpr int64_t kDaHeadsMinSeq = 256;
 enum class DaPath { Auto, CublasLt, Thin, Heads };
 DaPath da_path() {
   return static_cast<DaPath>(env_switch("ATTNBWD_CUDA_GQA_DA", {"auto", "cublaslt", "thin", "heads"}));
@@ -618,9 +623,11 @@ bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "l
 // memset is cuBLASLt's sm_90 answer; elsewhere one GEMM), else off. Measured (H100, forty-third session, three
 // interleaved rounds, 2048 against off): #3 1.016x, #10 1.017x, #9 1.008x, the others one piece (0.985-1.007x: noise).
 constexpr int64_t kDaPieceMinTokens = 3072;
-int64_t da_rows_switch(const Context& ctx, int64_t T) {
+// (auto, where ATTNBWD_CUDA_GQA_DA's auto writes dA into the heads, cuts nothing: *is_auto says the value was auto.)
+int64_t da_rows_switch(const Context& ctx, int64_t T, bool* is_auto) {
   static constexpr int64_t kRows[] = {0, 0, 1024, 2048};
   const int v = env_switch("ATTNBWD_CUDA_GQA_DA_ROWS", {"auto", "off", "1024", "2048"});
+  *is_auto = v == 0;
   if (v == 0) return ctx.cc() == 90 && T >= kDaPieceMinTokens ? 2048 : 0;
   return kRows[v];
 }
@@ -782,7 +789,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
   const int dwo_tune = dwo_tune_switch();
-  const int64_t da_rows = da_rows_switch(ctx, T);
+  bool da_rows_auto = false;
+  const int64_t da_rows = da_rows_switch(ctx, T, &da_rows_auto);
   const DaPath da_switch = da_path();
   const bool merge_scalar_switch = merge_scalar();
   const int pdl = pdl_switch();
@@ -812,8 +820,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int64_t n_head = round_up(T * QP, 8), n_hp = round_up(BH * Sp * D, 8), n_ds = round_up(BH * Sp * ld, 8),
                 n_qkv = round_up(T * QKV, 8), n_x = round_up(T * HS, 8), n_pp = pad ? round_up(BH * S8 * S8, 8) : 0;
   const int64_t n_r = round_up(2 * BH * S, 8);  // fp32 r of the kv path (two bf16 slots per float)
-  // ATTNBWD_CUDA_GQA_DA=heads: the pointer-array batch's 3·BH matrix addresses (four bf16 slots per pointer)
-  const int64_t n_ptr = da_switch == DaPath::Heads ? round_up(3 * BH * 4, 8) : 0;
+  // ATTNBWD_CUDA_GQA_DA=heads (or auto's): the pointer-array batch's 3·BH matrix addresses (four bf16 slots per pointer)
+  const int64_t n_ptr = da_switch == DaPath::Heads || da_switch == DaPath::Auto ? round_up(3 * BH * 4, 8) : 0;
   const int64_t total = n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r + n_ptr;
   bf* base = static_cast<bf*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(bf), stream));
   bf* dA = base;
@@ -935,9 +943,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool do_view = !all_sm90 && !pad && B == 1 && !do_split();
   const bf* dOp = do_view ? dA : dO;
   const int64_t ld_do = do_view ? QP : D, head_do = do_view ? D : Sp * D;
-  // ATTNBWD_CUDA_GQA_DA=heads: dA straight into dO where the op would copy it there (head_split below)
-  const bool da_heads = da_switch == DaPath::Heads;
-  if (da_heads && (all_sm90 || pad || do_view))
+  // ATTNBWD_CUDA_GQA_DA=heads: dA straight into dO where the op would copy it there (head_split below); auto's from
+  // S = kDaHeadsMinSeq on sm_90, as one batch unless ATTNBWD_CUDA_GQA_DA_ROWS is asked for by name
+  const bool heads_fit = !all_sm90 && !pad && !do_view;
+  const bool da_heads_auto = da_switch == DaPath::Auto && heads_fit && ctx.cc() == 90 && S >= kDaHeadsMinSeq;
+  const bool da_heads = da_switch == DaPath::Heads || da_heads_auto;
+  if (da_switch == DaPath::Heads && !heads_fit)
     throw Error("ATTNBWD_CUDA_GQA_DA", "heads: dA written straight into the head-split dO where the op copies it there "
                                        "(B > 1 or ATTNBWD_CUDA_GQA_DO=split, S % 8 == 0 or ATTNBWD_CUDA_GQA_PAD=off, the "
                                        "cuBLASLt o path), not taken here");
@@ -1128,7 +1139,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       HeadsGemm h;
       h.dy = c(a.grad_output.data), h.w = c(a.o_weight.data), h.out = dO;
       h.B = B, h.S = S, h.H = Hq, h.D = D, h.K = HS, h.ldw = QP;
-      h.batches_per_piece = da_rows > 0 ? std::max<int64_t>(1, da_rows / S) : 0;
+      h.batches_per_piece = da_rows > 0 && !(da_heads_auto && da_rows_auto) ? std::max<int64_t>(1, da_rows / S) : 0;
       h.sm_target = da_sms;
       gemm_into_heads(ctx, 0, stream, h, da_ptrs);
       stages.mark("dA_heads");  // (the split shows which form ran; o_proj then holds nothing)

@@ -745,6 +745,34 @@ TEST(CudaGqaRope, DaHeadsPointerArrayMatchesTheOracle) {
   expect_refused(axes_of(1, 128, 8, 2, 128, 64), fresh_seed(671), "ATTNBWD_CUDA_GQA_DA", "heads on B = 1's view");
 }
 
+// ATTNBWD_CUDA_GQA_DA's auto writes dA into the head-split dO by one pointer-array batch on sm_90 from S = 256 where the
+// copy would run (B = 2 and B = 4 at S = 256, and at T = 3072 (B = 12), where ATTNBWD_CUDA_GQA_DA_ROWS auto cuts a strided
+// dA into 2048-row pieces but the batch stays whole: one GEMM), and copies it below S = 256 (B = 16, S = 128) and
+// elsewhere; scratch poisoned, against the oracle. The counter of pointer-array GEMMs tells which form ran.
+TEST(CudaGqaRope, DaAutoWritesTheHeadsFromS256OnSm90) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  struct Shape {
+    int64_t B, S;
+    long batches;  // pointer-array GEMMs one call enqueues on sm_90 (0 elsewhere)
+  };
+  const Shape shapes[] = {{2, 256, 1}, {4, 256, 1}, {12, 256, 1}, {16, 128, 0}};
+  int k = 0;
+  for (const Shape& sh : shapes) {
+    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
+    SCOPED_TRACE(tools::axes_to_string(axes) + " auto");
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(690 + k++), tools::default_scalars(kOp));
+    const long before = cuda::lt_pointer_array_gemms();
+    const std::string line = stage_line(in, axes, kDefault);  // (run directly, never from a captured graph)
+    const long want = is_sm90() ? sh.batches : 0;
+    EXPECT_EQ(cuda::lt_pointer_array_gemms() - before, want) << "pointer-array GEMMs of one call with DA auto";
+    EXPECT_EQ(has_stage(line, "dA_heads"), want > 0) << line;
+    check(in, axes, smallest_atol(kOp), {kDefault});
+    // the strided dA + copy (cublaslt) gives the same bits: each element the same fp32 dot product, one rounding
+    expect_same_outputs(outputs_in(in, axes, kDefault), outputs_in(in, axes, kDaLt), "auto against DA=cublaslt");
+  }
+}
+
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
 // leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
 // over the keys: the small path at S = 2, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
