@@ -334,17 +334,18 @@ void enqueue_op(Context& ctx, const VisionVarlenShape& s, const VisionVarlenArgs
   const int qkv_switch = env_switch("ATTNBWD_CUDA_VARLEN_QKV", {"auto", "lt", "mixed", "lt16"});
   // ATTNBWD_CUDA_VARLEN_BIASROPE=auto|vec|scalar|vec1: bias_rope_vec where it applies (vec; measured 1.02-1.03x per
   // call against scalar on 5 of 6 workloads, perf/NOTES.md), the element-pair kernel bias_rope (scalar), or
-  // bias_rope_vec with one task per thread (vec1, auto since the forty-fifth session: H100, two interleaved rounds at
+  // bias_rope_vec with one task per thread (vec1, auto since the forty-sixth session: H100, two interleaved rounds at
   // #0 #1 #3 #5 #7 #8 #11 #12, vec1/vec 1.000-1.024x, with TABLE=side 1.002-1.029x; perf/NOTES.md). The same bits.
   // Read here, before anything is enqueued (a bad value is an Error first).
   const int bias_rope_mode = env_switch("ATTNBWD_CUDA_VARLEN_BIASROPE", {"auto", "vec", "scalar", "vec1"});
   const bool bias_rope_wide = bias_rope_mode == 0 || bias_rope_mode == 3;
   // ATTNBWD_CUDA_VARLEN_TABLE=auto|main|side: where the block table (one CTA, ~3.5 µs) is built in stage 1: on the main
-  // stream between the QKV projection and bias + RoPE (main, the order before the forty-fifth session), or on the side
+  // stream between the QKV projection and bias + RoPE (main, the order before the forty-sixth session), or on the side
   // stream after its conversions (side, auto), off the main stream's chain: at S ≤ 256 the main stream runs the mixed
   // QKV kernel then, which leaves 20 SMs free (thirty-second session's #8 trace: table 95.4-99.1 µs between the mixed
   // kernel and bias + RoPE). Only the attention reads the table, after stage 1's join. The same bits. Measured (H100,
   // forty-fifth session, two interleaved rounds): side/main 0.999-1.020x alone, 1.002-1.029x with vec1 (above).
+  // H200 (forty-sixth session, two rounds over the 16): vec1 + side against vec + main 0.997-1.027x, E 0.4185 -> 0.4222.
   const bool table_on_side = env_switch("ATTNBWD_CUDA_VARLEN_TABLE", {"auto", "main", "side"}) != 1;
   sm90::MixedGemm mg;
   mg.M = S, mg.N = C3, mg.K = C, mg.lda = C, mg.ldw = C, mg.ldc = C3;

@@ -291,7 +291,7 @@ TEST(CudaVisionVarlenRope, DqkvVariantsMatchTheOracle) {
 }
 
 // ATTNBWD_CUDA_VARLEN_BIASROPE: the one-block-per-token bias + RoPE kernel (vec), its form with one task per thread
-// (vec1, the default since the forty-fifth session) and the element-pair kernel (scalar), fp16 output in Default and in place in Strict, on odd
+// (vec1, the default since the forty-sixth session) and the element-pair kernel (scalar), fp16 output in Default and in place in Strict, on odd
 // sequence mixes and (vec and vec1 falling back to the element-pair kernel) on 4-byte-misaligned tensors.
 TEST(CudaVisionVarlenRope, BiasRopeVariantsMatchTheOracle) {
   ATTNBWD_SEED_TRACE();
@@ -313,7 +313,7 @@ TEST(CudaVisionVarlenRope, BiasRopeOneTaskPerThreadGivesTheLoopsBits) {
                          "bias + RoPE vec vs vec1");
 }
 
-// ATTNBWD_CUDA_VARLEN_TABLE=side (the default since the forty-fifth session): the block table built on the side stream
+// ATTNBWD_CUDA_VARLEN_TABLE=side (the default since the forty-sixth session): the block table built on the side stream
 // after its conversions instead of on the main stream between the QKV projection and bias + RoPE (main); only the attention reads it, after stage 1's join: the same bits,
 // with the scratch poisoned before every call, in Default and Strict, with cu_seqlens' host copy and without it (the
 // early first part), on an odd mix of 7 sequences (empty and length-1 ones) and workload #8. (A missing join would
