@@ -1,6 +1,6 @@
-# Next session, call 2 (written in the forty-fifth session): the four ops' suites on an H200 (issues 5-8's figures;
-# out_proj's and mha's were last taken in the fortieth session or before), two each, after next-c1.sh's autos are
-# committed or left by name. On an H100 the suites still run (E then against the H200 model: label the results h100).
+# Next session, call 2 (written in the forty-fifth session; ran as written in the forty-sixth, 90 s on an H200): the four
+# ops' suites, two each (issues 5-8's figures).
+# On an H100 the suites still run (E then against the H200 model: label the results h100).
 source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
