@@ -699,6 +699,18 @@ int dx_sum_switch() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3
 // it; so auto stays off. on where the form does not run is an Error.
 bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "on"}) == 2; }
 
+// ATTNBWD_CUDA_GQA_DKDV=auto|apart|batch, the padded GEMM attention path (S % 8 != 0; dK32 and dV32 per query head, on
+// one stream): dK32 = dSᵀ·Q and dV32 = Pᵀ·dO (P's padded copy, dO's padded head split) are the same problem (Sp x D
+// from Sp x Sp transposed times Sp x D, every leading dimension and head stride equal), so with the scratch laid out
+// dS | Pp, Qp | dO and dK32 | dV32 they are one strided cuBLASLt batch of 2·B·Hq GEMMs (batch) instead of two launches
+// of B·Hq each (apart; auto). Counted (perf/NOTES.md, forty-sixth session): on an H200 the three GEMMs after dS take
+// 28 µs in series at #7 (9-10 µs each, one wave of 128 CTAs over 192 tiles) and 40.5 µs at #0 for ~32 µs of SM time;
+// one launch over both problems' tiles can save part of a launch's ramp and tail, ~2-5 µs at #7, #0, #1. Not measured:
+// by name only. Each element the same fp32 dot product, one rounding, where cuBLASLt's algorithm for the batch does not
+// split K. batch where the form does not run (no padding, the small or key-major kernels, ATTNBWD_CUDA_GQA_GROUP's
+// summed dK32, ATTNBWD_CUDA_GQA_DKSIDE=on) is an Error naming the switch.
+bool dkdv_batch() { return env_switch("ATTNBWD_CUDA_GQA_DKDV", {"auto", "apart", "batch"}) == 2; }
+
 // ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
 // are sized for; the dQ GEMM is sized for the others. auto, on sm_90 (from the count, not measured): 66 of 132 (the dQ
 // GEMM's DRAM stream needs ~40 GB/s per SM on 66); elsewhere off. off: every SM for each.
@@ -790,6 +802,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool kvw_early = kvw_under();
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
+  const bool dkdv_batch_asked = dkdv_batch();
   const int dwo_tune = dwo_tune_switch();
   bool da_rows_auto = false;
   const int64_t da_rows = da_rows_switch(ctx, T, &da_rows_auto);
@@ -818,7 +831,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int64_t Sp = pad ? S8 : S;
 
   // Scratch (slot 0), every piece a multiple of 8 elements: dA | dO | dS | dQ32 | dK32 | dV32 | dQKVp | dXk | dXv,
-  // and with padding Pp | Qp | Kp | Vp, then r (fp32, the kv path's).
+  // and with padding Pp | Qp | Kp | Vp, then r (fp32, the kv path's) and the DA=heads pointers. With
+  // ATTNBWD_CUDA_GQA_DKDV=batch asked: dA | Qp | dO | dS | Pp | dQ32 | dK32 | dV32 | dQKVp | dXk | dXv | Kp | Vp, so that
+  // Qp | dO, dS | Pp and dK32 | dV32 are adjacent (its strided batch reads and writes each pair as one array).
   const int64_t n_head = round_up(T * QP, 8), n_hp = round_up(BH * Sp * D, 8), n_ds = round_up(BH * Sp * ld, 8),
                 n_qkv = round_up(T * QKV, 8), n_x = round_up(T * HS, 8), n_pp = pad ? round_up(BH * S8 * S8, 8) : 0;
   const int64_t n_r = round_up(2 * BH * S, 8);  // fp32 r of the kv path (two bf16 slots per float)
@@ -826,21 +841,24 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int64_t n_ptr = da_switch == DaPath::Heads || da_switch == DaPath::Auto ? round_up(3 * BH * 4, 8) : 0;
   const int64_t total = n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r + n_ptr;
   bf* base = static_cast<bf*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(bf), stream));
+  const int64_t n_qp = pad ? n_hp : 0;
+  const bool pairs_adjacent = dkdv_batch_asked;
   bf* dA = base;
-  bf* dO = dA + n_head;
+  bf* Qp = pairs_adjacent ? dA + n_head : nullptr;  // (set below otherwise)
+  bf* dO = pairs_adjacent ? Qp + n_qp : dA + n_head;
   bf* dS = dO + n_hp;
-  bf* dQ32 = dS + n_ds;
+  bf* Pp = pairs_adjacent ? dS + n_ds : nullptr;
+  bf* dQ32 = pairs_adjacent ? Pp + n_pp : dS + n_ds;
   bf* dK32 = dQ32 + n_hp;
   bf* dV32 = dK32 + n_hp;
   bf* dQKVp = dV32 + n_hp;
   bf* dXk = dQKVp + n_qkv;
   bf* dXv = dXk + n_x;
-  bf* Pp = dXv + n_x;
-  bf* Qp = Pp + n_pp;
-  bf* Kp = Qp + n_hp;
+  if (!pairs_adjacent) Pp = dXv + n_x, Qp = Pp + n_pp;
+  bf* Kp = pairs_adjacent ? dXv + n_x : Qp + n_hp;
   bf* Vp = Kp + n_hp;
-  float* rbuf = reinterpret_cast<float*>(dXv + n_x + (pad ? n_pp + 3 * n_hp : 0));  // after Vp where it exists
-  void** da_ptrs = reinterpret_cast<void**>(dXv + n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r);  // after r (heads only)
+  float* rbuf = reinterpret_cast<float*>(base + total - n_r - n_ptr);  // after Vp where it exists
+  void** da_ptrs = reinterpret_cast<void**>(base + total - n_ptr);     // after r (heads only)
 
   // The projection paths, decided here, before anything is enqueued (a forced path that cannot take the call
   // is an Error): step 9's pairs (dX{q,k,v} = dXp·W, grad_{q,k,v}_weight = dXpᵀ·Xh) as one grouped sm_90a
@@ -1053,6 +1071,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     throw Error("ATTNBWD_CUDA_GQA_DKSIDE", "on: the padded GEMM attention path with late grad_o_weight and two streams "
                                             "queues dK32 there, not taken here (the small or key-major kernels, S % 8 == "
                                             "0, ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
+  // DKDV=batch: dK32 and dV32 per query head on one stream, both from padded operands
+  const bool dkdv_batched = dkdv_batch_asked && gemm_attn && pad && !k_summed && !dk_on_side;
+  if (dkdv_batch_asked && !dkdv_batched)
+    throw Error("ATTNBWD_CUDA_GQA_DKDV", "batch: dK32 and dV32 as one batch on the padded GEMM attention path only, not "
+                                         "taken here (S % 8 == 0 or padding off, the small or key-major kernels, "
+                                         "ATTNBWD_CUDA_GQA_GROUP's summed dK32, or ATTNBWD_CUDA_GQA_DKSIDE=on)");
   // early dWo shares the GPU with dA, which is on the critical path: all SMs there
   const int dwo_target = dwo_sm_target(ctx, T, use_small, use_kv);  // (a malformed value is an Error on any path)
   const int dwo_sms = all_sm90 || !late ? 0 : dwo_target;
@@ -1285,8 +1309,15 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
         gemm(ctx, 1, side, gk, dS, Q, dK32);
         stages.mark_side(ctx);
       }
-      if (pad) dv_gemm();
-      if (!dk_on_side) gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gk, dS, Q, dK32);
+      if (dkdv_batched) {  // [dK32 | dV32] = [dS | Pp]ᵀ·[Qp | dO]: one batch over both (ATTNBWD_CUDA_GQA_DKDV=batch)
+        Gemm gb = gk;        // lda = ld = Sp and stride Sp·Sp for dS and Pp; ldb = D, stride Sp·D for Qp and dO
+        gb.count = 2 * count;
+        gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gb, dS, Q, dK32);
+        stages.mark("dKV_batch");  // (the split shows which form ran)
+      } else {
+        if (pad) dv_gemm();
+        if (!dk_on_side) gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gk, dS, Q, dK32);
+      }
       g.trans_a = false;
       gemm(ctx, 0, stream, g, dS, K, dQ32);
     }

@@ -1,16 +1,24 @@
-# Next session, call 1 (written in the forty-sixth session, perf/NOTES.md, its section): the sanitizer verdicts the
-# forty-sixth session's autos still lack. Its memcheck and initcheck on the DA auto and block-table tests reported 0
-# errors; under racecheck DaAuto passed (its reports all inside cuBLASLt's nvjet kernels) and BlockTable was cut at the
-# 100 s cap; synccheck did not run. Neither auto adds shared-memory
-# code (the pointer-array batch's address kernel uses none; the block-table kernel is unchanged, only its stream moved),
-# so a hazard is not expected. Then the four suites once each (issues 5-8's figures; next-c2.sh takes two each).
+# Next session, call 1 (written in the forty-sixth session; perf/NOTES.md, its section). Before it:
 #   bash cmake/dev.sh build-cuda && bash perf/device/bundle.sh
 #   run(command="LIMIT=540 bash perf/device/next-c1.sh", carry=[".carry"])
+# 1. ATTNBWD_CUDA_GQA_DKDV=batch (built in the forty-sixth session, never run): its test (oracle at S = 293, 131, 300,
+#    the stage split, refusals) and the malformed-switch test, then memcheck on it.
+# 2. A/B batch against auto (apart) at #7 (auto's padded path without GROUP; three rounds), and at #0 #1 with
+#    ATTNBWD_CUDA_GQA_GROUP=off in both arms (auto sums dK32 over the group there from T = 513, where batch is an Error).
+#    Prediction: 2-5 µs less at #7 (1.01-1.03x), ~1.01x at #0 #1 against the same GROUP=off; a timeline of #7 with batch.
+# 3. The sanitizer verdicts the forty-sixth session's autos still lack: racecheck on the block-table test (cut at 100 s
+#    then), synccheck on DaAuto + BlockTable (racecheck's DaAuto verdict: its reports all in cuBLASLt's nvjet kernels).
+# 4. The four suites once each (issues 5-8's figures; next-c2.sh takes two each).
 source perf/device/common.sh
 LIMIT=${LIMIT:-540}
 P=$M/attnbwd_perf
-sanitize racecheck 'CudaVisionVarlenRope.BlockTable*' table-race 240
-sanitize synccheck 'CudaGqaRope.DaAuto*:CudaVisionVarlenRope.BlockTable*' da-table-sync 100
+shards 'CudaGqaRope.DkDv*:CudaGqaRope.Malformed*:CudaGqaRope.PvOnTheSide*:CudaGqaRope.DpSoftmaxAuto*' 150
+sanitize memcheck 'CudaGqaRope.DkDv*' dkdv 90
+abrun gqa_rope_backward 7 3 gqa-dkdv-7 40 auto=$P batch=$P,ATTNBWD_CUDA_GQA_DKDV=batch
+abrun gqa_rope_backward 0,1 3 gqa-dkdv-01 60 apart=$P,ATTNBWD_CUDA_GQA_GROUP=off batch=$P,ATTNBWD_CUDA_GQA_GROUP=off,ATTNBWD_CUDA_GQA_DKDV=batch auto=$P
+timeline gqa_rope_backward 7 gqa-7-dkdv ATTNBWD_CUDA_GQA_DKDV=batch
+sanitize racecheck 'CudaVisionVarlenRope.BlockTable*' table-race 200
+sanitize synccheck 'CudaGqaRope.DaAuto*:CudaGqaRope.DkDv*:CudaVisionVarlenRope.BlockTable*' sync 100
 for op in out_proj_backward gqa_rope_backward vision_mha_norm_backward vision_varlen_rope_backward; do
   ok && PB suite-$op-1 $P $op all
 done

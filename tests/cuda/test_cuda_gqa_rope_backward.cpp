@@ -773,6 +773,47 @@ TEST(CudaGqaRope, DaAutoWritesTheHeadsFromS256OnSm90) {
   }
 }
 
+// ATTNBWD_CUDA_GQA_DKDV=batch: dK32 and dV32 as one strided cuBLASLt batch over the adjacent [dS | Pp], [Qp | dO] and
+// [dK32 | dV32] of the padded GEMM attention path, against the oracle with the scratch poisoned (a wrong stride or
+// offset reads poison or leaves an unwritten dV32): the stage split shows dKV_batch under batch and not under auto
+// (apart). At S = 293 (auto's attention there: the dP + softmax kernel on sm_90, late grad_o_weight, both GEMMs on the
+// caller's stream), S = 131 with B = 2 (the dP GEMM + row kernel) and S = 300 with early grad_o_weight and the overlap
+// (both on the side stream). Where the form does not run (no padding; ATTNBWD_CUDA_GQA_GROUP's summed dK32; the small
+// kernels) batch is an Error naming the switch, before any output is written.
+TEST(CudaGqaRope, DkDvBatchMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  constexpr Mode kEarlyOverlap{"", "", "on", "", "", "", "", "gemm", "", "early"};
+  struct Shape {
+    int64_t B, S, Hq, Hkv;
+    const Mode* mode;
+  };
+  const Shape shapes[] = {{1, 293, 8, 2, &kDefault}, {2, 131, 8, 2, &kGemm}, {1, 300, 4, 1, &kEarlyOverlap}};
+  int k = 0;
+  for (const Shape& sh : shapes) {
+    const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, 128, 64);
+    SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name());
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(700 + k++), tools::default_scalars(kOp));
+    {
+      const ScopedEnv batch("ATTNBWD_CUDA_GQA_DKDV", "batch");
+      const std::string line = stage_line(in, axes, *sh.mode);
+      EXPECT_TRUE(has_stage(line, "dKV_batch")) << line;
+      check(in, axes, smallest_atol(kOp), {*sh.mode});
+    }
+    const std::string line = stage_line(in, axes, *sh.mode);
+    EXPECT_FALSE(has_stage(line, "dKV_batch")) << "auto (apart): " << line;
+  }
+  const ScopedEnv batch("ATTNBWD_CUDA_GQA_DKDV", "batch");
+  {
+    UseMode gemm(kGemm);
+    expect_refused(axes_of(1, 128, 4, 1, 128, 64), fresh_seed(710), "ATTNBWD_CUDA_GQA_DKDV", "batch without padding");
+    const ScopedEnv group("ATTNBWD_CUDA_GQA_GROUP", "on");
+    expect_refused(axes_of(1, 131, 8, 2, 128, 64), fresh_seed(711), "ATTNBWD_CUDA_GQA_DKDV", "batch with GROUP=on");
+  }
+  UseMode small(kSmall);
+  expect_refused(axes_of(1, 131, 8, 2, 128, 64), fresh_seed(712), "ATTNBWD_CUDA_GQA_DKDV", "batch on the small path");
+}
+
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
 // leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
 // over the keys: the small path at S = 2, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
@@ -1073,7 +1114,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
                             "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_DWO_TUNE",
-                            "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA"}) {
+                            "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA", "ATTNBWD_CUDA_GQA_DKDV"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
