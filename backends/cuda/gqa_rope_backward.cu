@@ -584,10 +584,9 @@ bool merge_scalar() { return merge_mode() == 1; }
 // batch (DA_ROWS off) against auto's copy: #9 1.010x, #14 1.007x, #15 1.016x, #3 1.003x, #10 1.001x, #2 (S = 128, B = 2)
 // 1.007x, #8 (S = 128, B = 16) 0.955x; the batch in 2048-row pieces lost 3.4 % at #10. On an H200 (forty-sixth
 // session, three rounds, auto against cublaslt): #3 0.996x, #8 1.000x, #9 1.003x, #10 0.998x, #14 1.011x, #15 1.011x,
-// geomean E of the six 0.6580 -> 0.6602. So auto takes one batch on
-// sm_90 from S = kDaHeadsMinSeq where the copy would run (DA_ROWS auto then cuts nothing); other archs keep the copy
-// (not measured there). heads where the op takes no copy (padding, B = 1's view, the sm_90a o pair) is an Error naming
-// the switch.
+// geomean E of the six 0.6580 -> 0.6602. So auto takes one batch on sm_90 from S = kDaHeadsMinSeq where the copy
+// would run (DA_ROWS auto then cuts nothing); other archs keep the copy (not measured there). heads where the op takes
+// no copy (padding, B = 1's view, the sm_90a o pair) is an Error naming the switch.
 constexpr int64_t kDaHeadsMinSeq = 256;
 enum class DaPath { Auto, CublasLt, Thin, Heads };
 DaPath da_path() {
