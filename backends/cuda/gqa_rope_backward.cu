@@ -698,16 +698,17 @@ int dx_sum_switch() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3
 // it; so auto stays off. on where the form does not run is an Error.
 bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "on"}) == 2; }
 
-// ATTNBWD_CUDA_GQA_DKDV=auto|apart|batch, the padded GEMM attention path (S % 8 != 0; dK32 and dV32 per query head, on
-// one stream): dK32 = dSᵀ·Q and dV32 = Pᵀ·dO (P's padded copy, dO's padded head split) are the same problem (Sp x D
-// from Sp x Sp transposed times Sp x D, every leading dimension and head stride equal), so with the scratch laid out
-// dS | Pp, Qp | dO and dK32 | dV32 they are one strided cuBLASLt batch of 2·B·Hq GEMMs (batch) instead of two launches
-// of B·Hq each (apart; auto). Counted (perf/NOTES.md, forty-sixth session): on an H200 the three GEMMs after dS take
+// ATTNBWD_CUDA_GQA_DKDV=auto|apart|batch, the padded GEMM attention path (S % 8 != 0; dK32 and dV32 on one stream):
+// dK32 = dSᵀ·Q and dV32 = Pᵀ·dO (P's padded copy, dO's padded head split) are the same problem (Sp x D from Sp x Sp
+// transposed times Sp x D, every leading dimension and head stride equal), so with the scratch laid out dS | Pp,
+// Qp | dO and dK32 | dV32 they are one strided cuBLASLt batch of 2·B·Hq GEMMs (batch) instead of two launches of B·Hq
+// each (apart; auto). Summed over the group (ATTNBWD_CUDA_GQA_GROUP, auto's from T = 513) the same holds with 2·B·Hkv
+// GEMMs of K = G·Sp, and dV32's [B, Hkv, Sp, D] then sits right after dK32's, inside dK32's piece. Counted (perf/NOTES.md, forty-sixth session): on an H200 the three GEMMs after dS take
 // 28 µs in series at #7 (9-10 µs each, one wave of 128 CTAs over 192 tiles) and 40.5 µs at #0 for ~32 µs of SM time;
 // one launch over both problems' tiles can save part of a launch's ramp and tail, ~2-5 µs at #7, #0, #1. Not measured:
 // by name only. Each element the same fp32 dot product, one rounding, where cuBLASLt's algorithm for the batch does not
-// split K. batch where the form does not run (no padding, the small or key-major kernels, ATTNBWD_CUDA_GQA_GROUP's
-// summed dK32, ATTNBWD_CUDA_GQA_DKSIDE=on) is an Error naming the switch.
+// split K. batch where the form does not run (no padding, the small or key-major kernels, ATTNBWD_CUDA_GQA_DKSIDE=on)
+// is an Error naming the switch.
 bool dkdv_batch() { return env_switch("ATTNBWD_CUDA_GQA_DKDV", {"auto", "apart", "batch"}) == 2; }
 
 // ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
@@ -1070,12 +1071,14 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     throw Error("ATTNBWD_CUDA_GQA_DKSIDE", "on: the padded GEMM attention path with late grad_o_weight and two streams "
                                             "queues dK32 there, not taken here (the small or key-major kernels, S % 8 == "
                                             "0, ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
-  // DKDV=batch: dK32 and dV32 per query head on one stream, both from padded operands
-  const bool dkdv_batched = dkdv_batch_asked && gemm_attn && pad && !k_summed && !dk_on_side;
+  // DKDV=batch: dK32 and dV32 on one stream, both from padded operands (with padding v_summed == k_summed)
+  const bool dkdv_batched = dkdv_batch_asked && gemm_attn && pad && !dk_on_side;
   if (dkdv_batch_asked && !dkdv_batched)
     throw Error("ATTNBWD_CUDA_GQA_DKDV", "batch: dK32 and dV32 as one batch on the padded GEMM attention path only, not "
-                                         "taken here (S % 8 == 0 or padding off, the small or key-major kernels, "
-                                         "ATTNBWD_CUDA_GQA_GROUP's summed dK32, or ATTNBWD_CUDA_GQA_DKSIDE=on)");
+                                         "taken here (S % 8 == 0 or padding off, the small or key-major kernels, or "
+                                         "ATTNBWD_CUDA_GQA_DKSIDE=on)");
+  // summed over the group, the batch's second half of C starts B·Hkv heads after dK32 (the merge reads dV32 there)
+  if (dkdv_batched && k_summed) dV32 = dK32 + B * Hkv * Sp * D;
   // early dWo shares the GPU with dA, which is on the critical path: all SMs there
   const int dwo_target = dwo_sm_target(ctx, T, use_small, use_kv);  // (a malformed value is an Error on any path)
   const int dwo_sms = all_sm90 || !late ? 0 : dwo_target;
@@ -1309,8 +1312,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
         stages.mark_side(ctx);
       }
       if (dkdv_batched) {  // [dK32 | dV32] = [dS | Pp]ᵀ·[Qp | dO]: one batch over both (ATTNBWD_CUDA_GQA_DKDV=batch)
-        Gemm gb = gk;        // lda = ld = Sp and stride Sp·Sp for dS and Pp; ldb = D, stride Sp·D for Qp and dO
-        gb.count = 2 * count;
+        Gemm gb = gk;  // lda = ld = Sp, stride (G·)Sp·Sp for dS and Pp; ldb = D, stride (G·)Sp·D for Qp and dO
+        gb.count = 2 * gk.count;
         gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gb, dS, Q, dK32);
         stages.mark("dKV_batch");  // (the split shows which form ran)
       } else {

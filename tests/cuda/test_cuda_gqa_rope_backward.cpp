@@ -777,9 +777,10 @@ TEST(CudaGqaRope, DaAutoWritesTheHeadsFromS256OnSm90) {
 // [dK32 | dV32] of the padded GEMM attention path, against the oracle with the scratch poisoned (a wrong stride or
 // offset reads poison or leaves an unwritten dV32): the stage split shows dKV_batch under batch and not under auto
 // (apart). At S = 293 (auto's attention there: the dP + softmax kernel on sm_90, late grad_o_weight, both GEMMs on the
-// caller's stream), S = 131 with B = 2 (the dP GEMM + row kernel) and S = 300 with early grad_o_weight and the overlap
-// (both on the side stream). Where the form does not run (no padding; ATTNBWD_CUDA_GQA_GROUP's summed dK32; the small
-// kernels) batch is an Error naming the switch, before any output is written.
+// caller's stream), S = 131 with B = 2 (the dP GEMM + row kernel), per query head and summed over the group
+// (ATTNBWD_CUDA_GQA_GROUP=on: dV32 right after dK32's B·Hkv heads), B = 2, S = 300 (T = 600: auto's group sum) and
+// S = 300 with early grad_o_weight and the overlap (both on the side stream). Where the form does not run (no padding,
+// the small kernels) batch is an Error naming the switch, before any output is written.
 TEST(CudaGqaRope, DkDvBatchMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
@@ -788,7 +789,8 @@ TEST(CudaGqaRope, DkDvBatchMatchesTheOracle) {
     int64_t B, S, Hq, Hkv;
     const Mode* mode;
   };
-  const Shape shapes[] = {{1, 293, 8, 2, &kDefault}, {2, 131, 8, 2, &kGemm}, {1, 300, 4, 1, &kEarlyOverlap}};
+  const Shape shapes[] = {{1, 293, 8, 2, &kDefault}, {2, 131, 8, 2, &kGemm}, {2, 131, 8, 2, &kGroup},
+                          {2, 300, 4, 2, &kDefault}, {1, 300, 4, 1, &kEarlyOverlap}};
   int k = 0;
   for (const Shape& sh : shapes) {
     const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, 128, 64);
@@ -807,8 +809,6 @@ TEST(CudaGqaRope, DkDvBatchMatchesTheOracle) {
   {
     UseMode gemm(kGemm);
     expect_refused(axes_of(1, 128, 4, 1, 128, 64), fresh_seed(710), "ATTNBWD_CUDA_GQA_DKDV", "batch without padding");
-    const ScopedEnv group("ATTNBWD_CUDA_GQA_GROUP", "on");
-    expect_refused(axes_of(1, 131, 8, 2, 128, 64), fresh_seed(711), "ATTNBWD_CUDA_GQA_DKDV", "batch with GROUP=on");
   }
   UseMode small(kSmall);
   expect_refused(axes_of(1, 131, 8, 2, 128, 64), fresh_seed(712), "ATTNBWD_CUDA_GQA_DKDV", "batch on the small path");
