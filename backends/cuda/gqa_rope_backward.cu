@@ -703,10 +703,10 @@ bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "o
 // transposed times Sp x D, every leading dimension and head stride equal), so with the scratch laid out dS | Pp,
 // Qp | dO and dK32 | dV32 they are one strided cuBLASLt batch of 2·B·Hq GEMMs (batch) instead of two launches of B·Hq
 // each (apart; auto). Summed over the group (ATTNBWD_CUDA_GQA_GROUP, auto's from T = 513) the same holds with 2·B·Hkv
-// GEMMs of K = G·Sp, and dV32's [B, Hkv, Sp, D] then sits right after dK32's, inside dK32's piece. Counted (perf/NOTES.md, forty-sixth session): on an H200 the three GEMMs after dS take
-// 28 µs in series at #7 (9-10 µs each, one wave of 128 CTAs over 192 tiles) and 40.5 µs at #0 for ~32 µs of SM time;
-// one launch over both problems' tiles can save part of a launch's ramp and tail, ~2-5 µs at #7, #0, #1. Not measured:
-// by name only. Each element the same fp32 dot product, one rounding, where cuBLASLt's algorithm for the batch does not
+// GEMMs of K = G·Sp, and dV32's [B, Hkv, Sp, D] then sits right after dK32's, inside dK32's piece. Counted
+// (perf/NOTES.md, forty-sixth session): on an H200 the three GEMMs after dS take 28 µs in series at #7 (9-10 µs each,
+// one wave of 128 CTAs over 192 tiles) and 40.5 µs at #0 for ~32 µs of SM time; one launch over both problems' tiles
+// can save part of a launch's ramp and tail, ~2-5 µs at #7, #0, #1. Not measured: by name only. Each element the same fp32 dot product, one rounding, where cuBLASLt's algorithm for the batch does not
 // split K. batch where the form does not run (no padding, the small or key-major kernels, ATTNBWD_CUDA_GQA_DKSIDE=on)
 // is an Error naming the switch.
 bool dkdv_batch() { return env_switch("ATTNBWD_CUDA_GQA_DKDV", {"auto", "apart", "batch"}) == 2; }
@@ -830,10 +830,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                    aligned16(Q) && aligned16(K) && aligned16(V) && D % 8 == 0;
   const int64_t Sp = pad ? S8 : S;
 
-  // Scratch (slot 0), every piece a multiple of 8 elements: dA | dO | dS | dQ32 | dK32 | dV32 | dQKVp | dXk | dXv,
-  // and with padding Pp | Qp | Kp | Vp, then r (fp32, the kv path's) and the DA=heads pointers. With
-  // ATTNBWD_CUDA_GQA_DKDV=batch asked: dA | Qp | dO | dS | Pp | dQ32 | dK32 | dV32 | dQKVp | dXk | dXv | Kp | Vp, so that
-  // Qp | dO, dS | Pp and dK32 | dV32 are adjacent (its strided batch reads and writes each pair as one array).
+  // Scratch (slot 0), every piece a multiple of 8 elements: dA | Qp | dO | dS | Pp | dQ32 | dK32 | dV32 | dQKVp | dXk |
+  // dXv | Kp | Vp (Qp, Pp, Kp, Vp with padding only), then r (fp32, the kv path's) and the DA=heads pointers. Qp | dO,
+  // dS | Pp and dK32 | dV32 are adjacent: ATTNBWD_CUDA_GQA_DKDV=batch's strided batch reads and writes each pair as one
+  // array.
   const int64_t n_head = round_up(T * QP, 8), n_hp = round_up(BH * Sp * D, 8), n_ds = round_up(BH * Sp * ld, 8),
                 n_qkv = round_up(T * QKV, 8), n_x = round_up(T * HS, 8), n_pp = pad ? round_up(BH * S8 * S8, 8) : 0;
   const int64_t n_r = round_up(2 * BH * S, 8);  // fp32 r of the kv path (two bf16 slots per float)
@@ -842,20 +842,18 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int64_t total = n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r + n_ptr;
   bf* base = static_cast<bf*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(bf), stream));
   const int64_t n_qp = pad ? n_hp : 0;
-  const bool pairs_adjacent = dkdv_batch_asked;
   bf* dA = base;
-  bf* Qp = pairs_adjacent ? dA + n_head : nullptr;  // (set below otherwise)
-  bf* dO = pairs_adjacent ? Qp + n_qp : dA + n_head;
+  bf* Qp = dA + n_head;
+  bf* dO = Qp + n_qp;
   bf* dS = dO + n_hp;
-  bf* Pp = pairs_adjacent ? dS + n_ds : nullptr;
-  bf* dQ32 = pairs_adjacent ? Pp + n_pp : dS + n_ds;
+  bf* Pp = dS + n_ds;
+  bf* dQ32 = Pp + n_pp;
   bf* dK32 = dQ32 + n_hp;
   bf* dV32 = dK32 + n_hp;
   bf* dQKVp = dV32 + n_hp;
   bf* dXk = dQKVp + n_qkv;
   bf* dXv = dXk + n_x;
-  if (!pairs_adjacent) Pp = dXv + n_x, Qp = Pp + n_pp;
-  bf* Kp = pairs_adjacent ? dXv + n_x : Qp + n_hp;
+  bf* Kp = dXv + n_x;
   bf* Vp = Kp + n_hp;
   float* rbuf = reinterpret_cast<float*>(base + total - n_r - n_ptr);  // after Vp where it exists
   void** da_ptrs = reinterpret_cast<void**>(base + total - n_ptr);     // after r (heads only)
@@ -1306,20 +1304,17 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       g.trans_a = true;
       Gemm gk = g;  // dK32 per query head, or per KV head over its group
       if (k_summed) over_groups(gk);
+      // DKDV=batch: [dK32 | dV32] = [dS | Pp]ᵀ·[Qp | dO], twice the count over the adjacent pairs (lda = ld = Sp,
+      // stride (G·)Sp·Sp for dS and Pp; ldb = D, stride (G·)Sp·D for Qp and dO), and no dV32 GEMM of its own
+      if (dkdv_batched) gk.count *= 2;
       if (dk_on_side) {  // (late, padded): on the side stream after dWo, once dS exists; dV32 and dQ beside it
         stages.fork(ctx);
         gemm(ctx, 1, side, gk, dS, Q, dK32);
         stages.mark_side(ctx);
       }
-      if (dkdv_batched) {  // [dK32 | dV32] = [dS | Pp]ᵀ·[Qp | dO]: one batch over both (ATTNBWD_CUDA_GQA_DKDV=batch)
-        Gemm gb = gk;  // lda = ld = Sp, stride (G·)Sp·Sp for dS and Pp; ldb = D, stride (G·)Sp·D for Qp and dO
-        gb.count = 2 * gk.count;
-        gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gb, dS, Q, dK32);
-        stages.mark("dKV_batch");  // (the split shows which form ran)
-      } else {
-        if (pad) dv_gemm();
-        if (!dk_on_side) gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gk, dS, Q, dK32);
-      }
+      if (pad && !dkdv_batched) dv_gemm();
+      if (!dk_on_side) gemm(ctx, late ? 0 : attn_slot, late ? stream : attn_side, gk, dS, Q, dK32);
+      if (dkdv_batched) stages.mark("dKV_batch");  // (the split shows which form ran)
       g.trans_a = false;
       gemm(ctx, 0, stream, g, dS, K, dQ32);
     }
