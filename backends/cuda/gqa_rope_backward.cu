@@ -702,14 +702,14 @@ bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "o
 // dK32 = dSᵀ·Q and dV32 = Pᵀ·dO (P's padded copy, dO's padded head split) are the same problem (Sp x D from Sp x Sp
 // transposed times Sp x D, every leading dimension and head stride equal), so with the scratch laid out dS | Pp,
 // Qp | dO and dK32 | dV32 they are one strided cuBLASLt batch of 2·B·Hq GEMMs (batch) instead of two launches of B·Hq
-// each (apart; auto). Summed over the group (ATTNBWD_CUDA_GQA_GROUP, auto's from T = 513) the same holds with 2·B·Hkv
-// GEMMs of K = G·Sp, and dV32's [B, Hkv, Sp, D] then sits right after dK32's, inside dK32's piece. Counted
-// (perf/NOTES.md, forty-sixth session): on an H200 the three GEMMs after dS take 28 µs in series at #7 (9-10 µs each,
-// one wave of 128 CTAs over 192 tiles) and 40.5 µs at #0 for ~32 µs of SM time; one launch over both problems' tiles
-// can save part of a launch's ramp and tail, ~2-5 µs at #7, #0, #1. Not measured: by name only. Each element the same fp32 dot product, one rounding, where cuBLASLt's algorithm for the batch does not
-// split K. batch where the form does not run (no padding, the small or key-major kernels, ATTNBWD_CUDA_GQA_DKSIDE=on)
-// is an Error naming the switch.
-bool dkdv_batch() { return env_switch("ATTNBWD_CUDA_GQA_DKDV", {"auto", "apart", "batch"}) == 2; }
+// each (apart). Summed over the group (ATTNBWD_CUDA_GQA_GROUP, auto's from T = 513) the same holds with 2·B·Hkv GEMMs
+// of K = G·Sp, and dV32's [B, Hkv, Sp, D] then sits right after dK32's, inside dK32's piece. Each element the same
+// fp32 dot product, one rounding, where cuBLASLt's algorithm for the batch does not split K. Measured (perf/NOTES.md,
+// forty-seventh session, H100, 3 + 5 interleaved rounds against apart): #7 1.034x / 1.032x, #0 1.006x / 1.012x,
+// #1 1.004x / 0.997x; so auto = batch wherever the form runs (a cuBLASLt batch, no arch-specific kernel), apart
+// elsewhere. batch asked where the form does not run (no padding, the small or key-major kernels,
+// ATTNBWD_CUDA_GQA_DKSIDE=on) is an Error naming the switch.
+int dkdv_switch() { return env_switch("ATTNBWD_CUDA_GQA_DKDV", {"auto", "apart", "batch"}); }
 
 // ATTNBWD_CUDA_GQA_KVW_SMS=auto|off|N: with ATTNBWD_CUDA_GQA_KVW=under, the SMs grad_k_weight's and grad_v_weight's GEMMs
 // are sized for; the dQ GEMM is sized for the others. auto, on sm_90 (from the count, not measured): 66 of 132 (the dQ
@@ -802,7 +802,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool kvw_early = kvw_under();
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
-  const bool dkdv_batch_asked = dkdv_batch();
+  const int dkdv = dkdv_switch();  // 0 auto, 1 apart, 2 batch
+  const bool dkdv_batch_asked = dkdv == 2;
   const int dwo_tune = dwo_tune_switch();
   bool da_rows_auto = false;
   const int64_t da_rows = da_rows_switch(ctx, T, &da_rows_auto);
@@ -1069,8 +1070,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     throw Error("ATTNBWD_CUDA_GQA_DKSIDE", "on: the padded GEMM attention path with late grad_o_weight and two streams "
                                             "queues dK32 there, not taken here (the small or key-major kernels, S % 8 == "
                                             "0, ATTNBWD_CUDA_GQA_DWO=early or ATTNBWD_CUDA_GQA_OVERLAP=off)");
-  // DKDV=batch: dK32 and dV32 on one stream, both from padded operands (with padding v_summed == k_summed)
-  const bool dkdv_batched = dkdv_batch_asked && gemm_attn && pad && !dk_on_side;
+  // DKDV=batch (auto's where it runs): dK32 and dV32 on one stream, both from padded operands (with padding
+  // v_summed == k_summed)
+  const bool dkdv_batched = dkdv != 1 && gemm_attn && pad && !dk_on_side;
   if (dkdv_batch_asked && !dkdv_batched)
     throw Error("ATTNBWD_CUDA_GQA_DKDV", "batch: dK32 and dV32 as one batch on the padded GEMM attention path only, not "
                                          "taken here (S % 8 == 0 or padding off, the small or key-major kernels, or "

@@ -773,14 +773,15 @@ TEST(CudaGqaRope, DaAutoWritesTheHeadsFromS256OnSm90) {
   }
 }
 
-// ATTNBWD_CUDA_GQA_DKDV=batch: dK32 and dV32 as one strided cuBLASLt batch over the adjacent [dS | Pp], [Qp | dO] and
-// [dK32 | dV32] of the padded GEMM attention path, against the oracle with the scratch poisoned (a wrong stride or
-// offset reads poison or leaves an unwritten dV32): the stage split shows dKV_batch under batch and not under auto
-// (apart). At S = 293 (auto's attention there: the dP + softmax kernel on sm_90, late grad_o_weight, both GEMMs on the
-// caller's stream), S = 131 with B = 2 (the dP GEMM + row kernel), per query head and summed over the group
-// (ATTNBWD_CUDA_GQA_GROUP=on: dV32 right after dK32's B·Hkv heads), B = 2, S = 300 (T = 600: auto's group sum) and
-// S = 300 with early grad_o_weight and the overlap (both on the side stream). Where the form does not run (no padding,
-// the small kernels) batch is an Error naming the switch, before any output is written.
+// ATTNBWD_CUDA_GQA_DKDV: dK32 and dV32 as one strided cuBLASLt batch over the adjacent [dS | Pp], [Qp | dO] and
+// [dK32 | dV32] of the padded GEMM attention path (batch; auto's there), or as two launches (apart), each against the
+// oracle with the scratch poisoned (a wrong stride or offset reads poison or leaves an unwritten dV32): the stage split
+// shows dKV_batch under batch and auto, and not under apart. At S = 293 (auto's attention there: the dP + softmax kernel
+// on sm_90, late grad_o_weight, both GEMMs on the caller's stream), S = 131 with B = 2 (the dP GEMM + row kernel), per
+// query head and summed over the group (ATTNBWD_CUDA_GQA_GROUP=on: dV32 right after dK32's B·Hkv heads), B = 2, S = 300
+// (T = 600: auto's group sum) and S = 300 with early grad_o_weight and the overlap (both on the side stream). Where the
+// form does not run (no padding, the small kernels) auto takes apart (checked against the oracle) and batch is an Error
+// naming the switch, before any output is written.
 TEST(CudaGqaRope, DkDvBatchMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
@@ -796,14 +797,20 @@ TEST(CudaGqaRope, DkDvBatchMatchesTheOracle) {
     const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, 128, 64);
     SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name());
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(700 + k++), tools::default_scalars(kOp));
-    {
-      const ScopedEnv batch("ATTNBWD_CUDA_GQA_DKDV", "batch");
+    for (const char* value : {"batch", "apart"}) {
+      const ScopedEnv dkdv("ATTNBWD_CUDA_GQA_DKDV", value);
       const std::string line = stage_line(in, axes, *sh.mode);
-      EXPECT_TRUE(has_stage(line, "dKV_batch")) << line;
+      EXPECT_EQ(has_stage(line, "dKV_batch"), std::string(value) == "batch") << value << ": " << line;
       check(in, axes, smallest_atol(kOp), {*sh.mode});
     }
     const std::string line = stage_line(in, axes, *sh.mode);
-    EXPECT_FALSE(has_stage(line, "dKV_batch")) << "auto (apart): " << line;
+    EXPECT_TRUE(has_stage(line, "dKV_batch")) << "auto (batch): " << line;
+  }
+  {  // where the form does not run, auto takes apart
+    const tools::Axes axes = axes_of(1, 128, 4, 1, 128, 64);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(714), tools::default_scalars(kOp));
+    EXPECT_FALSE(has_stage(stage_line(in, axes, kGemm), "dKV_batch"));
+    check(in, axes, smallest_atol(kOp), {kGemm});
   }
   const ScopedEnv batch("ATTNBWD_CUDA_GQA_DKDV", "batch");
   {
