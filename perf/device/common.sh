@@ -55,6 +55,14 @@ e = [x["E"] for x in b if "E" in x]
 print(sys.argv[1].split("/")[-1], len(e), "workloads, geomean E", round(math.exp(sum(map(math.log, e)) / len(e)), 4), "min", round(min(e), 3))' "$f" 2>&1 | tail -1
   done
 }
+# suites N: the four ops' suites on $P (gqa first), N runs each into $R/suite-OP-K.json, then suite_e over them all
+suites() {
+  local op k
+  for op in gqa_rope_backward out_proj_backward vision_mha_norm_backward vision_varlen_rope_backward; do
+    for ((k = 1; k <= $1; ++k)); do ok && PB "suite-$op-$k" "$P" "$op" all; done
+  done
+  suite_e "$R"/suite-*.json
+}
 # abrun OP WORKLOADS ROUNDS NAME SECONDS VARIANT...: perf/scripts/ab.py's interleaved rounds of the variants (each
 # name=binary[,VAR=value...]) into $R/ab-NAME.json (+ .txt), then its summary lines; skipped once past $LIMIT.
 abrun() {
@@ -90,7 +98,9 @@ torch_check() {
 sanitize() {
   local tool=$1 filter=$2 name=$3 secs=$4
   shift 4
-  ok && env "$@" timeout "$(tmo "$secs")" compute-sanitizer --tool "$tool" --error-exitcode 9 "$M/attnbwd_tests" \
+  # SAN_ARGS: more compute-sanitizer options, e.g. --kernel-name-exclude kns=nvjet (skip cuBLASLt's kernels)
+  # shellcheck disable=SC2086
+  ok && env "$@" timeout "$(tmo "$secs")" compute-sanitizer --tool "$tool" --error-exitcode 9 ${SAN_ARGS:-} "$M/attnbwd_tests" \
     --gtest_filter="$filter" > "$R/$tool-$name.txt" 2>&1
   echo "$tool $name rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$R/$tool-$name.txt" | tail -3
 }

@@ -4,9 +4,5 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
-for op in out_proj_backward gqa_rope_backward vision_mha_norm_backward vision_varlen_rope_backward; do
-  ok && PB suite-$op-1 $P $op all
-  ok && PB suite-$op-2 $P $op all
-done
-suite_e $R/suite-*.json
+suites 2
 fin

@@ -5,10 +5,6 @@ LIMIT=${LIMIT:-400}
 P=$M/attnbwd_perf
 abrun gqa_rope_backward 0,1,7 3 gqa-dkdv-auto 70 auto=$P apart=$P,ATTNBWD_CUDA_GQA_DKDV=apart
 for wl in 0 7; do ok && torch_check gqa_rope_backward $wl; done
-for op in gqa_rope_backward out_proj_backward vision_mha_norm_backward vision_varlen_rope_backward; do
-  ok && PB suite-$op-1 $P $op all
-  ok && PB suite-$op-2 $P $op all
-done
 ok && PB suite-gqa_rope_backward-3 $P gqa_rope_backward all
-suite_e $R/suite-*.json
+suites 2
 fin

@@ -2,9 +2,5 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-150}
 P=$M/attnbwd_perf
-for op in gqa_rope_backward out_proj_backward vision_mha_norm_backward vision_varlen_rope_backward; do
-  ok && PB suite-$op-1 $P $op all
-  ok && PB suite-$op-2 $P $op all
-done
-suite_e $R/suite-*.json
+suites 2
 fin
