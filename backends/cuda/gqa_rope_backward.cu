@@ -19,7 +19,8 @@
 //  5. dV₃₂ = bf16(Pᵀ·dO), dQ = bf16(dS·K), dK₃₂ = bf16(dSᵀ·Q): strided-batched cuBLASLt (from 513 tokens dK and dV
 //     per KV head, summed over its group by the GEMM: ATTNBWD_CUDA_GQA_GROUP); dV₃₂ (under
 //     steps 3-4, or after them with padding) and dK₃₂ (under dQ) on the side stream unless
-//     ATTNBWD_CUDA_GQA_OVERLAP=off.
+//     ATTNBWD_CUDA_GQA_OVERLAP=off; with padding dK₃₂ and dV₃₂ are one strided batch, one launch
+//     (ATTNBWD_CUDA_GQA_DKDV, auto).
 //  3-5 instead, key-major on sm_90 (ATTNBWD_CUDA_GQA_ATTN; auto where S ≥ 1024 and T ≤ 4096): O = bf16(P·V)
 //     (cuBLASLt) and r = Σ dO⊙O, then one wgmma kernel (gqa_rope_backward_attn_sm90.cu; warp-specialised with a
 //     TMA producer where S % 128 == 0) that reads P once, keeps dP in registers, writes dSᵀ once and accumulates
