@@ -602,6 +602,19 @@ DaPath da_path() {
 // the grouped launch's 1.009x at #7 (fortieth session, three interleaved rounds; #12, without it, 0.996x).
 int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "thin"}); }
 
+// ATTNBWD_CUDA_GQA_SMALL_PDL=auto|on|off: the small attention path's second kernel (small_dkdv_kernel) as a
+// programmatic dependent of the first (on; auto, as before the forty-seventh session): its CTAs start under the first
+// kernel and do dV (P and dO only) before their griddepcontrol.wait; or a plain launch after the first ends (off). The
+// same bits. Why off may win (forty-seventh session's H100 timelines of #5 and #11, perf/NOTES.md; not measured): late
+// grad_o_weight's cuBLASLt GEMM (clusters of 4-8 CTAs of 208 KB shared memory, sized for 100 SMs) is queued on the side
+// stream right after dA, but its first CTA starts only when the first kernel ends (#11: 33.9 against 24.5 µs): the
+// early second launch's CTAs (39 KB each) take the SMs the first kernel leaves empty (64 of 132 at #11), so no SM has
+// 208 KB free until then. grad_o_weight then ends ~10 µs later than it could and holds ~96 SMs while the merge and the
+// thin q/k/v launch's first CTAs run; the q/k/v launch's last CTAs start only when it ends (#11: 66.2 µs, the call ends
+// at 113.0). off lets it start on the empty SMs under the first kernel, for a second kernel that no longer overlaps
+// the first (~+3 µs on the chain). Counted: −3 to −7 µs at #11, #5, #2.
+int small_pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_SMALL_PDL", {"auto", "on", "off"}); }
+
 // From this many tokens auto takes GROUP=on (below). Measured on an H200 (twenty-second session, perf/NOTES.md; two and
 // three runs per side, interleaved): late + group against early + per-head 1.03x at #0, #1, #3, #8, 1.04x at #15,
 // 1.00-1.01x at the other T ≥ 691; at T ≤ 512 group 0.99-1.00x. DWO=late is auto at every T since the twenty-third
@@ -804,6 +817,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
   const int dkdv = dkdv_switch();  // 0 auto, 1 apart, 2 batch
+  const bool small_pdl = small_pdl_switch() != 2;
   const bool dkdv_batch_asked = dkdv == 2;
   const int dwo_tune = dwo_tune_switch();
   bool da_rows_auto = false;
@@ -983,6 +997,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     sm.BH = BH, sm.S = S, sm.D = D, sm.scaling = static_cast<float>(a.scaling);
     sm.split = env_switch("ATTNBWD_CUDA_GQA_SMALL_SPLIT", {"auto", "off"}) == 1 ? 1 : 2;
     if (pv_on_side) sm.O = dK32;  // r from O (ATTNBWD_CUDA_GQA_PV=side), checked with the rest
+    sm.pdl = small_pdl;
     std::string why = gqa_small_attn_unsupported(sm);
     if (why.empty() && fused_asked) why = "the fused dP kernel was asked for";
     if (!why.empty() && !small_auto) throw Error("ATTNBWD_CUDA_GQA_ATTN", "small kernels cannot take this call: " + why);
@@ -1205,7 +1220,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     // 3-5 as two launches (dS and dQ; then dK32 and dV32), on the main stream; with O on the side stream, after it.
     if (pv_on_side) stages.wait_side_mark(ctx);
     gqa_small_attn_launch(sm, stream);
-    stages.mark(sm.merged ? "small_attn_merged" : "small_attn");
+    // (the name shows which form ran)
+    stages.mark(sm.merged ? (sm.pdl ? "small_attn_merged" : "small_attn_merged_plain")
+                          : (sm.pdl ? "small_attn" : "small_attn_plain"));
   } else if (use_kv) {
     // 3-5 key-major: O = bf16(P·V) (into dK32, free until the kernel writes it), r = Σ dO⊙O, then the kernel
     // (dSᵀ into dS, dK32, dV32), then dQ = dS·K = (dSᵀ)ᵀ·K.

@@ -577,6 +577,45 @@ bool has_stage(const std::string& line, const char* name) {
   return line.find(std::string(" ") + name + " ") != std::string::npos;
 }
 
+// The small path's second kernel as a plain launch after the first (ATTNBWD_CUDA_GQA_SMALL_PDL=off) against the
+// programmatic dependent (auto, on): the same kernels, so the same bits, and against the oracle with the scratch
+// poisoned; the stage split names the plain form under off only. S = 128 (#11's shape at smaller hidden sizes), B = 2
+// S = 131 (three query blocks, the last of 3 rows), the 4-warp first kernel, the merged epilogue (clusters of the
+// group), and r from O computed on the side stream (ATTNBWD_CUDA_GQA_PV=side: the first kernel reads O from the
+// buffer the second writes dK into).
+TEST(CudaGqaRope, SmallAttnPlainSecondLaunchGivesTheSameBits) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  struct Shape {
+    int64_t B, S;
+    const Mode* mode;
+    const char* pv;
+    const char* plain_stage;
+  };
+  const Shape shapes[] = {{1, 128, &kSmall, "", "small_attn_plain"},
+                          {2, 131, &kSmall, "", "small_attn_plain"},
+                          {1, 131, &kSmallOneWarp, "", "small_attn_plain"},
+                          {2, 100, &kSmallMergeFused, "", "small_attn_merged_plain"},
+                          {1, 131, &kSmall, "side", "small_attn_plain"}};
+  int k = 0;
+  for (const Shape& sh : shapes) {
+    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 256);
+    SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name() + (*sh.pv ? " pv=side" : ""));
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(720 + k++), tools::default_scalars(kOp));
+    const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", sh.pv);
+    {
+      const ScopedEnv plain("ATTNBWD_CUDA_GQA_SMALL_PDL", "off");
+      EXPECT_TRUE(has_stage(stage_line(in, axes, *sh.mode), sh.plain_stage));
+      check(in, axes, smallest_atol(kOp), {*sh.mode});
+    }
+    EXPECT_FALSE(has_stage(stage_line(in, axes, *sh.mode), sh.plain_stage)) << "auto";
+    const auto plain = outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_SMALL_PDL", "off");
+    for (const char* v : {"auto", "on"})
+      expect_same_outputs(outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_SMALL_PDL", v), plain,
+                          std::string("ATTNBWD_CUDA_GQA_SMALL_PDL=") + v + " against off");
+  }
+}
+
 // auto's choice between the dP + softmax kernel and the pair on the GEMM attention path: the narrow kernel where the
 // attention is padded (S % 8 != 0) and its grid, ceil(S/64) CTAs per head, fits in one wave of two CTAs per SM (auto
 // gives on's bits), else the cuBLASLt dP GEMM + row kernel (off's bits). Which one ran is read from the stage names
@@ -1121,7 +1160,8 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
                             "ATTNBWD_CUDA_GQA_ROWS", "ATTNBWD_CUDA_SANITIZE_GEMM", "ATTNBWD_CUDA_GQA_PV",
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
                             "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_DWO_TUNE",
-                            "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA", "ATTNBWD_CUDA_GQA_DKDV"}) {
+                            "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA", "ATTNBWD_CUDA_GQA_DKDV",
+                            "ATTNBWD_CUDA_GQA_SMALL_PDL"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
