@@ -603,7 +603,7 @@ DaPath da_path() {
 int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "thin"}); }
 
 // ATTNBWD_CUDA_GQA_SMALL_PDL=auto|on|off: the small attention path's second kernel (small_dkdv_kernel) as a
-// programmatic dependent of the first (on; auto, as before the forty-seventh session): its CTAs start under the first
+// programmatic dependent of the first (on; auto): its CTAs start under the first
 // kernel and do dV (P and dO only) before their griddepcontrol.wait; or a plain launch after the first ends (off). The
 // same bits. Why off may win (forty-seventh session's H100 timelines of #5 and #11, perf/NOTES.md; not measured): late
 // grad_o_weight's cuBLASLt GEMM (clusters of 4-8 CTAs of 208 KB shared memory, sized for 100 SMs) is queued on the side
@@ -612,7 +612,11 @@ int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "th
 // 208 KB free until then. grad_o_weight then ends ~10 µs later than it could and holds ~96 SMs while the merge and the
 // thin q/k/v launch's first CTAs run; the q/k/v launch's last CTAs start only when it ends (#11: 66.2 µs, the call ends
 // at 113.0). off lets it start on the empty SMs under the first kernel, for a second kernel that no longer overlaps
-// the first (~+3 µs on the chain). Counted: −3 to −7 µs at #11, #5, #2.
+// the first (~+3 µs on the chain). Counted: −3 to −7 µs at #11, #5, #2. Measured (H100, forty-seventh session, three
+// interleaved rounds, time auto / this): off 1.001 / 0.996 / 0.983 at #2 / #5 / #11 — grad_o_weight did start under
+// the first kernel (#11: 29.9 µs) and end 15 µs sooner, and the merge took 4 µs instead of 13, but the second kernel,
+// now beside it, ended 10 µs later; off with ATTNBWD_CUDA_GQA_DWO_SMS=66 1.012 / 1.005 / 1.005 and 1.011 / 1.006 /
+// 0.995 (on with 66: 0.887 / 0.995 / 0.913). Within the rounds' spread: auto stays on, off by name.
 int small_pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_SMALL_PDL", {"auto", "on", "off"}); }
 
 // From this many tokens auto takes GROUP=on (below). Measured on an H200 (twenty-second session, perf/NOTES.md; two and
