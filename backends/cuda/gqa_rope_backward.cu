@@ -617,7 +617,11 @@ int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "th
 // the first kernel (#11: 29.9 µs) and end 15 µs sooner, and the merge took 4 µs instead of 13, but the second kernel,
 // now beside it, ended 10 µs later; off with ATTNBWD_CUDA_GQA_DWO_SMS=66 1.012 / 1.005 / 1.005 and 1.011 / 1.006 /
 // 0.995 (on with 66: 0.887 / 0.995 / 0.913). Within the rounds' spread: auto stays on, off by name.
-int small_pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_SMALL_PDL", {"auto", "on", "off"}); }
+// late: still a programmatic dependent, but the first kernel lets it queue only after its first sweep (r; with r from
+// O, after that), ~half-way through: grad_o_weight's CTAs, queued meanwhile, take the empty SMs first, and the second
+// kernel's CTAs (39 KB) then land beside the first kernel's (172 KB; 59 K registers of 64 K), keeping half of their
+// overlap. Built in the forty-seventh session after off's measurement; not measured: by name only.
+int small_pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_SMALL_PDL", {"auto", "on", "off", "late"}); }
 
 // From this many tokens auto takes GROUP=on (below). Measured on an H200 (twenty-second session, perf/NOTES.md; two and
 // three runs per side, interleaved): late + group against early + per-head 1.03x at #0, #1, #3, #8, 1.04x at #15,
@@ -821,7 +825,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
   const int dkdv = dkdv_switch();  // 0 auto, 1 apart, 2 batch
-  const bool small_pdl = small_pdl_switch() != 2;
+  const int small_pdl_mode = small_pdl_switch();
+  const int small_pdl = small_pdl_mode == 2 ? 0 : small_pdl_mode == 3 ? 2 : 1;  // GqaSmallAttn::pdl
   const bool dkdv_batch_asked = dkdv == 2;
   const int dwo_tune = dwo_tune_switch();
   bool da_rows_auto = false;
@@ -1225,8 +1230,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     if (pv_on_side) stages.wait_side_mark(ctx);
     gqa_small_attn_launch(sm, stream);
     // (the name shows which form ran)
-    stages.mark(sm.merged ? (sm.pdl ? "small_attn_merged" : "small_attn_merged_plain")
-                          : (sm.pdl ? "small_attn" : "small_attn_plain"));
+    static const char* const kSmallStage[2][3] = {{"small_attn_plain", "small_attn", "small_attn_late"},
+                                                  {"small_attn_merged_plain", "small_attn_merged", "small_attn_merged_late"}};
+    stages.mark(kSmallStage[sm.merged != nullptr][sm.pdl]);
   } else if (use_kv) {
     // 3-5 key-major: O = bf16(P·V) (into dK32, free until the kernel writes it), r = Σ dO⊙O, then the kernel
     // (dSᵀ into dS, dK32, dV32), then dQ = dS·K = (dSᵀ)ᵀ·K.

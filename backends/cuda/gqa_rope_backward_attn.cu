@@ -91,7 +91,8 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
                                                               const bf* __restrict__ V, const bf* __restrict__ P,
                                                               bf* __restrict__ dS, int64_t S, int64_t ld, float scaling,
                                                               const bf* __restrict__ K, bf* __restrict__ dQ,
-                                                              int64_t BH, MergeOut mo, const bf* __restrict__ O) {
+                                                              int64_t BH, MergeOut mo, const bf* __restrict__ O,
+                                                              bool trigger_late) {
   static_assert(kDq || !kMerge, "the merged epilogue writes dQ");
   static_assert(kDq || !kRo, "r from O is the small path's form");
   static_assert(kSplit == 1 || kSplit == 2, "one or two key halves");
@@ -101,7 +102,10 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
   extern __shared__ __align__(16) unsigned char dp_smem[];
   bf* const sm = reinterpret_cast<bf*>(dp_smem);
   __shared__ float r_half[kSplit == 2 ? 2 * kRows : 1];  // sweep 1's r per (key half, row)
-  if constexpr (kDq) griddep_launch_dependents();  // small_dkdv_kernel may queue
+  // small_dkdv_kernel may queue: here, or with trigger_late after sweep 1 (with kRo: after r), so that work queued on
+  // another stream meanwhile takes the SMs this grid leaves empty first (ATTNBWD_CUDA_GQA_SMALL_PDL=late)
+  if constexpr (kDq)
+    if (!trigger_late) griddep_launch_dependents();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int rw = warp % 4, half = warp / 4;  // the warp's 16-row group and key half (0 with kSplit = 1)
   const int kofs = half * (kKeys / kSplit);  // its first key in a tile
@@ -175,6 +179,7 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
     ra += __shfl_xor_sync(0xffffffffu, ra, 2);
     rb += __shfl_xor_sync(0xffffffffu, rb, 1);
     rb += __shfl_xor_sync(0xffffffffu, rb, 2);
+    if (trigger_late) griddep_launch_dependents();
   }
   float acc[kNT][4];
   float dq[kDq ? 16 : 1][4];
@@ -202,6 +207,8 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
         rb += __shfl_xor_sync(0xffffffffu, rb, 2);
         if constexpr (kSplit == 2)
           if (t == 0) r_half[half * kRows + rl] = ra, r_half[half * kRows + rl + 8] = rb;
+        if constexpr (kDq)
+          if (trigger_late) griddep_launch_dependents();
       }
       return;
     }
@@ -527,7 +534,7 @@ bool fused_dp_softmax(const bf* dO, const bf* V, const bf* P, bf* dS, int64_t BH
   ATTNBWD_CUDA_CHECK(
       cudaFuncSetAttribute(dp_softmax_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   dp_softmax_kernel<false><<<grid, kThreads, smem, stream>>>(dO, kD, S * kD, V, P, dS, S, ld, scaling, nullptr, nullptr,
-                                                             BH, MergeOut{}, nullptr);
+                                                             BH, MergeOut{}, nullptr, false);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -579,7 +586,7 @@ void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
                                   : (split ? dp_softmax_kernel<true, false, 2> : dp_softmax_kernel<true, false, 1>));
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(first, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   first<<<grid, split ? 2 * kThreads : kThreads, smem, stream>>>(a.dO, a.do_ld, a.do_head, a.V, a.P, a.dS, a.S, a.ld,
-                                                                   a.scaling, a.K, a.dQ, a.BH, mo, a.O);
+                                                                   a.scaling, a.K, a.dQ, a.BH, mo, a.O, a.pdl == 2);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   const auto second = G == 0   ? small_dkdv_kernel<0>
                       : G == 1 ? small_dkdv_kernel<1>
@@ -587,14 +594,14 @@ void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
                       : G == 4 ? small_dkdv_kernel<4>
                                : small_dkdv_kernel<8>;
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(second, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kKvSmem)));
-  // A programmatic dependent (a.pdl) only where the kernel's machine code waits for its primary (griddepcontrol: sm_90
+  // A programmatic dependent (a.pdl != 0) only where the kernel's machine code waits for its primary (griddepcontrol: sm_90
   // or later; a build for an older target runs it as a plain launch). Merged: in clusters of the G query heads of a KV
   // head (consecutive along y).
   cudaFuncAttributes fa{};
   ATTNBWD_CUDA_CHECK(cudaFuncGetAttributes(&fa, second));
   cudaLaunchAttribute attrs[2];
   unsigned n = 0;
-  if (a.pdl && fa.binaryVersion >= 90) attrs[n++] = programmatic_dependent_attribute();
+  if (a.pdl != 0 && fa.binaryVersion >= 90) attrs[n++] = programmatic_dependent_attribute();
   if (merged) {
     attrs[n].id = cudaLaunchAttributeClusterDimension;
     attrs[n].val.clusterDim.x = 1, attrs[n].val.clusterDim.y = static_cast<unsigned>(G), attrs[n].val.clusterDim.z = 1;

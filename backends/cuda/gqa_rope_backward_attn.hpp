@@ -101,9 +101,10 @@ struct GqaSmallAttn {
   // its first sweep over the keys (r = Σ_k P·bf16(dP), the reference's order); O must stay unwritten until that kernel
   // ends (the second kernel writes dK only after its griddepcontrol.wait).
   const __nv_bfloat16* O = nullptr;
-  // The second launch as a programmatic dependent of the first (true: its dV part runs under the first kernel's tail),
-  // or plain, after the first ends (false: ATTNBWD_CUDA_GQA_SMALL_PDL=off). The same bits either way.
-  bool pdl = true;
+  // The second launch as a programmatic dependent of the first, which lets it queue at its start (1: its dV part runs
+  // under the first kernel) or after its first sweep (2: ATTNBWD_CUDA_GQA_SMALL_PDL=late), or a plain launch after the
+  // first ends (0: off). The same bits in every form.
+  int pdl = 1;
 };
 // Why the kernels cannot take the op's own inputs ("" when they can): head_dim 128, at most 65535 (batch, head) pairs,
 // Q, K, V 16-byte aligned. Known before the op carves its scratch (gqa's auto path choice asks it first).

@@ -577,12 +577,13 @@ bool has_stage(const std::string& line, const char* name) {
   return line.find(std::string(" ") + name + " ") != std::string::npos;
 }
 
-// The small path's second kernel as a plain launch after the first (ATTNBWD_CUDA_GQA_SMALL_PDL=off) against the
-// programmatic dependent (auto, on): the same kernels, so the same bits, and against the oracle with the scratch
-// poisoned; the stage split names the plain form under off only. S = 128 (#11's shape at smaller hidden sizes), B = 2
-// S = 131 (three query blocks, the last of 3 rows), the 4-warp first kernel, the merged epilogue (clusters of the
-// group), and r from O computed on the side stream (ATTNBWD_CUDA_GQA_PV=side: the first kernel reads O from the
-// buffer the second writes dK into).
+// The small path's second kernel as a plain launch after the first (ATTNBWD_CUDA_GQA_SMALL_PDL=off) and as a
+// programmatic dependent the first kernel lets queue only after its first sweep (late) against the dependent queued at
+// the first kernel's start (auto, on): the same kernels, so the same bits, and each against the oracle with the scratch
+// poisoned; the stage split names the form. S = 128 (#11's shape at smaller hidden sizes), B = 2 S = 131 (three query
+// blocks, the last of 3 rows), the 4-warp first kernel, the merged epilogue (clusters of the group), and r from O
+// computed on the side stream (ATTNBWD_CUDA_GQA_PV=side: the first kernel reads O from the buffer the second writes dK
+// into; late then lets the second queue after r).
 TEST(CudaGqaRope, SmallAttnPlainSecondLaunchGivesTheSameBits) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
@@ -590,27 +591,28 @@ TEST(CudaGqaRope, SmallAttnPlainSecondLaunchGivesTheSameBits) {
     int64_t B, S;
     const Mode* mode;
     const char* pv;
-    const char* plain_stage;
+    const char* stage;  // the stage's name under auto; off and late add _plain, _late
   };
-  const Shape shapes[] = {{1, 128, &kSmall, "", "small_attn_plain"},
-                          {2, 131, &kSmall, "", "small_attn_plain"},
-                          {1, 131, &kSmallOneWarp, "", "small_attn_plain"},
-                          {2, 100, &kSmallMergeFused, "", "small_attn_merged_plain"},
-                          {1, 131, &kSmall, "side", "small_attn_plain"}};
+  const Shape shapes[] = {{1, 128, &kSmall, "", "small_attn"},
+                          {2, 131, &kSmall, "", "small_attn"},
+                          {1, 131, &kSmallOneWarp, "", "small_attn"},
+                          {2, 100, &kSmallMergeFused, "", "small_attn_merged"},
+                          {1, 131, &kSmall, "side", "small_attn"}};
   int k = 0;
   for (const Shape& sh : shapes) {
     const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 256);
     SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name() + (*sh.pv ? " pv=side" : ""));
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(720 + k++), tools::default_scalars(kOp));
     const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", sh.pv);
-    {
-      const ScopedEnv plain("ATTNBWD_CUDA_GQA_SMALL_PDL", "off");
-      EXPECT_TRUE(has_stage(stage_line(in, axes, *sh.mode), sh.plain_stage));
+    for (const char* v : {"off", "late"}) {
+      const ScopedEnv form("ATTNBWD_CUDA_GQA_SMALL_PDL", v);
+      const std::string name = std::string(sh.stage) + (std::string(v) == "off" ? "_plain" : "_late");
+      EXPECT_TRUE(has_stage(stage_line(in, axes, *sh.mode), name.c_str())) << v;
       check(in, axes, smallest_atol(kOp), {*sh.mode});
     }
-    EXPECT_FALSE(has_stage(stage_line(in, axes, *sh.mode), sh.plain_stage)) << "auto";
+    EXPECT_TRUE(has_stage(stage_line(in, axes, *sh.mode), sh.stage)) << "auto";
     const auto plain = outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_SMALL_PDL", "off");
-    for (const char* v : {"auto", "on"})
+    for (const char* v : {"auto", "on", "late"})
       expect_same_outputs(outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_SMALL_PDL", v), plain,
                           std::string("ATTNBWD_CUDA_GQA_SMALL_PDL=") + v + " against off");
   }
