@@ -3,7 +3,7 @@
 #   run(command="LIMIT=540 bash perf/device/next-c1.sh", carry=[".carry"])
 # 1. Every CUDA test on today's defaults (DKDV auto = batch since 5741b85: 28/28 gqa tests passed on an H100 then; the
 #    other ops unchanged since the forty-sixth session's 96/96 on an H200), which includes SMALL_PDL=late's test
-#    (SmallAttnPlainSecondLaunchGivesTheSameBits; late built in the forty-seventh session, never run).
+#    (SmallAttnSecondLaunchFormsGiveTheSameBits; late built in the forty-seventh session, never run).
 # 2. SMALL_PDL=late, and late with DWO_SMS=66, against auto at the small-path workloads #2 #5 #11 (three rounds;
 #    prediction 1.02-1.05x), a timeline of #11 with late.
 # 3. racecheck on the varlen block-table test with cuBLASLt's kernels excluded (twice cut at its cap with all 100

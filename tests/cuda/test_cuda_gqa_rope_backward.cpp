@@ -584,7 +584,7 @@ bool has_stage(const std::string& line, const char* name) {
 // blocks, the last of 3 rows), the 4-warp first kernel, the merged epilogue (clusters of the group), and r from O
 // computed on the side stream (ATTNBWD_CUDA_GQA_PV=side: the first kernel reads O from the buffer the second writes dK
 // into; late then lets the second queue after r).
-TEST(CudaGqaRope, SmallAttnPlainSecondLaunchGivesTheSameBits) {
+TEST(CudaGqaRope, SmallAttnSecondLaunchFormsGiveTheSameBits) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
   struct Shape {
