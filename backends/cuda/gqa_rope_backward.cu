@@ -602,10 +602,9 @@ DaPath da_path() {
 // the grouped launch's 1.009x at #7 (fortieth session, three interleaved rounds; #12, without it, 0.996x).
 int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "thin"}); }
 
-// ATTNBWD_CUDA_GQA_SMALL_PDL=auto|on|off: the small attention path's second kernel (small_dkdv_kernel) as a
-// programmatic dependent of the first (on; auto): its CTAs start under the first
-// kernel and do dV (P and dO only) before their griddepcontrol.wait; or a plain launch after the first ends (off). The
-// same bits. Why off might win (forty-seventh session's H100 timelines of #5 and #11, perf/NOTES.md): late
+// ATTNBWD_CUDA_GQA_SMALL_PDL=auto|on|off|late: the small attention path's second kernel (small_dkdv_kernel) as a
+// programmatic dependent of the first (on; auto): its CTAs start under the first kernel and do dV (P and dO only)
+// before their griddepcontrol.wait; or a plain launch after the first ends (off); late below. The same bits. Why off might win (forty-seventh session's H100 timelines of #5 and #11, perf/NOTES.md): late
 // grad_o_weight's cuBLASLt GEMM (clusters of 4-8 CTAs of 208 KB shared memory, sized for 100 SMs) is queued on the side
 // stream right after dA, but its first CTA starts only when the first kernel ends (#11: 33.9 against 24.5 µs): the
 // early second launch's CTAs (39 KB each) take the SMs the first kernel leaves empty (64 of 132 at #11), so no SM has
