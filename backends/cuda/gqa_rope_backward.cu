@@ -619,7 +619,10 @@ int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "th
 // late: still a programmatic dependent, but the first kernel lets it queue only after its first sweep (r; with r from
 // O, after that), ~half-way through: grad_o_weight's CTAs, queued meanwhile, take the empty SMs first, and the second
 // kernel's CTAs (39 KB) then land beside the first kernel's (172 KB; 59 K registers of 64 K), keeping half of their
-// overlap. Built in the forty-seventh session after off's measurement; not measured: by name only.
+// overlap. Measured (H100, forty-eighth session, three interleaved rounds, time auto / late): 1.008 / 0.991 / 0.979 at
+// #2 / #5 / #11; late with DWO_SMS=66 1.001 / 1.002 / 1.006. #11's timeline: grad_o_weight ran 29-51 µs (34-66 with
+// on) and the merge took 5 µs, but the second kernel beside it took 26.7 µs (20.1 with on) and ended at 57 µs (45), so
+// the thin q/k/v launch started at 60 µs (50) and, alone, took 51 µs (59). By name only.
 int small_pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_SMALL_PDL", {"auto", "on", "off", "late"}); }
 
 // From this many tokens auto takes GROUP=on (below). Measured on an H200 (twenty-second session, perf/NOTES.md; two and
