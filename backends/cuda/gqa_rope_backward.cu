@@ -1371,7 +1371,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   } else if (thin) {
     void* ws = thin_plan.workspace_bytes ? ctx.scratch(1, thin_plan.workspace_bytes, stream) : nullptr;
     sm90::linear_thin_launch(gj.p, thin_plan, ws, stream, thin_pdl_switch);  // after the merge pass or the small kernels
-    stages.mark(thin_plan.span ? "qkv_thin_span" : "qkv_thin");  // (the split shows which form ran)
+    stages.mark("qkv_thin");
   } else if (all_sm90) {
     for (const auto& j : pj) sm90_launch(ctx, j, stream);
     stages.mark("qkv_proj");

@@ -23,11 +23,6 @@
 // cost ~20 µs at gqa #5 (perf/NOTES.md, nineteenth session).
 // dX only (template DW = false, ThinPlan::dx_only): no X slice, no dW products or stores; warpgroup 1 holds dX's row
 // blocks 0-2 and warpgroup 0 block 3 at MB = 4 (else it only takes part in the partials' sum), W's ring deeper.
-// Spanned split (ThinPlan::span): CTA c takes the units [c·U/G, (c + 1)·U/G) of the U = slices × kb_total (slice,
-// k-block) units in slice order, G CTAs: the end of one slice (segment A) and the start of the next (segment B) at
-// most. The rings run on across the two segments; warpgroup 0 gives X's buffer back once segment A's dW products are
-// done (x_empty) and a third producer thread loads the next slice's X into it; each segment's dX is a partial (slot
-// 2c, 2c + 1), summed per slice in CTA order (= k order) by the second launch.
 // Rounding: one fp32 sum per output, one rounding to bf16 (the products of bf16 values are exact in fp32).
 #include "linear_thin_sm90.hpp"
 
@@ -46,7 +41,6 @@
 #include "check.hpp"
 #include "cluster.cuh"
 #include "sm90/ptx.cuh"
-#include "switches.hpp"
 
 namespace attnbwd::cuda::sm90 {
 namespace {
@@ -54,7 +48,6 @@ namespace {
 constexpr int kBN = 128, kBK = 64, kThreads = 384, kTileBytes = 64 * 128;  // one 64 × 64 bf16 box: 8 KB
 constexpr int kMaxSegments = LinearBackward::kMaxSegments;
 constexpr int kMaxRanges = 8;  // the CTAs of a slice are one cluster: at most 8 (the portable cluster size)
-constexpr int kMaxPieces = 16;  // spanned split: the most partials of one slice (the sum's loads in flight at once)
 
 // DW: the launch computes dW as well (else dX alone: no X slice, no staging, a deeper W ring).
 template <int MB, bool DW>
@@ -70,7 +63,7 @@ struct Cfg {
   static constexpr int kWStages = DW ? (MB == 1 ? 8 : MB == 2 ? 7 : MB == 3 ? 4 : 3)
                                      : (MB == 1 ? 12 : MB == 2 ? 10 : MB == 3 ? 8 : 8);
   static constexpr int kBufs = DW ? 1 : 0;                    // staging buffers of the dW block (2 boxes each)
-  static constexpr int kBars = 2 + 2 * (kAStages + kWStages);  // x_full, x_empty, the rings' full and empty
+  static constexpr int kBars = 1 + 2 * (kAStages + kWStages);
   static constexpr int kBarBytes = kBars * 8 <= 256 ? 256 : 512;
   static constexpr int kSmem = kXBytes + kAStages * kABytes + kWStages * kWBytes + 2 * kBufs * kTileBytes +
                                1024 /*align*/ + kBarBytes;
@@ -84,25 +77,9 @@ struct Params {
   __nv_bfloat16* dx;
   long long stride_b, stride_h;  // dX [B][H][S][D]: element (t, n) at (t / S)·stride_b + (n / D)·stride_h +
   int rows_per_b, cols_per_h;    //   (t % S)·D + n % D, with S = rows_per_b, D = cols_per_h
-  float* partial;                // [slices][ranges][MB · 16 · 128] float4 (span: [2 · ctas][MB · 16 · 128])
+  float* partial;                // [slices][ranges][MB · 16 · 128] float4
   int cluster;                   // the ranges of a slice are one cluster
-  int partials;                  // dX as fp32 partials (ranges > 1 or span), else stored from the registers
-  int span, ctas, slices;        // the spanned split over ctas CTAs (ThinPlan::span)
 };
-
-// The spanned split's units: CTA c's first unit (slice-major: unit u = slice · kb_total + k-block), and the CTA whose
-// run holds unit u. 32-bit math (a 64-bit division is a long subroutine in the kernel): the plan takes the split only
-// where (ctas + 1) · units < 2^31.
-[[maybe_unused]] __host__ __device__ __forceinline__ int span_start(int c, int units, int ctas) {
-  return c * units / ctas;
-}
-__host__ __device__ __forceinline__ int span_cta_of(int u, int units, int ctas) {
-  return ((u + 1) * ctas + units - 1) / units - 1;
-}
-// Whether the spanned split's 32-bit unit math holds for this many units and CTAs.
-[[maybe_unused]] inline bool span_fits_int(long long units, long long ctas) {
-  return (ctas + 1) * (units + 1) < (1LL << 31);
-}
 
 struct Maps {
   CUtensorMap a, x, w[kMaxSegments], dw[kMaxSegments];
@@ -116,25 +93,6 @@ struct Rings {
 };
 
 #if defined(ATTNBWD_SM90_DEVICE)
-
-// CTA c's run under the spanned split: segment A, nA k-blocks from kbA of slice sA; segment B, nB k-blocks from 0 of
-// slice sA + 1 (nB = 0: none).
-struct SpanRun {
-  int sA, kbA, nA, nB;
-};
-__device__ __forceinline__ int cta_x_volatile() {
-  int x;
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(x));
-  return x;
-}
-__device__ __forceinline__ SpanRun span_run(const Params& p, int c) {
-  const int units = p.slices * p.kb_total;
-  const int u0 = span_start(c, units, p.ctas), u1 = span_start(c + 1, units, p.ctas);
-  SpanRun r;
-  r.sA = u0 / p.kb_total, r.kbA = u0 % p.kb_total;
-  r.nA = min(u1, (r.sA + 1) * p.kb_total) - u0, r.nB = u1 - u0 - r.nA;
-  return r;
-}
 
 // 2-D tile store shared -> global (bulk group; rows/columns outside the tensor are not written).
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
@@ -168,12 +126,14 @@ __device__ __forceinline__ void store_dx_pair(const Params& p, int m, int n, flo
 }
 
 // dX rows of block j (64·j + fr, + 8) and columns n0 + 8·jb + 2·fq (+ 1) from m64n128 accumulators: stored from the
-// registers with one range, else published as fp32 partial `slot` (float4 (j, jb) of thread t at (16·j + jb)·128 + t).
+// registers with one range, else published as this CTA's fp32 partial (float4 (j, jb) of thread t at
+// (16·j + jb)·128 + t).
 template <int MB>
-__device__ __forceinline__ void finish_dx_block(const Params& p, const float (&d)[64], int j, int slot, int n0, int t) {
+__device__ __forceinline__ void finish_dx_block(const Params& p, const float (&d)[64], int j, int slice, int range,
+                                                int n0, int t) {
   const int fr = t / 32 * 16 + t % 32 / 4, fq = t % 4;
-  if (p.partials) {  // partial `slot`: slice · ranges + range, or with span 2·CTA + segment
-    float4* mine = reinterpret_cast<float4*>(p.partial) + static_cast<std::size_t>(slot) * MB * 2048;
+  if (p.ranges > 1) {
+    float4* mine = reinterpret_cast<float4*>(p.partial) + (static_cast<std::size_t>(slice) * p.ranges + range) * MB * 2048;
 #pragma unroll
     for (int jb = 0; jb < 16; ++jb)
       __stcg(mine + (16 * j + jb) * 128 + t, make_float4(d[4 * jb], d[4 * jb + 1], d[4 * jb + 2], d[4 * jb + 3]));
@@ -225,27 +185,24 @@ __device__ __forceinline__ void store_dw_block(const Maps& maps, const Params& p
 // makes ptxas fence every one of them, C7519), and at MB = 4 dX's row block 3. The dW accumulators alternate between
 // two register sets: k-block i's products are issued, then k-block i − 1's block (done: wait_group 1) is released,
 // rounded and stored while they run, so the epilogue overlaps the tensor work instead of following it.
-// One segment of the CTA's run: nkb k-blocks from kb0 of the slice at column n0, its X in sX once x_full completes the
-// phase of parity x_parity, the rings' units i0 .. i0 + nkb − 1, dX block 3's partial `slot`. Every product is done
-// when it returns.
 template <int MB>
 __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, std::uint8_t* sX, const Rings& rg,
-                                           std::uint8_t* sStg, std::uint64_t* x_full, int x_parity, int slot, int n0,
-                                           int kb0, int i0, int nkb) {
+                                           std::uint8_t* sStg, std::uint64_t* x_full, int slice, int range, int n0,
+                                           int kb0, int nkb) {
   using C = Cfg<MB, true>;
   constexpr bool kDx = MB > kDxBlocks1<MB>;  // this warpgroup holds dX's row block 3
   const int t = static_cast<int>(threadIdx.x) - 128;
   float aw0[64], aw1[64], ax[kDx ? 64 : 1];
   const std::uint32_t x_base = smem_addr(sX);
-  mbar_wait(x_full, x_parity);
-  auto products = [&](float(&aw)[64], int i) {  // (i counts from the segment's start; g = i0 + i the ring's unit)
-    const int g = i0 + i, s = g % C::kAStages;
-    mbar_wait(&rg.full_a[s], (g / C::kAStages) & 1);
+  mbar_wait(x_full, 0);
+  auto products = [&](float(&aw)[64], int i) {
+    const int s = i % C::kAStages;
+    mbar_wait(&rg.full_a[s], (i / C::kAStages) & 1);
     const std::uint32_t sa = smem_addr(rg.a + s * C::kABytes);
     std::uint32_t sw = 0;
     if constexpr (kDx) {
-      const int sv = g % C::kWStages;
-      mbar_wait(&rg.full_w[sv], (g / C::kWStages) & 1);
+      const int sv = i % C::kWStages;
+      mbar_wait(&rg.full_w[sv], (i / C::kWStages) & 1);
       sw = smem_addr(rg.w + sv * C::kWBytes);
     }
     wgmma_fence();
@@ -262,13 +219,12 @@ __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, st
     wgmma_commit();
   };
   auto finish = [&](float(&aw)[64], int i) {  // k-block i's products are done
-    const int g = i0 + i;
     if (t == 0) {
-      mbar_arrive(&rg.empty_a[g % C::kAStages]);
-      if constexpr (kDx) mbar_arrive(&rg.empty_w[g % C::kWStages]);
+      mbar_arrive(&rg.empty_a[i % C::kAStages]);
+      if constexpr (kDx) mbar_arrive(&rg.empty_w[i % C::kWStages]);
     }
     fence_regs(aw);
-    store_dw_block<MB>(maps, p, aw, sStg, g, kb0 + i, n0, t);
+    store_dw_block<MB>(maps, p, aw, sStg, i, kb0 + i, n0, t);
   };
   if (nkb > 0) {
     // Every wait below finds one known group (the other set's) in flight: no wait is conditional.
@@ -296,23 +252,21 @@ __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, st
   if (t == 0) bulk_wait_read<0>();  // the staging buffers stay valid until the stores have read them
   if constexpr (kDx) {
     fence_regs(ax);
-    finish_dx_block<MB>(p, ax, 3, slot, n0, t);
+    finish_dx_block<MB>(p, ax, 3, slice, range, n0, t);
   }
 }
 
 // A consumer warpgroup's dX row blocks J0 .. J0 + kBlocks − 1 (threads TBase .. TBase + 127): warpgroup 1 holds blocks
 // 0 .. kDxBlocks1 − 1; without dW, warpgroup 0 holds block 3 at MB = 4 (with dW, consume_dw does).
-// One segment of the CTA's run (consume_dw's): the rings' units i0 .. i0 + nkb − 1, the blocks' partial `slot`; the
-// segment's last slots are released at its end (the next segment's producers may need them).
 template <int MB, bool DW, int J0, int kBlocks, int TBase>
-__device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, int slot, int n0, int i0, int nkb) {
+__device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, int slice, int range, int n0, int nkb) {
   using C = Cfg<MB, DW>;
   const int t = static_cast<int>(threadIdx.x) - TBase;
   float ax[kBlocks][64];
   for (int i = 0; i < nkb; ++i) {
-    const int g = i0 + i, s = g % C::kAStages, sv = g % C::kWStages;
-    mbar_wait(&rg.full_a[s], (g / C::kAStages) & 1);
-    mbar_wait(&rg.full_w[sv], (g / C::kWStages) & 1);
+    const int s = i % C::kAStages, sv = i % C::kWStages;
+    mbar_wait(&rg.full_a[s], (i / C::kAStages) & 1);
+    mbar_wait(&rg.full_w[sv], (i / C::kWStages) & 1);
     const std::uint32_t sa = smem_addr(rg.a + s * C::kABytes), sw = smem_addr(rg.w + sv * C::kWBytes);
     wgmma_fence();
 #pragma unroll
@@ -325,19 +279,15 @@ __device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, int
     wgmma_commit();
     wgmma_wait<1>();  // every product of k-block i − 1 is done: release its slot
     if (i > 0 && t == 0) {
-      mbar_arrive(&rg.empty_a[(g - 1) % C::kAStages]);
-      mbar_arrive(&rg.empty_w[(g - 1) % C::kWStages]);
+      mbar_arrive(&rg.empty_a[(i - 1) % C::kAStages]);
+      mbar_arrive(&rg.empty_w[(i - 1) % C::kWStages]);
     }
   }
   wgmma_wait<0>();
-  if (nkb > 0 && t == 0) {  // the last k-block's slots (no waiter at the kernel's end: a harmless completed phase)
-    mbar_arrive(&rg.empty_a[(i0 + nkb - 1) % C::kAStages]);
-    mbar_arrive(&rg.empty_w[(i0 + nkb - 1) % C::kWStages]);
-  }
 #pragma unroll
   for (int j = 0; j < kBlocks; ++j) {
     fence_regs(ax[j]);
-    finish_dx_block<MB>(p, ax[j], J0 + j, slot, n0, t);
+    finish_dx_block<MB>(p, ax[j], J0 + j, slice, range, n0, t);
   }
 }
 
@@ -377,7 +327,7 @@ __device__ __forceinline__ void reduce_units(const Params& p, int slice, int fir
   }
 }
 
-template <int MB, bool DW, bool SPAN>  // SPAN: the spanned split (ThinPlan::span; DW only)
+template <int MB, bool DW>
 __global__ void __launch_bounds__(kThreads, 1)
     linear_thin_kernel(const __grid_constant__ Maps maps, const __grid_constant__ Params p) {
   using C = Cfg<MB, DW>;
@@ -389,33 +339,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   rg.w = rg.a + C::kAStages * C::kABytes;                        // W ring
   std::uint8_t* sStg = rg.w + C::kWStages * C::kWBytes;          // staging: kBufs dW blocks of 2 boxes
   std::uint64_t* x_full = reinterpret_cast<std::uint64_t*>(sStg + 2 * C::kBufs * kTileBytes);
-  std::uint64_t* x_empty = x_full + 1;  // (spanned split: warpgroup 0 is done with segment A's X)
-  rg.full_a = x_full + 2;
+  rg.full_a = x_full + 1;
   rg.empty_a = rg.full_a + C::kAStages;
   rg.full_w = rg.empty_a + C::kAStages;
   rg.empty_w = rg.full_w + C::kWStages;
 
-  // The CTA's run: segment A, nA k-blocks from kbA of slice sA (partial slot A), then with the spanned split segment B,
-  // nB k-blocks from 0 of slice sA + 1 (slot B); unit i of the run is k-block kb_of(i) of the slice at column n0_of(i).
-  static_assert(DW || !SPAN, "the spanned split computes dW");
-  int sA, kbA, nA, nB = 0, slotA;
-  if constexpr (SPAN) {
-    const SpanRun r = span_run(p, static_cast<int>(blockIdx.x));
-    sA = r.sA, kbA = r.kbA, nA = r.nA, nB = r.nB;
-    slotA = 2 * static_cast<int>(blockIdx.x);
-  } else {
-    sA = static_cast<int>(blockIdx.x) / p.ranges;
-    kbA = static_cast<int>(blockIdx.x) % p.ranges * p.kb_per_range;
-    nA = min(kbA + p.kb_per_range, p.kb_total) - kbA;
-    slotA = static_cast<int>(blockIdx.x);  // slice · ranges + range
-  }
-  const int n0A = sA * kBN, n0B = n0A + kBN, nkb = nA + nB;
-  const auto kb_of = [&](int i) { return i < nA ? kbA + i : i - nA; };
-  const auto n0_of = [&](int i) { return i < nA ? n0A : n0B; };
+  const int slice = static_cast<int>(blockIdx.x) / p.ranges, range = static_cast<int>(blockIdx.x) % p.ranges;
+  const int n0 = slice * kBN;
+  const int kb0 = range * p.kb_per_range, kb1 = min(kb0 + p.kb_per_range, p.kb_total);
+  const int nkb = kb1 - kb0;
 
   if (threadIdx.x == 0) {
     mbar_init(x_full, 1);
-    mbar_init(x_empty, 1);
     for (int s = 0; s < C::kAStages; ++s) {
       mbar_init(&rg.full_a[s], 1);
       mbar_init(&rg.empty_a[s], kWg0 ? 2 : 1);  // one arrival per consumer warpgroup
@@ -433,78 +368,51 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    // Two producer threads, one per ring, so that W's loads run ahead of A's slots (and with segment B a third for
-    // its X, which waits for warpgroup 0 to be done with segment A's).
+    // Two producer threads, one per ring, so that W's loads run ahead of A's slots.
     if (threadIdx.x == 0) {
       if constexpr (DW) {
         mbar_arrive_expect_tx(x_full, C::kXBytes);
 #pragma unroll
-        for (int c = 0; c < 2; ++c) tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, n0A + 64 * c, 0);
+        for (int c = 0; c < 2; ++c) tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, n0 + 64 * c, 0);
       }
       // dY may be the previous kernel's output (a programmatic dependent launch: linear_thin_launch's
       // after_own_kernel); X and W are not. Without the launch attribute this returns at once.
       griddep_wait();
       for (int i = 0; i < nkb; ++i) {
-        const int s = i % C::kAStages, kb = kb_of(i);
+        const int s = i % C::kAStages, kb = kb0 + i;
         mbar_wait(&rg.empty_a[s], ((i / C::kAStages) & 1) ^ 1);
         mbar_arrive_expect_tx(&rg.full_a[s], C::kABytes);
         tma_load_2d(rg.a + s * C::kABytes, &maps.a, &rg.full_a[s], kb * kBK, 0);  // box {64 out, 64·MB t}
       }
     } else if (threadIdx.x == 32) {
       for (int i = 0; i < nkb; ++i) {
-        const int s = i % C::kWStages, kb = kb_of(i);
+        const int s = i % C::kWStages, kb = kb0 + i;
         mbar_wait(&rg.empty_w[s], ((i / C::kWStages) & 1) ^ 1);
         mbar_arrive_expect_tx(&rg.full_w[s], C::kWBytes);
-        const int seg = segment_of(p, kb * kBK), kr = segment_row(p, seg, kb * kBK), n0 = n0_of(i);
+        const int seg = segment_of(p, kb * kBK), kr = segment_row(p, seg, kb * kBK);
 #pragma unroll
         for (int c = 0; c < 2; ++c)  // boxes {64 n, 64 k}
           tma_load_2d(rg.w + s * C::kWBytes + c * kTileBytes, map_of(maps.w, seg), &rg.full_w[s], n0 + 64 * c, kr);
       }
-    } else if (threadIdx.x == 64) {
-      if constexpr (SPAN) {
-        if (nB > 0) {  // segment B's X into the same buffer: x_full's second phase
-          mbar_wait(x_empty, 0);
-          mbar_arrive_expect_tx(x_full, C::kXBytes);
-#pragma unroll
-          for (int c = 0; c < 2; ++c) tma_load_2d(sX + c * MB * kTileBytes, &maps.x, x_full, n0B + 64 * c, 0);
-        }
-      }
     }
-    if (!SPAN && p.ranges > 1 && p.cluster) cluster_sync();  // every thread of the cluster takes part
+    if (p.ranges > 1 && p.cluster) cluster_sync();  // every thread of the cluster takes part
   } else {
     setmaxnreg_inc<232>();
     if (threadIdx.x < 256) {
-      if constexpr (DW) {
-        consume_dw<MB>(maps, p, sX, rg, sStg, x_full, 0, slotA, n0A, kbA, 0, nA);
-        if constexpr (SPAN) {
-          // Segment B's numbers computed again here, not held through segment A (its 192 accumulators at MB = 4):
-          // ctaid read by a volatile asm so that the compiler cannot keep the first computation alive.
-          const int c = cta_x_volatile();
-          const SpanRun b = span_run(p, c);
-          if (b.nB > 0) {
-            named_barrier(3, 128);  // every warp of the warpgroup is past segment A's last products (they read X)
-            if (threadIdx.x == 128) mbar_arrive(x_empty);
-            consume_dw<MB>(maps, p, sX, rg, sStg, x_full, 1, 2 * c + 1, (b.sA + 1) * kBN, 0, b.nA, b.nB);
-          }
-        }
-      } else if constexpr (kWg0) {
-        consume_dx<MB, DW, 3, MB - 3, 128>(p, rg, slotA, n0A, 0, nA);  // (no segment B: dX alone never spans)
-      }
+      if constexpr (DW)
+        consume_dw<MB>(maps, p, sX, rg, sStg, x_full, slice, range, n0, kb0, nkb);
+      else if constexpr (kWg0)
+        consume_dx<MB, DW, 3, MB - 3, 128>(p, rg, slice, range, n0, nkb);
     } else {
-      consume_dx<MB, DW, 0, kDxBlocks1<MB>, 256>(p, rg, slotA, n0A, 0, nA);
-      if constexpr (SPAN) {  // (segment B's numbers computed again, as warpgroup 0's)
-        const int c = cta_x_volatile();
-        const SpanRun b = span_run(p, c);
-        if (b.nB > 0) consume_dx<MB, DW, 0, kDxBlocks1<MB>, 256>(p, rg, 2 * c + 1, (b.sA + 1) * kBN, b.nA, b.nB);
-      }
+      consume_dx<MB, DW, 0, kDxBlocks1<MB>, 256>(p, rg, slice, range, n0, nkb);
     }
     // (The two branches meet nowhere after setmaxnreg: code both reached would be register-allocated for the
     // producer's 40.)
-    if (!SPAN && p.ranges > 1 && p.cluster) {  // (the spanned split is never a cluster)
+    if (p.ranges > 1 && p.cluster) {
       // Every CTA of the slice (its cluster) has published its partial; each sums its share in range order.
       __threadfence();  // (the cluster barrier's release already orders the partial's stores; kept as a belt)
       cluster_sync();
-      reduce_units<MB>(p, sA, static_cast<int>(blockIdx.x) % p.ranges, p.ranges, n0A);
+      reduce_units<MB>(p, slice, range, p.ranges, n0);
     }
     // Not a cluster: linear_thin_reduce_kernel, launched next on the stream, sums the partials.
   }
@@ -512,9 +420,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // dX from the partials of every range when the ranges are not a cluster: CTA (x, slice) of 256 threads takes units
 // v = 2·x and 2·x + 1 (128 threads each, thread t the fragment thread t of the consumer warpgroup that published
-// it) and sums the slice's partials in range order, as reduce_units (spanned split: in CTA order). A programmatic
-// dependent of the main kernel: it may be scheduled before that grid ends and waits here for its completion (and its
-// memory).
+// it) and sums the slice's partials in range order, as reduce_units. A programmatic dependent of the main kernel:
+// it may be scheduled before that grid ends and waits here for its completion (and its memory).
 template <int MB>
 __global__ void __launch_bounds__(256) linear_thin_reduce_kernel(const __grid_constant__ Params p) {
   griddep_wait();
@@ -523,28 +430,6 @@ __global__ void __launch_bounds__(256) linear_thin_reduce_kernel(const __grid_co
   const int t = static_cast<int>(threadIdx.x) % 128, warp = t / 32, lane = t % 32;
   const int fr = warp * 16 + lane / 4, fq = lane % 4, j = v / 16;
   if (v >= 16 * MB || 64 * j + fr >= p.T) return;  // both rows of the thread past T
-  const int n = slice * kBN + 8 * (v % 16) + 2 * fq;
-  if (p.span) {
-    // The slice's partials: the CTAs whose runs hold its units, in CTA order (= k order); the first takes part with its
-    // segment B where its run starts in the slice before.
-    const int units = p.slices * p.kb_total, u0 = slice * p.kb_total;
-    const int c0 = span_cta_of(u0, units, p.ctas), c1 = span_cta_of(u0 + p.kb_total - 1, units, p.ctas);
-    const float4* base = reinterpret_cast<const float4*>(p.partial) + v * 128 + t;
-    float4 x[kMaxPieces];
-#pragma unroll
-    for (int r = 0; r < kMaxPieces; ++r)
-      if (c0 + r <= c1) {
-        const int c = c0 + r, slot = 2 * c + (span_start(c, units, p.ctas) < u0 ? 1 : 0);
-        x[r] = __ldcg(base + static_cast<std::size_t>(slot) * MB * 2048);
-      }
-    float4 a = x[0];
-#pragma unroll
-    for (int r = 1; r < kMaxPieces; ++r)
-      if (c0 + r <= c1) a.x += x[r].x, a.y += x[r].y, a.z += x[r].z, a.w += x[r].w;
-    store_dx_pair(p, 64 * j + fr, n, a.x, a.y);
-    store_dx_pair(p, 64 * j + fr + 8, n, a.z, a.w);
-    return;
-  }
   const float4* pu = reinterpret_cast<const float4*>(p.partial) +
                      static_cast<std::size_t>(slice) * p.ranges * MB * 2048 + v * 128 + t;
   const std::size_t stride = static_cast<std::size_t>(MB) * 2048;  // between ranges
@@ -556,13 +441,14 @@ __global__ void __launch_bounds__(256) linear_thin_reduce_kernel(const __grid_co
 #pragma unroll
   for (int r = 1; r < kMaxRanges; ++r)
     if (r < p.ranges) a.x += x[r].x, a.y += x[r].y, a.z += x[r].z, a.w += x[r].w;
+  const int n = slice * kBN + 8 * (v % 16) + 2 * fq;
   store_dx_pair(p, 64 * j + fr, n, a.x, a.y);
   store_dx_pair(p, 64 * j + fr + 8, n, a.z, a.w);
 }
 
 #else  // other passes of the fatbin: never launched there (the caller checks for an sm_90 device)
 
-template <int MB, bool DW, bool SPAN>
+template <int MB, bool DW>
 __global__ void linear_thin_kernel(const __grid_constant__ Maps, const __grid_constant__ Params) {
   __trap();
 }
@@ -574,9 +460,9 @@ __global__ void linear_thin_reduce_kernel(const __grid_constant__ Params) {
 #endif
 
 // The kernel's shared-memory opt-in (once per device).
-template <int MB, bool DW, bool SPAN = false>
+template <int MB, bool DW>
 void allow_kernel_smem() {
-  allow_smem(reinterpret_cast<const void*>(linear_thin_kernel<MB, DW, SPAN>), Cfg<MB, DW>::kSmem);
+  allow_smem(reinterpret_cast<const void*>(linear_thin_kernel<MB, DW>), Cfg<MB, DW>::kSmem);
 }
 
 // A launch configuration in clusters of `size` CTAs along x; `attr` holds the attribute it points to.
@@ -599,7 +485,7 @@ int resident_clusters(int size) {
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = cluster_config<MB, DW>(size, size, nullptr, attr);
   int clusters = 0;
-  ATTNBWD_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, linear_thin_kernel<MB, DW, false>, &cfg));
+  ATTNBWD_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, linear_thin_kernel<MB, DW>, &cfg));
   known.emplace(std::make_pair(dev, size), clusters);
   return clusters;
 }
@@ -625,9 +511,9 @@ decltype(auto) with_form(int mb, bool dx_only, F&& f) {
   });
 }
 
-template <int MB, bool DW, bool SPAN>
+template <int MB, bool DW>
 void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream, bool pdl) {
-  allow_kernel_smem<MB, DW, SPAN>();
+  allow_kernel_smem<MB, DW>();
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   Maps maps{};
   maps.a = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, 64 * MB);  // dY as [t][out]: boxes {64 out, 64·MB t}
@@ -655,8 +541,6 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
   prm.stride_b = p.heads * p.seq_len * p.head_dim, prm.stride_h = p.seq_len * p.head_dim;
   prm.partial = static_cast<float*>(workspace);
   prm.cluster = plan.cluster;
-  prm.partials = plan.ranges > 1 || plan.span;
-  prm.span = plan.span, prm.ctas = plan.grid, prm.slices = plan.slices;
   // With plan.cluster the ranges of a slice (consecutive CTAs) are one cluster: co-scheduled, they meet at a cluster
   // barrier.
   cudaLaunchAttribute attr[2];
@@ -665,9 +549,9 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
     attr[1] = programmatic_dependent_attribute();
     cfg.attrs = attr, cfg.numAttrs = 2;
   }
-  ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB, DW, SPAN>, maps, prm));
+  ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, linear_thin_kernel<MB, DW>, maps, prm));
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  if (prm.partials && !plan.cluster) {  // the partials' sum, a programmatic dependent of the main kernel
+  if (plan.ranges > 1 && !plan.cluster) {  // the partials' sum, a programmatic dependent of the main kernel
     cudaLaunchAttribute pdl = programmatic_dependent_attribute();
     cudaLaunchConfig_t rc{};
     rc.gridDim = dim3(8 * MB, static_cast<unsigned>(plan.slices));
@@ -678,17 +562,6 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
     ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&rc, linear_thin_reduce_kernel<MB>, prm));
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
-}
-
-// The most partials of one slice under the spanned split over `ctas` CTAs (the CTAs whose runs hold its units).
-int span_max_pieces(int slices, int kb_total, int ctas) {
-  const int units = slices * kb_total;  // (span_fits_int checked by the callers)
-  int most = 0;
-  for (int s = 0; s < slices; ++s) {
-    const int u0 = s * kb_total;
-    most = std::max(most, span_cta_of(u0 + kb_total - 1, units, ctas) - span_cta_of(u0, units, ctas) + 1);
-  }
-  return most;
 }
 
 }  // namespace
@@ -719,17 +592,6 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
   plan.grid = plan.slices * plan.ranges;
   plan.workspace_bytes =
       plan.ranges > 1 ? static_cast<std::size_t>(plan.grid) * plan.mb * 2048 * sizeof(float) * 4 : 0;
-  // ATTNBWD_CUDA_THIN_SPAN=auto|off|on: the spanned split (ThinPlan::span) where it puts a CTA on more SMs than
-  // slices × ranges and no slice has more than kMaxPieces partials. auto = off: built in the forty-eighth session
-  // (gqa's thin q/k/v launch at hidden 5120: 120 CTAs of 32 k-blocks → 132 of 29-30), not yet measured.
-  if (env_switch("ATTNBWD_CUDA_THIN_SPAN", {"auto", "off", "on"}) == 2 && !dx_only && plan.grid < sms &&
-      plan.slices <= sms && span_fits_int(static_cast<long long>(plan.slices) * kb_total, sms)) {
-    const int ctas = static_cast<int>(std::min<std::int64_t>(sms, static_cast<std::int64_t>(plan.slices) * kb_total));
-    if (span_max_pieces(plan.slices, kb_total, ctas) <= kMaxPieces) {
-      plan.span = true, plan.cluster = false, plan.grid = ctas;
-      plan.workspace_bytes = static_cast<std::size_t>(2 * ctas) * plan.mb * 2048 * sizeof(float) * 4;
-    }
-  }
   return plan;
 }
 
@@ -738,22 +600,12 @@ void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* wor
   if (const std::string why = linear_thin_unsupported(p); !why.empty()) throw Error("linear_thin", why);
   // The plan is linear_thin_plan's for this problem: every range owns k-blocks, a cluster per slice.
   const int kb_total = static_cast<int>((p.out_features + kBK - 1) / kBK);
-  const bool split_ok = plan.span ? !plan.dx_only && !plan.cluster && plan.grid >= plan.slices &&
-                                        span_fits_int(static_cast<long long>(plan.slices) * kb_total, plan.grid) &&
-                                        plan.grid <= plan.slices * kb_total &&
-                                        span_max_pieces(plan.slices, kb_total, plan.grid) <= kMaxPieces
-                                  : plan.grid == plan.slices * plan.ranges;
   if (plan.mb != (p.tokens() + 63) / 64 || plan.ranges < 1 || plan.ranges > kMaxRanges || plan.kb_per_range < 1 ||
       (plan.ranges - 1) * plan.kb_per_range >= kb_total || plan.ranges * plan.kb_per_range < kb_total ||
-      plan.slices != (p.in_features + kBN - 1) / kBN || !split_ok ||
-      ((plan.ranges > 1 || plan.span) && workspace == nullptr))
+      plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
+      (plan.ranges > 1 && workspace == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
-  with_form(plan.mb, plan.dx_only, [&](auto mb, auto dw) {
-    if constexpr (dw) {
-      if (plan.span) return launch<mb, dw, true>(p, plan, workspace, stream, after_own_kernel);
-    }
-    launch<mb, dw, false>(p, plan, workspace, stream, after_own_kernel);
-  });
+  with_form(plan.mb, plan.dx_only, [&](auto mb, auto dw) { launch<mb, dw>(p, plan, workspace, stream, after_own_kernel); });
 }
 
 }  // namespace attnbwd::cuda::sm90

@@ -30,22 +30,14 @@ struct ThinPlan {
   bool cluster = false;  // the ranges of a slice are one cluster (else a second launch sums the partials)
   bool dx_only = false;  // dX alone: X and dW are not touched (may be null); W's ring takes their shared memory
   int kb_per_range = 0;
-  int grid = 0;      // slices × ranges CTAs (span: one CTA per SM)
-  // span (ATTNBWD_CUDA_THIN_SPAN=on): the slices × kb_total (slice, k-block) units dealt out evenly in slice order to
-  // `grid` CTAs, so that every SM takes one CTA where slices × ranges leaves some idle (gqa's q/k/v at hidden 5120: 40
-  // slices × 3 ranges = 120 CTAs of 32 k-blocks on 132 SMs; spanned, 132 CTAs of 29-30). A CTA's run then covers the
-  // end of one slice and the start of the next at most (grid ≥ slices): two dX partials, summed per slice in k order by
-  // the second launch.
-  bool span = false;
-  std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1 or span
+  int grid = 0;      // slices × ranges CTAs
+  std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1
 };
 
 // Why this kernel cannot take the problem (empty: it can): linear_backward_unsupported's conditions and T ≤ 256.
 std::string linear_thin_unsupported(const LinearBackward& p);
 
-// The work split on a GPU with `sms` multiprocessors: as many k-ranges per slice (at most 8) as fill the SMs once; with
-// ATTNBWD_CUDA_THIN_SPAN=on (read here; auto = off) the spanned split where it fills more of them (not dx_only; at most
-// 16 partials per slice).
+// The work split on a GPU with `sms` multiprocessors: as many k-ranges per slice (at most 8) as fill the SMs once.
 // dx_only: the launch computes dX = dY·W alone (a streaming GEMM that reads W once: gqa's dA at T ≤ 256).
 ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only = false);
 

@@ -618,28 +618,6 @@ TEST(CudaGqaRope, SmallAttnSecondLaunchFormsGiveTheSameBits) {
   }
 }
 
-// The thin q/k/v launch's spanned split (ATTNBWD_CUDA_THIN_SPAN=on; the kernel's own shape test is
-// CudaOutProj.ThinSpannedSplitMatchesTheOracle) at the real workloads the thin launch takes: #11 (T = 128), #5 (T = 131:
-// three 64-row blocks), #2 (B = 2, S = 128) and #13 (T = 256) — hidden 5120's 40 slices × 96 k-blocks dealt out to one
-// CTA per SM, the q, k and v weight segments inside the runs. Every output against the oracle with the scratch
-// poisoned (a partial the sum reads but no CTA wrote shows as NaN); the stage split names the form (qkv_thin_span), and
-// auto keeps the plain split (qkv_thin).
-TEST(CudaGqaRope, ThinQkvSpannedSplitMatchesTheOracle) {
-  ATTNBWD_SEED_TRACE();
-  if (!is_sm90()) GTEST_SKIP() << "the thin q/k/v launch runs on sm_90 only";
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
-  const std::vector<tools::Workload> all = tools::load_workloads(kOp);
-  for (const char* index : {"11", "5", "2", "13"}) {
-    const tools::Workload& w = tools::find_workload(all, index);
-    SCOPED_TRACE(std::string("workload ") + index);
-    const tools::TensorSet in = tools::generate_inputs(kOp, w.axes, fresh_seed(760 + w.index), w.scalars);
-    EXPECT_TRUE(has_stage(stage_line(in, w.axes, kThinQkv), "qkv_thin")) << "auto";
-    const ScopedEnv span("ATTNBWD_CUDA_THIN_SPAN", "on");
-    EXPECT_TRUE(has_stage(stage_line(in, w.axes, kThinQkv), "qkv_thin_span"));
-    check(in, w.axes, w.atol, {kThinQkv});
-  }
-}
-
 // auto's choice between the dP + softmax kernel and the pair on the GEMM attention path: the narrow kernel where the
 // attention is padded (S % 8 != 0) and its grid, ceil(S/64) CTAs per head, fits in one wave of two CTAs per SM (auto
 // gives on's bits), else the cuBLASLt dP GEMM + row kernel (off's bits). Which one ran is read from the stage names

@@ -30,7 +30,6 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/linear_backward_sm90.hpp"  // the planner and launch, for the cooperative plan's own test
-#include "cuda/linear_thin_sm90.hpp"      // the thin kernel's planner: that the spanned split is taken
 #include "tests/common/cuda_case.hpp"       // is_sm90
 
 namespace attnbwd::test {
@@ -431,33 +430,6 @@ TEST(CudaOutProj, ThinPathMatchesTheOracle) {
   } catch (const Error& e) {
     EXPECT_EQ(e.argument(), "ATTNBWD_CUDA_OUT_PROJ");
   }
-}
-
-// The thin kernel's spanned split (ATTNBWD_CUDA_THIN_SPAN=on: the (slice, k-block) units dealt out evenly to one CTA per
-// SM, a CTA's run covering the end of one slice and the start of the next, two dX partials per CTA summed per slice in
-// CTA order): the planner takes it at hidden 2048, 2304 and 3072 (16-24 slices; T = 1 .. 256, one to four 64-row
-// blocks), and every output matches the oracle there, twice on the same buffers; where the planner does not span
-// (small hidden sizes: more than 16 partials per slice) the plain split runs as before.
-TEST(CudaOutProj, ThinSpannedSplitMatchesTheOracle) {
-  if (!is_sm90()) GTEST_SKIP() << "the sm_90a kernel runs on compute capability 9.0 only";
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv span("ATTNBWD_CUDA_THIN_SPAN", "on");
-  const int sms = device_sms();
-  ASSERT_GT(sms, 0);
-  for (const std::int64_t hidden : {2048, 2304, 3072})
-    for (const std::int64_t T : {1, 100, 131, 256}) {
-      const cuda::sm90::ThinPlan plan = cuda::sm90::linear_thin_plan(problem(T, hidden), sms);
-      EXPECT_TRUE(plan.span) << "hidden " << hidden << " T " << T;
-      EXPECT_EQ(plan.grid, sms) << "hidden " << hidden << " T " << T;
-    }
-  {
-    const ScopedEnv off("ATTNBWD_CUDA_THIN_SPAN", "auto");
-    EXPECT_FALSE(cuda::sm90::linear_thin_plan(problem(256, 2048), sms).span) << "auto = off";
-  }
-  check_path("thin",
-             {{1, 256, 32, 64}, {2, 128, 32, 64}, {1, 1, 32, 64}, {1, 131, 36, 64}, {2, 50, 36, 64}, {2, 60, 48, 64},
-              {1, 256, 24, 128}, {1, 7, 32, 64}, {2, 33, 4, 6}},
-             760);
 }
 
 TEST(CudaOutProj, ForcingTheSm90KernelWhereItCannotRunIsAnError) {
