@@ -98,7 +98,9 @@ torch_check() {
 sanitize() {
   local tool=$1 filter=$2 name=$3 secs=$4
   shift 4
-  # SAN_ARGS: more compute-sanitizer options, e.g. --kernel-name-exclude kns=nvjet (skip cuBLASLt's kernels)
+  # SAN_ARGS: more compute-sanitizer options (e.g. --print-limit 20). To leave cuBLASLt's kernels out of racecheck pass
+  # ATTNBWD_CUDA_SANITIZE_GEMM=plain as a VAR=value instead: --kernel-name-exclude kns=nvjet crashes racecheck under
+  # CUDA 13 ("Internal Sanitizer Error"; README.md, forty-eighth session's call 5).
   # shellcheck disable=SC2086
   ok && env "$@" timeout "$(tmo "$secs")" compute-sanitizer --tool "$tool" --error-exitcode 9 ${SAN_ARGS:-} "$M/attnbwd_tests" \
     --gtest_filter="$filter" > "$R/$tool-$name.txt" 2>&1
