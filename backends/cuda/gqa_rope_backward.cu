@@ -604,25 +604,26 @@ int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "th
 
 // ATTNBWD_CUDA_GQA_SMALL_PDL=auto|on|off|late: the small attention path's second kernel (small_dkdv_kernel) as a
 // programmatic dependent of the first (on; auto): its CTAs start under the first kernel and do dV (P and dO only)
-// before their griddepcontrol.wait; or a plain launch after the first ends (off); late below. The same bits. Why off might win (forty-seventh session's H100 timelines of #5 and #11, perf/NOTES.md): late
-// grad_o_weight's cuBLASLt GEMM (clusters of 4-8 CTAs of 208 KB shared memory, sized for 100 SMs) is queued on the side
-// stream right after dA, but its first CTA starts only when the first kernel ends (#11: 33.9 against 24.5 µs): the
-// early second launch's CTAs (39 KB each) take the SMs the first kernel leaves empty (64 of 132 at #11), so no SM has
-// 208 KB free until then. grad_o_weight then ends ~10 µs later than it could and holds ~96 SMs while the merge and the
-// thin q/k/v launch's first CTAs run; the q/k/v launch's last CTAs start only when it ends (#11: 66.2 µs, the call ends
-// at 113.0). off lets it start on the empty SMs under the first kernel, for a second kernel that no longer overlaps
-// the first (~+3 µs on the chain). Counted: −3 to −7 µs at #11, #5, #2. Measured (H100, forty-seventh session, three
-// interleaved rounds, time auto / this): off 1.001 / 0.996 / 0.983 at #2 / #5 / #11 — grad_o_weight did start under
-// the first kernel (#11: 29.9 µs) and end 15 µs sooner, and the merge took 4 µs instead of 13, but the second kernel,
-// now beside it, ended 10 µs later; off with ATTNBWD_CUDA_GQA_DWO_SMS=66 1.012 / 1.005 / 1.005 and 1.011 / 1.006 /
-// 0.995 (on with 66: 0.887 / 0.995 / 0.913). Within the rounds' spread: auto stays on, off by name.
+// before their griddepcontrol.wait; or a plain launch after the first ends (off); late below. The same bits. Why off
+// might win (forty-seventh session's H100 timelines of #5 and #11, perf/NOTES.md): late grad_o_weight's cuBLASLt GEMM
+// (clusters of 4-8 CTAs of 208 KB shared memory, sized for 100 SMs) is queued on the side stream right after dA, but
+// its first CTA starts only when the first kernel ends (#11: 33.9 against 24.5 µs): the early second launch's CTAs
+// (39 KB each) take the SMs the first kernel leaves empty (64 of 132 at #11), so no SM has 208 KB free until then.
+// grad_o_weight then ends ~10 µs later than it could and holds ~96 SMs while the merge and the thin q/k/v launch's
+// first CTAs run; the q/k/v launch's last CTAs start only when it ends (#11: 66.2 µs, the call ends at 113.0). off lets
+// it start on the empty SMs under the first kernel, for a second kernel that no longer overlaps the first (~+3 µs on
+// the chain). Counted: −3 to −7 µs at #11, #5, #2. Measured (H100, forty-seventh session, three interleaved rounds,
+// time auto / this): off 1.001 / 0.996 / 0.983 at #2 / #5 / #11 — grad_o_weight did start under the first kernel
+// (#11: 29.9 µs) and end 15 µs sooner, and the merge took 4 µs instead of 13, but the second kernel, now beside it,
+// ended 10 µs later; off with ATTNBWD_CUDA_GQA_DWO_SMS=66 1.012 / 1.005 / 1.005 and 1.011 / 1.006 / 0.995 (on with 66:
+// 0.887 / 0.995 / 0.913). Within the rounds' spread: auto stays on, off by name.
 // late: still a programmatic dependent, but the first kernel lets it queue only after its first sweep (r; with r from
 // O, after that), ~half-way through: grad_o_weight's CTAs, queued meanwhile, take the empty SMs first, and the second
 // kernel's CTAs (39 KB) then land beside the first kernel's (172 KB; 59 K registers of 64 K), keeping half of their
 // overlap. Measured (H100, forty-eighth session, three interleaved rounds, time auto / late): 1.008 / 0.991 / 0.979 at
-// #2 / #5 / #11; late with DWO_SMS=66 1.001 / 1.002 / 1.006. #11's timeline: grad_o_weight ran 29-51 µs (34-66 with
-// on) and the merge took 5 µs, but the second kernel beside it took 26.7 µs (20.1 with on) and ended at 57 µs (45), so
-// the thin q/k/v launch started at 60 µs (50) and, alone, took 51 µs (59). By name only.
+// #2 / #5 / #11; late with DWO_SMS=66 1.001 / 1.002 / 1.006. #11's timeline: grad_o_weight ran 29-51 µs (34-66 with on)
+// and the merge took 5 µs, but the second kernel beside it took 26.7 µs (20.1 with on) and ended at 57 µs (45), so the
+// thin q/k/v launch started at 60 µs (50) and, alone, took 51 µs (59). By name only.
 int small_pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_SMALL_PDL", {"auto", "on", "off", "late"}); }
 
 // From this many tokens auto takes GROUP=on (below). Measured on an H200 (twenty-second session, perf/NOTES.md; two and
@@ -1232,8 +1233,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     if (pv_on_side) stages.wait_side_mark(ctx);
     gqa_small_attn_launch(sm, stream);
     // (the name shows which form ran)
-    static const char* const kSmallStage[2][3] = {{"small_attn_plain", "small_attn", "small_attn_late"},
-                                                  {"small_attn_merged_plain", "small_attn_merged", "small_attn_merged_late"}};
+    static const char* const kSmallStage[2][3] = {
+        {"small_attn_plain", "small_attn", "small_attn_late"},
+        {"small_attn_merged_plain", "small_attn_merged", "small_attn_merged_late"}};
     stages.mark(kSmallStage[sm.merged != nullptr][sm.pdl]);
   } else if (use_kv) {
     // 3-5 key-major: O = bf16(P·V) (into dK32, free until the kernel writes it), r = Σ dO⊙O, then the kernel

@@ -594,9 +594,9 @@ void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
                       : G == 4 ? small_dkdv_kernel<4>
                                : small_dkdv_kernel<8>;
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(second, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kKvSmem)));
-  // A programmatic dependent (a.pdl != 0) only where the kernel's machine code waits for its primary (griddepcontrol: sm_90
-  // or later; a build for an older target runs it as a plain launch). Merged: in clusters of the G query heads of a KV
-  // head (consecutive along y).
+  // A programmatic dependent (a.pdl != 0) only where the kernel's machine code waits for its primary (griddepcontrol:
+  // sm_90 or later; a build for an older target runs it as a plain launch). Merged: in clusters of the G query heads of a
+  // KV head (consecutive along y).
   cudaFuncAttributes fa{};
   ATTNBWD_CUDA_CHECK(cudaFuncGetAttributes(&fa, second));
   cudaLaunchAttribute attrs[2];
