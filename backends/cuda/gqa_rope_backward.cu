@@ -61,6 +61,7 @@
 #include "dispatch.hpp"
 #include "linear_backward_sm90.hpp"
 #include "linear_thin_sm90.hpp"
+#include "wgrad_small_k_sm90.hpp"
 #include "lt_gemm.hpp"
 #include "stages.hpp"
 #include "switches.hpp"
@@ -759,6 +760,15 @@ int dwo_sm_target(const Context& ctx, int64_t T, bool small_attn, bool kv_attn) 
   return sm_target_switch("ATTNBWD_CUDA_GQA_DWO_SMS", sms, ctx.cc() == 90 ? sms_of_132(sms, of132) : 0);
 }
 
+// ATTNBWD_CUDA_GQA_DWO_GEMM=auto|cublaslt|smallk: how grad_o_weight = dYᵀ·A is computed. cublaslt: one cuBLASLt GEMM
+// (with ATTNBWD_CUDA_GQA_DWO_SMS and ATTNBWD_CUDA_GQA_DWO_TUNE). smallk: wgrad_small_k_sm90.cu's kernel (sm_90, T ≤ 256,
+// hidden a multiple of 64 and Hq·D of 128), which keeps a column slice of A resident per CTA, streams dY's 64-row
+// blocks and stores each block while the other consumer warpgroup's products run, on a grid of a part of the SMs:
+// ATTNBWD_CUDA_GQA_DWO_SMS's count, whose auto is 64 of 132 here (the small attention kernels take the rest: the
+// forty-ninth session's probe, perf/NOTES.md, measured 1.12-1.17x per call at T ≤ 512 with grad_o_weight left out).
+// smallk where the kernel cannot take the call is an Error naming the switch. auto = cublaslt (not yet measured).
+int dwo_gemm_switch() { return env_switch("ATTNBWD_CUDA_GQA_DWO_GEMM", {"auto", "cublaslt", "smallk"}); }
+
 // ATTNBWD_CUDA_GQA_DWO_TUNE=auto|on|off: whether grad_o_weight's cuBLASLt algorithm is timed at its first call like the
 // op's other GEMMs (on) or cuBLASLt's first heuristic answer (off; Gemm::first_answer). The tuning times each candidate
 // alone on an idle GPU, and late dWo runs beside the attention chain: at #10 (H100, forty-third session) the tuned choice
@@ -1111,7 +1121,27 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int dwo_target = dwo_sm_target(ctx, T, use_small, use_kv);  // (a malformed value is an Error on any path)
   const int dwo_sms = all_sm90 || !late ? 0 : dwo_target;
   const bool dwo_first = dwo_first_answer(dwo_tune, late, T, use_small, use_kv);
+  // grad_o_weight by the small-K kernel (ATTNBWD_CUDA_GQA_DWO_GEMM=smallk), refused here before any output is written
+  sm90::SmallKWgrad dwo_sk;
+  dwo_sk.a = a.grad_output.data, dwo_sk.b = a.attn_output.data, dwo_sk.c = a.grad_o_weight.data;
+  dwo_sk.M = HS, dwo_sk.N = QP, dwo_sk.K = T, dwo_sk.lda = HS, dwo_sk.ldb = QP;
+  const bool dwo_smallk = dwo_gemm_switch() == 2;
+  int dwo_sk_ctas = 0;
+  if (dwo_smallk) {
+    const std::string why = ctx.cc() != 90  ? std::string("the device is not sm_90")
+                            : all_sm90     ? std::string("ATTNBWD_CUDA_GQA_PROJ=sm90 computes grad_o_weight in its pair")
+                                           : sm90::small_k_wgrad_unsupported(dwo_sk);
+    if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_DWO_GEMM", "smallk: " + why);
+    const int sms = ctx.sm_count();
+    dwo_sk_ctas = sm_target_switch("ATTNBWD_CUDA_GQA_DWO_SMS", sms, sms_of_132(sms, 64));
+    if (dwo_sk_ctas == 0) dwo_sk_ctas = sms;
+  }
   const auto dwo_gemm = [&] {  // grad_o_weight = dYᵀ·A on the side stream
+    if (dwo_smallk) {
+      sm90::small_k_wgrad_launch(dwo_sk, dwo_sk_ctas, side);
+      stages.mark("dWo_smallk");
+      return;
+    }
     Gemm g;
     g.trans_a = true;
     g.M = HS, g.N = QP, g.K = T, g.lda = HS, g.ldb = QP, g.ldc = QP;

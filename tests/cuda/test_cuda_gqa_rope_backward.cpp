@@ -22,6 +22,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -32,6 +34,8 @@
 #include <utility>
 #include <vector>
 
+#include "attnbwd/bf16.hpp"
+#include "common/rng.hpp"
 #include "tests/common/host_case.hpp"
 #include "tests/common/scoped_env.hpp"
 #include "tests/common/seed.hpp"
@@ -43,6 +47,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/lt_gemm.hpp"             // lt_pointer_array_gemms: that the heads form ran
+#include "cuda/wgrad_small_k_sm90.hpp"  // the small-K weight-gradient kernel, for its own test
 #include "tests/common/cuda_case.hpp"  // is_sm90
 
 namespace attnbwd::test {
@@ -722,6 +727,124 @@ TEST(CudaGqaRope, DwoSmTargetsMatchTheOracle) {
   }
 }
 
+// The small-K weight-gradient kernel (wgrad_small_k_sm90.cu) alone: C = Aᵀ·B for K = 1..256 tokens (every k-block
+// count, both slice widths, partial last k-blocks whose rows must read as zeros), padded row strides, grids from one
+// range per slice to one row block per CTA, C poisoned with NaN before each run; every element against a float64 sum
+// of the bf16 products, within one bf16 rounding of it (the kernel rounds an fp32 sum once), and two runs the same
+// bits. Its refusals: K outside 1..256, M or N off the tiles, strides or pointers TMA cannot take, C aliasing A.
+TEST(CudaGqaRope, SmallKWgradKernelMatchesAFloat64Product) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "an sm_90a kernel";
+  namespace sm90 = cuda::sm90;
+  struct Shape {
+    std::int64_t K, M, N, lda, ldb;
+    int ctas;
+  };
+  const Shape shapes[] = {{1, 64, 256, 64, 256, 64},     {17, 128, 512, 136, 520, 7},  {64, 192, 256, 192, 264, 1000},
+                          {65, 64, 768, 72, 768, 3},     {128, 320, 256, 320, 256, 64}, {129, 128, 384, 128, 392, 64},
+                          {200, 192, 128, 200, 128, 24}, {256, 256, 256, 264, 256, 64}};
+  std::uint64_t tag = 4900;
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE("K = " + std::to_string(sh.K) + ", M = " + std::to_string(sh.M) + ", N = " + std::to_string(sh.N) +
+                 ", ctas " + std::to_string(sh.ctas));
+    Rng rng(fresh_seed(tag++));
+    std::vector<bf16> a(static_cast<std::size_t>(sh.K * sh.lda)), b(static_cast<std::size_t>(sh.K * sh.ldb));
+    for (auto& e : a) e = bf16(static_cast<float>(rng.normal()));
+    for (auto& e : b) e = bf16(static_cast<float>(rng.normal()));
+    const std::size_t a_bytes = a.size() * 2, b_bytes = b.size() * 2, c_bytes = static_cast<std::size_t>(sh.M * sh.N) * 2;
+    void *da = nullptr, *db = nullptr, *dc = nullptr;
+    ASSERT_EQ(cudaMalloc(&da, a_bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&db, b_bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dc, c_bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(da, a.data(), a_bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(db, b.data(), b_bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    sm90::SmallKWgrad g;
+    g.a = da, g.b = db, g.c = dc, g.M = sh.M, g.N = sh.N, g.K = sh.K, g.lda = sh.lda, g.ldb = sh.ldb;
+    ASSERT_EQ(sm90::small_k_wgrad_unsupported(g), "");
+    const int slices = static_cast<int>(sh.N / (sh.K <= 128 ? 256 : 128));
+    EXPECT_EQ(sm90::small_k_wgrad_grid(g, sh.ctas),
+              slices * std::max(1, std::min(static_cast<int>(sh.M / 64), sh.ctas / slices)));
+    std::vector<std::vector<bf16>> runs;
+    for (int run = 0; run < 2; ++run) {
+      ASSERT_EQ(cudaMemset(dc, 0xff, c_bytes), cudaSuccess);  // NaN in every element
+      sm90::small_k_wgrad_launch(g, sh.ctas, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<bf16> c(static_cast<std::size_t>(sh.M * sh.N));
+      ASSERT_EQ(cudaMemcpy(c.data(), dc, c_bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      runs.push_back(std::move(c));
+    }
+    std::int64_t bad = 0;
+    for (std::int64_t m = 0; m < sh.M; ++m)
+      for (std::int64_t n = 0; n < sh.N; ++n) {
+        double ref = 0, mag = 0;
+        for (std::int64_t t = 0; t < sh.K; ++t) {
+          const double x = static_cast<double>(a[static_cast<std::size_t>(t * sh.lda + m)].to_float()) *
+                           static_cast<double>(b[static_cast<std::size_t>(t * sh.ldb + n)].to_float());
+          ref += x, mag += std::abs(x);
+        }
+        const double got = runs[0][static_cast<std::size_t>(m * sh.N + n)].to_float();
+        // one bf16 rounding (2^-8 relative) of an fp32 sum (error ≤ K·2^-24 of the sum of magnitudes)
+        if (!(std::abs(got - ref) <= std::abs(ref) * 0x1p-8 + mag * 0x1p-16 + 1e-30) && bad++ < 5)
+          ADD_FAILURE() << "C[" << m << "][" << n << "] = " << got << ", float64 " << ref;
+      }
+    EXPECT_EQ(bad, 0);
+    EXPECT_TRUE(std::equal(runs[0].begin(), runs[0].end(), runs[1].begin(),
+                           [](bf16 x, bf16 y) { return x.bits == y.bits; }))
+        << "two runs differ";
+    sm90::SmallKWgrad r = g;
+    r.K = 257;
+    EXPECT_NE(sm90::small_k_wgrad_unsupported(r), "");
+    r = g, r.M = sh.M + 32;
+    EXPECT_NE(sm90::small_k_wgrad_unsupported(r), "");
+    r = g, r.N = sh.N + 64;
+    EXPECT_NE(sm90::small_k_wgrad_unsupported(r), "");
+    r = g, r.lda = sh.lda + 1;
+    EXPECT_NE(sm90::small_k_wgrad_unsupported(r), "");
+    r = g, r.c = da;
+    EXPECT_NE(sm90::small_k_wgrad_unsupported(r), "");
+    try {
+      sm90::small_k_wgrad_launch(r, sh.ctas, nullptr);
+      ADD_FAILURE() << "no Error for C aliasing A";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.argument(), "small_k_wgrad") << e.what();
+    }
+    for (void* ptr : {da, db, dc}) cudaFree(ptr);
+  }
+}
+
+// grad_o_weight by the small-K kernel (ATTNBWD_CUDA_GQA_DWO_GEMM=smallk) matches the oracle wherever it can run: the
+// small attention path (B = 1, S = 128 and 131; B = 2, S = 128: T = 256), the padded GEMM path (B = 2, S = 100), T = 7,
+// hidden 64 and 256, with auto's CTA target and ATTNBWD_CUDA_GQA_DWO_SMS = 8 and off, scratch poisoned; the stage
+// dWo_smallk shows that it ran. Where it cannot (T > 256, not sm_90) and for a malformed value: an Error naming the
+// switch before any output is written.
+TEST(CudaGqaRope, DwoSmallKMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  const ScopedEnv bad_value("ATTNBWD_CUDA_GQA_DWO_GEMM", "fast");
+  expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(4910), "ATTNBWD_CUDA_GQA_DWO_GEMM", "DWO_GEMM=fast");
+  const ScopedEnv smallk("ATTNBWD_CUDA_GQA_DWO_GEMM", "smallk");
+  if (!is_sm90()) {
+    expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(4911), "ATTNBWD_CUDA_GQA_DWO_GEMM", "smallk off sm_90");
+    GTEST_SKIP() << "an sm_90a kernel (its refusal checked)";
+  }
+  expect_refused(axes_of(1, 300, 8, 2, 128, 64), fresh_seed(4912), "ATTNBWD_CUDA_GQA_DWO_GEMM", "smallk at T = 300");
+  struct Shape {
+    std::int64_t B, S, hidden;
+  };
+  std::uint64_t tag = 4920;
+  for (const Shape& sh : {Shape{1, 128, 64}, Shape{1, 131, 256}, Shape{2, 128, 64}, Shape{2, 100, 256},
+                          Shape{1, 7, 64}}) {
+    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, sh.hidden);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag++), tools::default_scalars(kOp));
+    for (const char* sms : {"auto", "8", "off"}) {
+      SCOPED_TRACE(tools::axes_to_string(axes) + " ATTNBWD_CUDA_GQA_DWO_SMS=" + sms);
+      const ScopedEnv target("ATTNBWD_CUDA_GQA_DWO_SMS", sms);
+      EXPECT_TRUE(has_stage(stage_line(in, axes, kDefault), "dWo_smallk"));
+      check(in, axes, smallest_atol(kOp), {kDefault});
+    }
+  }
+}
+
 // grad_o_weight's GEMM by cuBLASLt's first heuristic answer (ATTNBWD_CUDA_GQA_DWO_TUNE=off), timed (on) and by auto's
 // rule (the first answer beside the GEMM attention path from 2048 tokens), with the context timing the others
 // (ATTNBWD_CUDA_LT_TUNE=on), matches the oracle where dWo runs late: the padded GEMM path (B = 2, S = 131), the GEMM
@@ -1163,7 +1286,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
                             "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_DWO_TUNE",
                             "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA", "ATTNBWD_CUDA_GQA_DKDV",
-                            "ATTNBWD_CUDA_GQA_SMALL_PDL"}) {
+                            "ATTNBWD_CUDA_GQA_SMALL_PDL", "ATTNBWD_CUDA_GQA_DWO_GEMM"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
