@@ -760,13 +760,15 @@ int dwo_sm_target(const Context& ctx, int64_t T, bool small_attn, bool kv_attn) 
   return sm_target_switch("ATTNBWD_CUDA_GQA_DWO_SMS", sms, ctx.cc() == 90 ? sms_of_132(sms, of132) : 0);
 }
 
-// ATTNBWD_CUDA_GQA_DWO_GEMM=auto|cublaslt|smallk: how grad_o_weight = dYᵀ·A is computed. cublaslt: one cuBLASLt GEMM
-// (with ATTNBWD_CUDA_GQA_DWO_SMS and ATTNBWD_CUDA_GQA_DWO_TUNE). smallk: wgrad_small_k_sm90.cu's kernel (sm_90, T ≤ 256,
-// hidden a multiple of 64 and Hq·D of 128), which keeps a column slice of A resident per CTA, streams dY's 64-row
-// blocks and stores each block while the other consumer warpgroup's products run, on a grid of a part of the SMs:
-// ATTNBWD_CUDA_GQA_DWO_SMS's count, whose auto is 64 of 132 here (the small attention kernels take the rest: the
-// forty-ninth session's probe, perf/NOTES.md, measured 1.12-1.17x per call at T ≤ 512 with grad_o_weight left out).
-// smallk where the kernel cannot take the call is an Error naming the switch. auto = cublaslt (not yet measured).
+// ATTNBWD_CUDA_GQA_DWO_GEMM=auto|cublaslt|smallk: how grad_o_weight = dYᵀ·A is computed. cublaslt: one cuBLASLt
+// GEMM (with ATTNBWD_CUDA_GQA_DWO_SMS and ATTNBWD_CUDA_GQA_DWO_TUNE). smallk: wgrad_small_k_sm90.cu's kernel (sm_90,
+// T ≤ 256, hidden a multiple of 64 and Hq·D of 128), which keeps a column slice of A resident per CTA, streams dY's
+// 64-row blocks and stores each block while the other consumer warpgroup's products run, on a grid of part of the SMs:
+// ATTNBWD_CUDA_GQA_DWO_SMS's count, whose auto is 64 of 132 here (the small attention kernels take the rest; with
+// ATTNBWD_CUDA_GQA_DWO=early dA's GEMM gets the SMs the grid leaves). A probe with grad_o_weight left out measured
+// 1.12-1.17x per call at T ≤ 512 (forty-ninth session, perf/NOTES.md); smallk measured 0.91-0.95x at #2, #5, #11 and
+// 1.00-1.02x at #13 (H200 and H100): beside it the small path's first attention kernel takes ~2.4x as long, as beside
+// cuBLASLt's dWo. auto = cublaslt. smallk where the kernel cannot take the call is an Error naming the switch.
 int dwo_gemm_switch() { return env_switch("ATTNBWD_CUDA_GQA_DWO_GEMM", {"auto", "cublaslt", "smallk"}); }
 
 // ATTNBWD_CUDA_GQA_DWO_TUNE=auto|on|off: whether grad_o_weight's cuBLASLt algorithm is timed at its first call like the
@@ -1128,9 +1130,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool dwo_smallk = dwo_gemm_switch() == 2;
   int dwo_sk_ctas = 0;
   if (dwo_smallk) {
-    const std::string why = ctx.cc() != 90  ? std::string("the device is not sm_90")
-                            : all_sm90     ? std::string("ATTNBWD_CUDA_GQA_PROJ=sm90 computes grad_o_weight in its pair")
-                                           : sm90::small_k_wgrad_unsupported(dwo_sk);
+    const std::string why = ctx.cc() != 90 ? std::string("the device is not sm_90")
+                            : all_sm90 ? std::string("ATTNBWD_CUDA_GQA_PROJ=sm90 computes grad_o_weight in its pair")
+                                       : sm90::small_k_wgrad_unsupported(dwo_sk);
     if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_DWO_GEMM", "smallk: " + why);
     const int sms = ctx.sm_count();
     dwo_sk_ctas = sm_target_switch("ATTNBWD_CUDA_GQA_DWO_SMS", sms, sms_of_132(sms, 64));
@@ -1190,8 +1192,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                                          static_cast<int>(D), QKV, k_summed, v_summed);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   };
-  // dA's SM target beside O on the side stream: the SMs O leaves.
-  const int da_sms = pv_on_side ? sms_beside(ctx.sm_count(), pv_target) : 0;
+  // dA's SM target beside O on the side stream: the SMs O leaves; beside early grad_o_weight by the small-K kernel, the
+  // SMs its grid leaves.
+  const int da_sms = pv_on_side            ? sms_beside(ctx.sm_count(), pv_target)
+                     : dwo_smallk && !late ? sms_beside(ctx.sm_count(), sm90::small_k_wgrad_grid(dwo_sk, dwo_sk_ctas))
+                                           : 0;
   if (pv_on_side) {
     stages.fork(ctx);
     forked = true;

@@ -8,7 +8,8 @@ P=$M/attnbwd_perf
 T="$M/attnbwd_tests"
 timeout "$(tmo 120)" "$T" --gtest_filter='CudaGqaRope.SmallKWgrad*:CudaGqaRope.DwoSmallK*:CudaGqaRope.Malformed*' \
   > "$R/tests-smallk.txt" 2>&1
-echo "tests rc=$? t=$SECONDS"; grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\]|FAILED  \]|Failure|error' "$R/tests-smallk.txt" | head -20
+echo "tests rc=$? t=$SECONDS"
+grep -E '^\[ +(PASSED|FAILED|SKIPPED) +\]|FAILED  \]|Failure|error' "$R/tests-smallk.txt" | head -20
 if grep -q '^\[  PASSED  \] 3 tests' "$R/tests-smallk.txt"; then
   abrun gqa_rope_backward 2,5,11,13 3 dwo-smallk 200 base="$P" smallk="$P,ATTNBWD_CUDA_GQA_DWO_GEMM=smallk" \
     sk48="$P,ATTNBWD_CUDA_GQA_DWO_GEMM=smallk,ATTNBWD_CUDA_GQA_DWO_SMS=48" \

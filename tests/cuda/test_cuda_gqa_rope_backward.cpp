@@ -751,7 +751,8 @@ TEST(CudaGqaRope, SmallKWgradKernelMatchesAFloat64Product) {
     std::vector<bf16> a(static_cast<std::size_t>(sh.K * sh.lda)), b(static_cast<std::size_t>(sh.K * sh.ldb));
     for (auto& e : a) e = bf16(static_cast<float>(rng.normal()));
     for (auto& e : b) e = bf16(static_cast<float>(rng.normal()));
-    const std::size_t a_bytes = a.size() * 2, b_bytes = b.size() * 2, c_bytes = static_cast<std::size_t>(sh.M * sh.N) * 2;
+    const std::size_t a_bytes = a.size() * 2, b_bytes = b.size() * 2;
+    const std::size_t c_bytes = static_cast<std::size_t>(sh.M * sh.N) * 2;
     void *da = nullptr, *db = nullptr, *dc = nullptr;
     ASSERT_EQ(cudaMalloc(&da, a_bytes), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&db, b_bytes), cudaSuccess);
