@@ -9,13 +9,17 @@ for wl in 11 13; do
     --kernel-name regex:wgrad_small_k --launch-skip 3 --launch-count 1 \
     "$P" --backend=cuda --ops=gqa_rope_backward --workloads=$wl --clock=events > "$R/ncu-smallk-$wl.txt" 2>&1
   echo "ncu $wl rc=$? t=$SECONDS"
-  grep -E "^  [a-z_]+.*\(|Duration|Elapsed Cycles|SM Frequency|Compute \(SM\) Throughput|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Issued Warp|No Eligible|Registers Per|Achieved Occupancy" "$R/ncu-smallk-$wl.txt" | head -16
+  k="^  [a-z_]+.*\(|Duration|Elapsed Cycles|SM Frequency|Compute \(SM\) Throughput|DRAM Throughput"
+  k="$k|Memory Throughput|L2 Cache Throughput|Issued Warp|No Eligible|Registers Per|Achieved Occupancy"
+  grep -E "$k" "$R/ncu-smallk-$wl.txt" | head -16
 done
 for v in cublaslt smallk; do
   ATTNBWD_CUDA_GQA_DWO_GEMM=$v timeout "$(tmo 120)" ncu --clock-control none --launch-skip 16 --launch-count 16 \
-    --metrics gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum \
+    --metrics gpu__time_duration.sum,dram__bytes.sum,\
+sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed \
     "$P" --backend=cuda --ops=gqa_rope_backward --workloads=11 --clock=events > "$R/ncu-k11-$v.txt" 2>&1
   echo "ncu k11 $v rc=$? t=$SECONDS"
-  grep -E "^  [A-Za-z_].*\(|gpu__time_duration|tensor_op|dram__bytes" "$R/ncu-k11-$v.txt" | sed 's/  */ /g' | cut -c1-150 | head -40
+  grep -E "^  [A-Za-z_].*\(|gpu__time_duration|tensor_op|dram__bytes" "$R/ncu-k11-$v.txt" | sed 's/  */ /g' |
+    cut -c1-150 | head -40
 done
 fin
