@@ -52,9 +52,9 @@ __global__ void chase(const unsigned* __restrict__ ring, int steps, int alu, uns
   }
 }
 
-// "tiles" (mode 2 of chase's launch): the library's small attention kernels' pattern — 4 warps, 172 KB of dynamic shared
-// memory, 64 x 128 bf16 tiles (16 KB) streamed through two cp.async stages from a 32 MB buffer, each warp running
-// ldmatrix + mma.sync m16n8k16 over its 16 rows of every tile.
+// "tiles" (mode 2 of chase's launch): the library's small attention kernels' pattern — 4 warps, 172 KB of dynamic
+// shared memory, 64 x 128 bf16 tiles (16 KB) streamed through two cp.async stages from a 32 MB buffer, each warp
+// running ldmatrix + mma.sync m16n8k16 over its 16 rows of every tile.
 __device__ __forceinline__ void cp16(unsigned dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
@@ -224,7 +224,8 @@ int main() {
       std::sort(sn.begin(), sn.end());
       std::sort(sc.begin(), sc.end());
       std::printf("%s%-28s rep %d: CTA ns median %8.0f max %8.0f | cycles median %9.0f max %9.0f | GHz %.3f\n",
-                  graph == 2 ? "graph+pdl " : graph ? "graph " : "", c.name, rep, sn[ctas / 2], sn[ctas - 1], sc[ctas / 2], sc[ctas - 1], sc[ctas / 2] / sn[ctas / 2]);
+                  graph == 2 ? "graph+pdl " : graph ? "graph " : "", c.name, rep, sn[ctas / 2], sn[ctas - 1],
+                  sc[ctas / 2], sc[ctas - 1], sc[ctas / 2] / sn[ctas / 2]);
     }
   return 0;
 }
