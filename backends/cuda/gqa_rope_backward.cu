@@ -61,10 +61,10 @@
 #include "dispatch.hpp"
 #include "linear_backward_sm90.hpp"
 #include "linear_thin_sm90.hpp"
-#include "wgrad_small_k_sm90.hpp"
 #include "lt_gemm.hpp"
 #include "stages.hpp"
 #include "switches.hpp"
+#include "wgrad_small_k_sm90.hpp"
 
 namespace attnbwd::cuda {
 namespace {

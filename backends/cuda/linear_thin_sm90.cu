@@ -94,14 +94,6 @@ struct Rings {
 
 #if defined(ATTNBWD_SM90_DEVICE)
 
-// 2-D tile store shared -> global (bulk group; rows/columns outside the tensor are not written).
-__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
-                   reinterpret_cast<std::uint64_t>(map)),
-               "r"(smem_addr(src)), "r"(c0), "r"(c1)
-               : "memory");
-}
-
 // The segment of out row `row` (segments start at multiples of 64: a k-block lies in one).
 __device__ __forceinline__ int segment_of(const Params& p, int row) {
   return row >= p.seg[2] ? 2 : row >= p.seg[1] ? 1 : 0;

@@ -45,13 +45,6 @@ struct Params {
 
 #if defined(ATTNBWD_SM90_DEVICE)
 
-__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
-                   reinterpret_cast<std::uint64_t>(map)),
-               "r"(smem_addr(src)), "r"(c0), "r"(c1)
-               : "memory");
-}
-
 // Rounds the 64-column chunk q of this thread's accumulator fragment to bf16 into a 64 × 64 box (128-byte rows, 16-byte
 // chunk c of row r at c ^ (r % 8): the TMA layout, and 32 distinct banks per 8-row × 4-lane write). The fragment:
 // acc[4·j + 2·h + e] is row 16·warp + lane / 4 + 8·h, column 8·j + 2·(lane % 4) + e.
