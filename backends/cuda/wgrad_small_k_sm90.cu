@@ -19,6 +19,7 @@
 #include "check.hpp"
 #include "linear_backward_sm90.hpp"
 #include "sm90/ptx.cuh"
+#include "sm90/stage.cuh"
 
 namespace attnbwd::cuda::sm90 {
 namespace {
@@ -44,25 +45,6 @@ struct Params {
 };
 
 #if defined(ATTNBWD_SM90_DEVICE)
-
-// Rounds the 64-column chunk q of this thread's accumulator fragment to bf16 into a 64 × 64 box (128-byte rows, 16-byte
-// chunk c of row r at c ^ (r % 8): the TMA layout, and 32 distinct banks per 8-row × 4-lane write). The fragment:
-// acc[4·j + 2·h + e] is row 16·warp + lane / 4 + 8·h, column 8·j + 2·(lane % 4) + e.
-template <int R>
-__device__ __forceinline__ void stage_chunk(const float (&acc)[R], int q, std::uint8_t* box) {
-  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-  const int fr = warp * 16 + lane / 4, fc = 2 * (lane % 4);
-#pragma unroll
-  for (int jj = 0; jj < 8; ++jj) {
-    const int j = 8 * q + jj;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = fr + 8 * h;
-      *reinterpret_cast<__nv_bfloat162*>(box + r * 128 + ((jj ^ (r % 8)) * 16) + fc * 2) =
-          __floats2bfloat162_rn(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-    }
-  }
-}
 
 template <int BN, int NKB>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -148,8 +130,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       bulk_wait_read<0>();  // this warpgroup's last stores have read its staging
     }
     named_barrier(1 + ci, 128);
-#pragma unroll
-    for (int q = 0; q < C::kChunks; ++q) stage_chunk(acc, q, my_stg + q * kBox);
+    stage_chunk<0, R>(acc, my_stg);
+    stage_chunk<1, R>(acc, my_stg + kBox);
+    if constexpr (BN == 256) {
+      stage_chunk<2, R>(acc, my_stg + 2 * kBox);
+      stage_chunk<3, R>(acc, my_stg + 3 * kBox);
+    }
     fence_proxy_async_smem();
     named_barrier(1 + ci, 128);
     if (leader) {
