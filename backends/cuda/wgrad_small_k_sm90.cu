@@ -39,9 +39,8 @@ struct Cfg {
 };
 
 struct Params {
-  int K;                // tokens
-  int slices, per;      // BN-column slices of C; row blocks per range
-  int mblocks;          // C's 64-row blocks
+  int slices, per;  // BN-column slices of C; row blocks per range
+  int mblocks;      // C's 64-row blocks
 };
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -172,7 +171,6 @@ void launch(const SmallKWgrad& g, int grid, cudaStream_t stream) {
   const CUtensorMap map_b = tensor_map(g.b, g.K, g.N, g.ldb, 64, 64);
   const CUtensorMap map_c = tensor_map(g.c, g.M, g.N, g.N, 64, 64);
   Params p;
-  p.K = static_cast<int>(g.K);
   p.slices = static_cast<int>(g.N / BN), p.mblocks = static_cast<int>(g.M / 64);
   const int ranges = grid / p.slices;
   p.per = (p.mblocks + ranges - 1) / ranges;
