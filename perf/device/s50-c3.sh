@@ -1,0 +1,29 @@
+# Fiftieth session, call 3: is the stall the L2 write-back of dirty lines? (see graph_effect_probe6.patch)
+# Call 2 put the stall before dp_softmax's first tile (22 K cycles against 6.3 K), with any spin length and with a bare
+# spinner (mode 6). The perf harness's flush leaves L2 full of dirty lines (a memset of 2 x L2); if the side branch's
+# launch inside a graph costs a write-back of L2, a clean L2 before the fork (ATTNBWD_PROBE_CLEAN=1) removes it.
+source perf/device/common.sh
+LIMIT=${LIMIT:-300}
+Q=$M/attnbwd_perf_probe6
+P=$Q
+S="ATTNBWD_CUDA_GQA_DWO_GEMM=smallk ATTNBWD_CUDA_GQA_DWO_SMS=16"
+run_q() {  # name, then VAR=value...: one perf run of the probe at #11, stamps on stdout
+  local name=$1
+  shift
+  ok && env "$@" timeout "$(tmo 60)" "$Q" --backend=cuda --ops=gqa_rope_backward --workloads=11 \
+    > "$R/stamps-$name.txt" 2> "$R/stderr-$name.txt"
+  echo "$name rc=$?"
+}
+run_q auto
+run_q auto-clean1 ATTNBWD_PROBE_CLEAN=1
+run_q m6 $S ATTNBWD_PROBE_SMALLK_MODE=6
+run_q m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=1
+run_q m6-clean2 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=2
+run_q m8 $S ATTNBWD_PROBE_SMALLK_MODE=8
+run_q m8-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=8 ATTNBWD_PROBE_CLEAN=1
+python3 perf/scripts/stamps.py "$R"/stamps-*.txt
+timeline gqa_rope_backward 11 m6 $S ATTNBWD_PROBE_SMALLK_MODE=6
+timeline gqa_rope_backward 11 m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=1
+timeline gqa_rope_backward 11 m8 $S ATTNBWD_PROBE_SMALLK_MODE=8
+timeline gqa_rope_backward 11 auto
+fin
