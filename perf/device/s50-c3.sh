@@ -1,10 +1,12 @@
-# Fiftieth session, call 3: is the stall the L2 write-back of dirty lines? (see graph_effect_probe6.patch)
+# Fiftieth session, call 3: is the stall the L2 write-back of dirty lines? (see graph_effect_probe7.patch)
 # Call 2 put the stall before dp_softmax's first tile (22 K cycles against 6.3 K), with any spin length and with a bare
 # spinner (mode 6). The perf harness's flush leaves L2 full of dirty lines (a memset of 2 x L2); if the side branch's
-# launch inside a graph costs a write-back of L2, a clean L2 before the fork (ATTNBWD_PROBE_CLEAN=1) removes it.
+# launch inside a graph costs a write-back of L2, a clean L2 before the fork (ATTNBWD_PROBE_CLEAN=1) removes it. And:
+# does a spinner launched directly on the side stream, outside the graph (ATTNBWD_PROBE_OUTSIDE), slow the graph's
+# kernels (dA, dp_softmax)?
 source perf/device/common.sh
 LIMIT=${LIMIT:-300}
-Q=$M/attnbwd_perf_probe6
+Q=$M/attnbwd_perf_probe7
 P=$Q
 S="ATTNBWD_CUDA_GQA_DWO_GEMM=smallk ATTNBWD_CUDA_GQA_DWO_SMS=16"
 run_q() {  # name, then VAR=value...: one perf run of the probe at #11, stamps on stdout
@@ -21,9 +23,12 @@ run_q m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=1
 run_q m6-clean2 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=2
 run_q m8 $S ATTNBWD_PROBE_SMALLK_MODE=8
 run_q m8-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=8 ATTNBWD_PROBE_CLEAN=1
+run_q auto-out60 ATTNBWD_PROBE_OUTSIDE=60000
+run_q auto-out60-clean1 ATTNBWD_PROBE_OUTSIDE=60000 ATTNBWD_PROBE_CLEAN=1
 python3 perf/scripts/stamps.py "$R"/stamps-*.txt
 timeline gqa_rope_backward 11 m6 $S ATTNBWD_PROBE_SMALLK_MODE=6
 timeline gqa_rope_backward 11 m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=1
 timeline gqa_rope_backward 11 m8 $S ATTNBWD_PROBE_SMALLK_MODE=8
 timeline gqa_rope_backward 11 auto
+timeline gqa_rope_backward 11 auto-out60 ATTNBWD_PROBE_OUTSIDE=60000
 fin
