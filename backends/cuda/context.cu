@@ -150,8 +150,7 @@ Context::~Context() {
     if (p) cudaFreeAsync(p, side_);
   if (counters_) cudaFreeAsync(counters_, side_);
   if (side_) cudaStreamSynchronize(side_);
-  for (auto& g : graphs_)
-    if (g.second.exec) cudaGraphExecDestroy(g.second.exec);
+  for (auto& g : graphs_) g.second.destroy();
   if (handoff_) cudaEventDestroy(handoff_);
   if (fork_) cudaEventDestroy(fork_);
   if (join_) cudaEventDestroy(join_);
@@ -168,12 +167,31 @@ Context::~Context() {
   if (lt_) give_back_lt(device_, lt_);  // not cublasLtDestroy: see LtPool
 }
 
+// In a split capture (capture_split) each of the four ends the segments it orders and adds the event steps that the
+// replay performs between their launches; otherwise it records and waits on the events now.
 void Context::fork(cudaStream_t main) {
+  if (split_) {
+    segment_end(false);
+    steps_.push_back({Step::kRecord, false, nullptr, fork_});
+    if (side_capturing_) segment_end(true);
+    steps_.push_back({Step::kWait, true, nullptr, fork_});
+    segment_begin(false);
+    segment_begin(true);
+    return;
+  }
   ATTNBWD_CUDA_CHECK(cudaEventRecord(fork_, main));
   ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
 }
 
 void Context::join(cudaStream_t main) {
+  if (split_) {
+    if (side_capturing_) segment_end(true);
+    steps_.push_back({Step::kRecord, true, nullptr, join_});
+    segment_end(false);
+    steps_.push_back({Step::kWait, false, nullptr, join_});
+    segment_begin(false);
+    return;
+  }
   ATTNBWD_CUDA_CHECK(cudaEventRecord(join_, side_));
   ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, join_, 0));
 }
@@ -208,9 +226,26 @@ void Context::finish_host_copy(void* dst, std::size_t bytes) {
   std::memcpy(dst, pinned_, bytes);
 }
 
-void Context::mark_side() { ATTNBWD_CUDA_CHECK(cudaEventRecord(mark_, side_)); }
+void Context::mark_side() {
+  if (split_) {
+    const bool open = side_capturing_;
+    if (open) segment_end(true);
+    steps_.push_back({Step::kRecord, true, nullptr, mark_});
+    if (open) segment_begin(true);
+    return;
+  }
+  ATTNBWD_CUDA_CHECK(cudaEventRecord(mark_, side_));
+}
 
-void Context::wait_side_mark(cudaStream_t main) { ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, mark_, 0)); }
+void Context::wait_side_mark(cudaStream_t main) {
+  if (split_) {
+    segment_end(false);
+    steps_.push_back({Step::kWait, false, nullptr, mark_});
+    segment_begin(false);
+    return;
+  }
+  ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, mark_, 0));
+}
 
 void Context::claim(cudaStream_t stream, bool allowed) {
   // ATTNBWD_CUDA_LT_TUNE=auto|off|on|verbose|main (backends/cuda/README.md "Switches"): auto times the choices
@@ -275,13 +310,15 @@ void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream, bool po
 }
 
 namespace {
-// ATTNBWD_CUDA_GRAPHS=auto|0|1: 1 captures and replays (Context::enqueue), 0 runs every call directly, auto (the
+// ATTNBWD_CUDA_GRAPHS=auto|0|1|split: 1 captures and replays (Context::enqueue), 0 runs every call directly, auto (the
 // default) is 1 for the ops that gain (in_auto) except under the stage timer (ATTNBWD_CUDA_STAGES=1, whose per-call
-// timing needs direct runs).
-bool graphs_enabled(bool in_auto) {
-  const int mode = env_switch("ATTNBWD_CUDA_GRAPHS", {"auto", "0", "1"});
-  if (mode == 0) return in_auto && env_switch("ATTNBWD_CUDA_STAGES", {"0", "1"}) != 1;
-  return mode == 2;
+// timing needs direct runs); split as auto, each call captured as one graph per stream segment (Context::Step).
+// Returns 0 (direct), 1 (one graph) or 2 (segments).
+int graphs_mode(bool in_auto) {
+  const int mode = env_switch("ATTNBWD_CUDA_GRAPHS", {"auto", "0", "1", "split"});
+  if (mode == 0 || mode == 3)
+    return in_auto && env_switch("ATTNBWD_CUDA_STAGES", {"0", "1"}) != 1 ? (mode == 3 ? 2 : 1) : 0;
+  return mode == 2 ? 1 : 0;
 }
 
 // FNV-1a over every ATTNBWD_* variable of the environment (name and value): a key never replays work enqueued under
@@ -297,6 +334,74 @@ std::uint64_t attnbwd_env_hash() {
 }
 }  // namespace
 
+Context::GraphStats Context::graph_stats() const {
+  GraphStats st{graphs_.size(), execs_, wasted_, capture_off_, 0};
+  for (const auto& entry : graphs_)
+    for (const Step& step : entry.second.steps) st.segments += step.kind == Step::kLaunch ? 1 : 0;
+  return st;
+}
+
+void Context::Graph::destroy() {
+  if (exec) cudaGraphExecDestroy(exec);
+  for (const Step& st : steps)
+    if (st.exec) cudaGraphExecDestroy(st.exec);
+  exec = nullptr;
+  steps.clear();
+}
+
+void Context::segment_begin(bool side) {
+  ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(side ? side_ : capture_, cudaStreamCaptureModeThreadLocal));
+  if (side) side_capturing_ = true;
+}
+
+void Context::segment_end(bool side) {
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(side ? side_ : capture_, &graph);
+  if (side) side_capturing_ = false;
+  std::size_t nodes = 0;
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t e = end;
+  if (e == cudaSuccess && graph != nullptr) e = cudaGraphGetNodes(graph, nullptr, &nodes);
+  if (e == cudaSuccess && nodes > 0) e = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph) cudaGraphDestroy(graph);
+  if (e != cudaSuccess)
+    throw Error(std::string("cuda backend: a graph segment's capture failed: ") + cudaGetErrorString(e));
+  if (exec) steps_.push_back({Step::kLaunch, side, exec, nullptr});
+}
+
+// One call's work captured as segments (ATTNBWD_CUDA_GRAPHS=split) into g.steps; false (nothing held, both streams out
+// of capture) where any part failed.
+bool Context::capture_split(const std::function<void(cudaStream_t)>& work, Graph& g) {
+  steps_.clear();
+  bool ok = true;
+  try {
+    segment_begin(false);
+    split_ = capturing_ = true;
+    work(capture_);
+    split_ = false;
+    if (side_capturing_) ok = false;  // side-stream work never joined
+    segment_end(false);
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  split_ = capturing_ = false;
+  for (cudaStream_t s : {capture_, side_}) {  // end a capture left open by a failure
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t graph = nullptr;
+      cudaStreamEndCapture(s, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      ok = false;
+    }
+  }
+  side_capturing_ = false;
+  g.steps = std::move(steps_);
+  steps_.clear();
+  if (g.steps.empty()) ok = false;  // no work at all: nothing to replay (the call runs directly)
+  if (!ok) g.destroy();
+  return ok;
+}
+
 void Context::drop_graphs(cudaStream_t stream) {
   // Before an executable graph is destroyed every launch of it must be over: `stream` already waits for this
   // context's previous op (claim), so synchronising it is enough.
@@ -304,8 +409,8 @@ void Context::drop_graphs(cudaStream_t stream) {
   ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (auto& entry : graphs_) {
     Graph& g = entry.second;
-    if (!g.exec) continue;
-    cudaGraphExecDestroy(g.exec);
+    if (!g.held()) continue;
+    g.destroy();
     if (g.launches <= 1) ++wasted_;  // captured, never replayed
     g = Graph{generation_};          // a first sight again: captured anew at its next call
   }
@@ -315,8 +420,7 @@ void Context::drop_graphs(cudaStream_t stream) {
 void Context::reset_graphs() {
   const std::lock_guard<std::recursive_mutex> gate(capture_gate());
   ATTNBWD_CUDA_CHECK(cudaDeviceSynchronize());
-  for (auto& entry : graphs_)
-    if (entry.second.exec) cudaGraphExecDestroy(entry.second.exec);
+  for (auto& entry : graphs_) entry.second.destroy();
   graphs_.clear();
   execs_ = wasted_ = 0;
   capture_off_ = false;
@@ -324,7 +428,8 @@ void Context::reset_graphs() {
 
 void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t stream,
                       const std::function<void(cudaStream_t)>& work, bool in_auto) {
-  if (!graphs_enabled(in_auto)) {
+  const int mode = graphs_mode(in_auto);
+  if (mode == 0) {
     work(stream);
     return;
   }
@@ -334,12 +439,12 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
   auto it = graphs_.find(key);
   if (it == graphs_.end() || it->second.generation != generation_) {
     // First sight of the key (or its addresses went stale after a scratch growth): run directly, remember it.
-    if (it != graphs_.end() && it->second.exec) {
+    if (it != graphs_.end() && it->second.held()) {
       drop_graphs(stream);  // stale: every graph holds the old scratch addresses (rare)
     } else if (it == graphs_.end() && graphs_.size() >= kMaxKeys) {
       // Bounded without synchronising: forget the keys seen once (a caller whose buffers move every call only
       // ever adds those, and never pays a capture or a stream synchronisation).
-      for (auto e = graphs_.begin(); e != graphs_.end();) e = e->second.exec ? std::next(e) : graphs_.erase(e);
+      for (auto e = graphs_.begin(); e != graphs_.end();) e = e->second.held() ? std::next(e) : graphs_.erase(e);
     }
     work(stream);
     graphs_[key] = Graph{generation_};
@@ -350,7 +455,7 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
     work(stream);
     return;
   }
-  if (!g.exec) {
+  if (!g.held()) {
     if (execs_ >= kMaxGraphs) {
       drop_graphs(stream);
       // More than kMaxGraphs keys recurring in a cycle longer than the cache: captures that are never replayed.
@@ -369,31 +474,49 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
     // (capture_gate: no other thread of this process captures, or sets up or tears down a Context, meanwhile.)
     std::unique_lock<std::recursive_mutex> gate(capture_gate());
     if (!capture_) ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
-    ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
-    capturing_ = true;
     bool ok = true;
-    try {
-      work(capture_);
-    } catch (const std::exception&) {
-      ok = false;
+    cudaError_t end = cudaSuccess;
+    if (mode == 2) {
+      ok = capture_split(work, g);
+    } else {
+      ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
+      capturing_ = true;
+      try {
+        work(capture_);
+      } catch (const std::exception&) {
+        ok = false;
+      }
+      capturing_ = false;
+      cudaGraph_t graph = nullptr;
+      end = cudaStreamEndCapture(capture_, &graph);
+      if (ok && end == cudaSuccess && graph != nullptr && cudaGraphInstantiate(&g.exec, graph, 0) != cudaSuccess)
+        g.exec = nullptr;
+      if (graph) cudaGraphDestroy(graph);
+      ok = ok && end == cudaSuccess && g.exec != nullptr;
     }
-    capturing_ = false;
-    cudaGraph_t graph = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(capture_, &graph);
-    if (ok && end == cudaSuccess && graph != nullptr && cudaGraphInstantiate(&g.exec, graph, 0) != cudaSuccess)
-      g.exec = nullptr;
-    if (graph) cudaGraphDestroy(graph);
     gate.unlock();
-    if (!ok || end != cudaSuccess || g.exec == nullptr) {
+    if (!ok) {
       cudaGetLastError();  // clear a capture error
-      g.exec = nullptr;
+      g.destroy();
       g.direct = true;
       work(stream);
       return;
     }
     ++execs_;
   }
-  ATTNBWD_CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
+  if (g.exec) {
+    ATTNBWD_CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
+  } else {
+    for (const Step& st : g.steps) {
+      const cudaStream_t on = st.side ? side_ : stream;
+      if (st.kind == Step::kLaunch)
+        ATTNBWD_CUDA_CHECK(cudaGraphLaunch(st.exec, on));
+      else if (st.kind == Step::kRecord)
+        ATTNBWD_CUDA_CHECK(cudaEventRecord(st.event, on));
+      else
+        ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(on, st.event, 0));
+    }
+  }
   ++g.launches;
 }
 

@@ -108,13 +108,14 @@ class Context {
   void enqueue(const std::function<GraphKey()>& key, cudaStream_t stream,
                const std::function<void(cudaStream_t)>& work, bool in_auto = true);
 
-  // The graph cache's state (tests, diagnostics): keys held, executable graphs held, graphs dropped without a
-  // replay, and whether this context has stopped capturing.
+  // The graph cache's state (tests, diagnostics): keys held, captured calls held, captures dropped without a
+  // replay, whether this context has stopped capturing, and the segment graphs the split captures hold.
   struct GraphStats {
     std::size_t keys = 0, graphs = 0, wasted = 0;
     bool capture_off = false;
+    std::size_t segments = 0;
   };
-  GraphStats graph_stats() const { return GraphStats{graphs_.size(), execs_, wasted_, capture_off_}; }
+  GraphStats graph_stats() const;
   // Synchronises the device, then forgets every key and graph and the stop (tests start from a clean cache).
   void reset_graphs();
 
@@ -160,11 +161,22 @@ class Context {
   unsigned* counters_ = nullptr;
   std::size_t counters_n_ = 0;
   std::uint64_t generation_ = 0;  // bumped by every scratch or counter reallocation
+  // ATTNBWD_CUDA_GRAPHS=split: a call captured as one graph per stream segment, replayed as these steps in order
+  // (a segment ends at each fork, join, mark or wait, which become event records and waits between the launches).
+  struct Step {
+    enum Kind { kLaunch, kRecord, kWait } kind = kLaunch;
+    bool side = false;                // on the side stream (else the caller's)
+    cudaGraphExec_t exec = nullptr;   // kLaunch
+    cudaEvent_t event = nullptr;      // kRecord, kWait
+  };
   struct Graph {
     std::uint64_t generation = 0;
-    cudaGraphExec_t exec = nullptr;
+    cudaGraphExec_t exec = nullptr;  // the whole call (ATTNBWD_CUDA_GRAPHS=auto, 1)
+    std::vector<Step> steps;         // or its segments (split)
     bool direct = false;       // capture failed once: this key runs directly
-    std::uint64_t launches = 0;  // of exec
+    std::uint64_t launches = 0;  // of exec or steps
+    bool held() const { return exec != nullptr || !steps.empty(); }
+    void destroy();
   };
   static constexpr std::size_t kMaxKeys = 256, kMaxGraphs = 64;
   std::map<GraphKey, Graph> graphs_;
@@ -178,6 +190,14 @@ class Context {
   void* pinned_ = nullptr;
   std::size_t pinned_bytes_ = 0;
   bool capturing_ = false;  // scratch or counters must not grow inside a capture
+  // A split capture in progress (ATTNBWD_CUDA_GRAPHS=split): fork, join, mark_side and wait_side_mark end the
+  // segments and add steps instead of recording events.
+  bool split_ = false;
+  bool side_capturing_ = false;
+  std::vector<Step> steps_;
+  void segment_begin(bool side);
+  void segment_end(bool side);
+  bool capture_split(const std::function<void(cudaStream_t)>& work, Graph& g);
 };
 
 }  // namespace attnbwd::cuda

@@ -72,7 +72,7 @@ void replays_match_in(const char* mode, const char* op, const tools::Axes& small
 
 template <class Args>
 void replays_match(const char* op, const tools::Axes& small, const tools::Axes& large, std::uint64_t seed) {
-  for (const char* mode : {"auto", "1"}) replays_match_in<Args>(mode, op, small, large, seed);
+  for (const char* mode : {"auto", "1", "split"}) replays_match_in<Args>(mode, op, small, large, seed);
 }
 
 TEST(CudaGraphs, OutProjReplaysGiveTheSameBits) {
@@ -198,6 +198,36 @@ TEST(CudaGraphs, VisionVarlenReplayReadsTheBoundariesOfEachCall) {
 TEST(CudaGraphs, VisionVarlenEarlyPartReplayReadsTheBoundariesOfEachCall) {
   ATTNBWD_SEED_TRACE();
   varlen_replay_reads_the_boundaries(/*host_copy=*/false, fresh_seed(812));
+}
+
+// ATTNBWD_CUDA_GRAPHS=split: a gqa call whose grad_o_weight runs on the side stream (workload #5's shape: the small
+// attention path, late dWo beside it) is captured as more than one segment graph (the caller's stream's work before
+// and after the fork, the side stream's), and its replays give the graphs-off bits (replays_match covers the other
+// shapes); a call without side-stream work (ATTNBWD_CUDA_STREAMS=one) is one segment.
+TEST(CudaGraphs, SplitCaptureHoldsOneGraphPerStreamSegment) {
+  ATTNBWD_SEED_TRACE();
+  const tools::Axes wide{{"batch_size", 1},         {"seq_len", 131},  {"num_attention_heads", 32},
+                         {"num_key_value_heads", 8}, {"head_dim", 128}, {"hidden_size", 5120}};
+  for (const char* streams : {"two", "one"}) {
+    SCOPED_TRACE(std::string("ATTNBWD_CUDA_STREAMS=") + streams);
+    const ScopedEnv st_env("ATTNBWD_CUDA_STREAMS", streams);
+    const GraphsOffResult<GqaRopeArgs> ref("gqa_rope_backward", wide, fresh_seed(815));
+    cuda::Context& ctx = cuda::Context::current();
+    ctx.reset_graphs();
+    const ScopedEnv split("ATTNBWD_CUDA_GRAPHS", "split");
+    CudaCase<GqaRopeArgs> got(ref.in, ref.axes);
+    for (const char* what : {"direct", "captured", "replayed", "replayed again"}) {
+      got.run();
+      expect_same_bits(got.result(), ref.want.result(), what);
+    }
+    const cuda::Context::GraphStats st = ctx.graph_stats();
+    EXPECT_EQ(st.graphs, 1u);
+    if (std::string(streams) == "two")
+      EXPECT_GE(st.segments, 3u);  // main before the fork, main after it, the side stream's
+    else
+      EXPECT_EQ(st.segments, 1u);
+    ctx.reset_graphs();
+  }
 }
 
 // A tiny gqa problem (one fast-path call is a few short kernels) for the cache-bound tests below.
