@@ -3,11 +3,13 @@
 # spinner (mode 6). The perf harness's flush leaves L2 full of dirty lines (a memset of 2 x L2); if the side branch's
 # launch inside a graph costs a write-back of L2, a clean L2 before the fork (ATTNBWD_PROBE_CLEAN=1) removes it. And:
 # does a spinner launched directly on the side stream, outside the graph (ATTNBWD_PROBE_OUTSIDE), slow the graph's
-# kernels (dA, dp_softmax)?
+# kernels (dA, dp_softmax)? Then the library's ATTNBWD_CUDA_GRAPHS=split (22a6301: one graph per stream segment): the
+# graph tests, and A/B against auto (gqa all, mha and varlen where auto captures).
 source perf/device/common.sh
-LIMIT=${LIMIT:-300}
+LIMIT=${LIMIT:-540}
 Q=$M/attnbwd_perf_probe7
 P=$Q
+L=$M/attnbwd_perf
 S="ATTNBWD_CUDA_GQA_DWO_GEMM=smallk ATTNBWD_CUDA_GQA_DWO_SMS=16"
 run_q() {  # name, then VAR=value...: one perf run of the probe at #11, stamps on stdout
   local name=$1
@@ -31,4 +33,12 @@ timeline gqa_rope_backward 11 m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_P
 timeline gqa_rope_backward 11 m8 $S ATTNBWD_PROBE_SMALLK_MODE=8
 timeline gqa_rope_backward 11 auto
 timeline gqa_rope_backward 11 auto-out60 ATTNBWD_PROBE_OUTSIDE=60000
+shards 'CudaGraphs.*' 150
+abrun gqa_rope_backward all 3 split 200 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split" \
+  splitsk="$L,ATTNBWD_CUDA_GRAPHS=split,ATTNBWD_CUDA_GQA_DWO_GEMM=smallk"
+abrun vision_varlen_rope_backward 8,11,1,12,0,5,3,7,9,13 3 varlen-split 90 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
+abrun vision_mha_norm_backward 10,4,3,1,12 3 mha-split 60 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
+P=$L
+timeline gqa_rope_backward 11 gqa-11-split ATTNBWD_CUDA_GRAPHS=split
+timeline gqa_rope_backward 11 gqa-11-split-smallk ATTNBWD_CUDA_GRAPHS=split ATTNBWD_CUDA_GQA_DWO_GEMM=smallk
 fin
