@@ -6,7 +6,7 @@
 # kernels (dA, dp_softmax)? Then the library's ATTNBWD_CUDA_GRAPHS=split (22a6301: one graph per stream segment): the
 # graph tests, and A/B against auto (gqa all, mha and varlen where auto captures).
 source perf/device/common.sh
-LIMIT=${LIMIT:-540}
+LIMIT=${LIMIT:-570}
 Q=$M/attnbwd_perf_probe7
 P=$Q
 L=$M/attnbwd_perf
@@ -33,8 +33,9 @@ timeline gqa_rope_backward 11 m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_P
 timeline gqa_rope_backward 11 m8 $S ATTNBWD_PROBE_SMALLK_MODE=8
 timeline gqa_rope_backward 11 auto
 timeline gqa_rope_backward 11 auto-out60 ATTNBWD_PROBE_OUTSIDE=60000
+abrun gqa_rope_backward all 3 split 240 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
 shards 'CudaGraphs.*' 150
-abrun gqa_rope_backward all 3 split 200 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split" \
+abrun gqa_rope_backward 2,5,11,13 3 splitsk 60 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split" \
   splitsk="$L,ATTNBWD_CUDA_GRAPHS=split,ATTNBWD_CUDA_GQA_DWO_GEMM=smallk"
 abrun vision_varlen_rope_backward 8,11,1,12,0,5,3,7,9,13 3 varlen-split 90 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
 abrun vision_mha_norm_backward 10,4,3,1,12 3 mha-split 60 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
