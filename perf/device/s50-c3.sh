@@ -18,6 +18,14 @@ run_q() {  # name, then VAR=value...: one perf run of the probe at #11, stamps o
     > "$R/stamps-$name.txt" 2> "$R/stderr-$name.txt"
   echo "$name rc=$?"
 }
+abrun gqa_rope_backward all 2 split 200 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
+shards 'CudaGraphs.*' 150
+abrun gqa_rope_backward 2,5,11,13 3 splitsk 60 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split" \
+  splitsk="$L,ATTNBWD_CUDA_GRAPHS=split,ATTNBWD_CUDA_GQA_DWO_GEMM=smallk"
+P=$L
+timeline gqa_rope_backward 11 gqa-11-split ATTNBWD_CUDA_GRAPHS=split
+timeline gqa_rope_backward 11 gqa-11-split-smallk ATTNBWD_CUDA_GRAPHS=split ATTNBWD_CUDA_GQA_DWO_GEMM=smallk
+P=$Q
 run_q auto
 run_q auto-clean1 ATTNBWD_PROBE_CLEAN=1
 run_q m6 $S ATTNBWD_PROBE_SMALLK_MODE=6
@@ -33,13 +41,6 @@ timeline gqa_rope_backward 11 m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_P
 timeline gqa_rope_backward 11 m8 $S ATTNBWD_PROBE_SMALLK_MODE=8
 timeline gqa_rope_backward 11 auto
 timeline gqa_rope_backward 11 auto-out60 ATTNBWD_PROBE_OUTSIDE=60000
-abrun gqa_rope_backward all 3 split 240 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
-shards 'CudaGraphs.*' 150
-abrun gqa_rope_backward 2,5,11,13 3 splitsk 60 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split" \
-  splitsk="$L,ATTNBWD_CUDA_GRAPHS=split,ATTNBWD_CUDA_GQA_DWO_GEMM=smallk"
 abrun vision_varlen_rope_backward 8,11,1,12,0,5,3,7,9,13 3 varlen-split 90 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
 abrun vision_mha_norm_backward 10,4,3,1,12 3 mha-split 60 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
-P=$L
-timeline gqa_rope_backward 11 gqa-11-split ATTNBWD_CUDA_GRAPHS=split
-timeline gqa_rope_backward 11 gqa-11-split-smallk ATTNBWD_CUDA_GRAPHS=split ATTNBWD_CUDA_GQA_DWO_GEMM=smallk
 fin
