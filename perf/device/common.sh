@@ -106,4 +106,14 @@ sanitize() {
     --gtest_filter="$filter" > "$R/$tool-$name.txt" 2>&1
   echo "$tool $name rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$R/$tool-$name.txt" | tail -3
 }
+# stamps BINARY NAME [VAR=value...]: one perf run of a probe build (perf/probes/graph_effect_probe*.patch) at gqa
+# #11: its dp_softmax stamp lines into $R/stamps-NAME.txt, its stderr (the graph dump, if asked for) into
+# $R/stderr-NAME.txt; perf/scripts/stamps.py summarises them.
+stamps() {
+  local bin=$1 name=$2
+  shift 2
+  ok && env "$@" timeout "$(tmo 60)" "$bin" --backend=cuda --ops=gqa_rope_backward --workloads=11 \
+    > "$R/stamps-$name.txt" 2> "$R/stderr-$name.txt"
+  echo "$name rc=$?"
+}
 fin() { echo "fin t=$SECONDS"; cd "$OUT" && tar czf r.tgz r && rm -rf r; }

@@ -7,19 +7,12 @@ LIMIT=${LIMIT:-560}
 P=$M/attnbwd_perf
 Q=$M/attnbwd_perf_probe4
 S="ATTNBWD_CUDA_GQA_DWO_GEMM=smallk ATTNBWD_CUDA_GQA_DWO_SMS=16 ATTNBWD_PROBE_SMALLK_MODE=3"
-run_q() {  # name, then VAR=value...: one perf run of the probe at #11, stamps on stdout, the graph dump on stderr
-  local name=$1
-  shift
-  ok && env "$@" timeout "$(tmo 60)" "$Q" --backend=cuda --ops=gqa_rope_backward --workloads=11 \
-    > "$R/stamps-$name.txt" 2> "$R/stderr-$name.txt"
-  echo "$name rc=$?"
-}
-run_q spin16-dump $S ATTNBWD_PROBE_GRAPH_DUMP=1
+stamps "$Q" spin16-dump $S ATTNBWD_PROBE_GRAPH_DUMP=1
 grep -E "^(NODE|EDGE)" "$R/stderr-spin16-dump.txt" | head -60
-run_q spin16-da-memset $S ATTNBWD_PROBE_DA=1
-run_q auto-da-memset ATTNBWD_PROBE_DA=1
-run_q spin16 $S
-run_q auto
+stamps "$Q" spin16-da-memset $S ATTNBWD_PROBE_DA=1
+stamps "$Q" auto-da-memset ATTNBWD_PROBE_DA=1
+stamps "$Q" spin16 $S
+stamps "$Q" auto
 python3 perf/scripts/stamps.py "$R"/stamps-*.txt
 shards 'Cuda*:*Cuda*' 250
 case $GPU in *H200*) suites 1 ;; esac

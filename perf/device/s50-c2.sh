@@ -8,20 +8,13 @@ source perf/device/common.sh
 LIMIT=${LIMIT:-300}
 Q=$M/attnbwd_perf_probe5
 S="ATTNBWD_CUDA_GQA_DWO_GEMM=smallk ATTNBWD_CUDA_GQA_DWO_SMS=16"
-run_q() {  # name, then VAR=value...: one perf run of the probe at #11, stamps on stdout
-  local name=$1
-  shift
-  ok && env "$@" timeout "$(tmo 60)" "$Q" --backend=cuda --ops=gqa_rope_backward --workloads=11 \
-    > "$R/stamps-$name.txt" 2> "$R/stderr-$name.txt"
-  echo "$name rc=$?"
-}
-run_q auto
-run_q m3 $S ATTNBWD_PROBE_SMALLK_MODE=3
-run_q m3-long $S ATTNBWD_PROBE_SMALLK_MODE=3 ATTNBWD_PROBE_SPIN=72000
-run_q m3-short $S ATTNBWD_PROBE_SMALLK_MODE=3 ATTNBWD_PROBE_SPIN=9000
-run_q m6 $S ATTNBWD_PROBE_SMALLK_MODE=6
-run_q m7 $S ATTNBWD_PROBE_SMALLK_MODE=7
-run_q m6-nograph $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_CUDA_GRAPHS=0
-run_q m3-pdloff $S ATTNBWD_PROBE_SMALLK_MODE=3 ATTNBWD_CUDA_GQA_PDL=off ATTNBWD_CUDA_GQA_SMALL_PDL=off
+stamps "$Q" auto
+stamps "$Q" m3 $S ATTNBWD_PROBE_SMALLK_MODE=3
+stamps "$Q" m3-long $S ATTNBWD_PROBE_SMALLK_MODE=3 ATTNBWD_PROBE_SPIN=72000
+stamps "$Q" m3-short $S ATTNBWD_PROBE_SMALLK_MODE=3 ATTNBWD_PROBE_SPIN=9000
+stamps "$Q" m6 $S ATTNBWD_PROBE_SMALLK_MODE=6
+stamps "$Q" m7 $S ATTNBWD_PROBE_SMALLK_MODE=7
+stamps "$Q" m6-nograph $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_CUDA_GRAPHS=0
+stamps "$Q" m3-pdloff $S ATTNBWD_PROBE_SMALLK_MODE=3 ATTNBWD_CUDA_GQA_PDL=off ATTNBWD_CUDA_GQA_SMALL_PDL=off
 python3 perf/scripts/stamps.py "$R"/stamps-*.txt
 fin

@@ -11,13 +11,6 @@ Q=$M/attnbwd_perf_probe7
 P=$Q
 L=$M/attnbwd_perf
 S="ATTNBWD_CUDA_GQA_DWO_GEMM=smallk ATTNBWD_CUDA_GQA_DWO_SMS=16"
-run_q() {  # name, then VAR=value...: one perf run of the probe at #11, stamps on stdout
-  local name=$1
-  shift
-  ok && env "$@" timeout "$(tmo 60)" "$Q" --backend=cuda --ops=gqa_rope_backward --workloads=11 \
-    > "$R/stamps-$name.txt" 2> "$R/stderr-$name.txt"
-  echo "$name rc=$?"
-}
 abrun gqa_rope_backward all 2 split 200 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
 shards 'CudaGraphs.*' 150
 abrun gqa_rope_backward 2,5,11,13 3 splitsk 60 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split" \
@@ -26,15 +19,15 @@ P=$L
 timeline gqa_rope_backward 11 gqa-11-split ATTNBWD_CUDA_GRAPHS=split
 timeline gqa_rope_backward 11 gqa-11-split-smallk ATTNBWD_CUDA_GRAPHS=split ATTNBWD_CUDA_GQA_DWO_GEMM=smallk
 P=$Q
-run_q auto
-run_q auto-clean1 ATTNBWD_PROBE_CLEAN=1
-run_q m6 $S ATTNBWD_PROBE_SMALLK_MODE=6
-run_q m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=1
-run_q m6-clean2 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=2
-run_q m8 $S ATTNBWD_PROBE_SMALLK_MODE=8
-run_q m8-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=8 ATTNBWD_PROBE_CLEAN=1
-run_q auto-out60 ATTNBWD_PROBE_OUTSIDE=60000
-run_q auto-out60-clean1 ATTNBWD_PROBE_OUTSIDE=60000 ATTNBWD_PROBE_CLEAN=1
+stamps "$Q" auto
+stamps "$Q" auto-clean1 ATTNBWD_PROBE_CLEAN=1
+stamps "$Q" m6 $S ATTNBWD_PROBE_SMALLK_MODE=6
+stamps "$Q" m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=1
+stamps "$Q" m6-clean2 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=2
+stamps "$Q" m8 $S ATTNBWD_PROBE_SMALLK_MODE=8
+stamps "$Q" m8-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=8 ATTNBWD_PROBE_CLEAN=1
+stamps "$Q" auto-out60 ATTNBWD_PROBE_OUTSIDE=60000
+stamps "$Q" auto-out60-clean1 ATTNBWD_PROBE_OUTSIDE=60000 ATTNBWD_PROBE_CLEAN=1
 python3 perf/scripts/stamps.py "$R"/stamps-*.txt
 timeline gqa_rope_backward 11 m6 $S ATTNBWD_PROBE_SMALLK_MODE=6
 timeline gqa_rope_backward 11 m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=1

@@ -11,17 +11,10 @@ abrun gqa_rope_backward 2,5,11,13,7,12,0,1 3 split 80 base="$L" split="$L,ATTNBW
 timeline gqa_rope_backward 11 gqa-11-split ATTNBWD_CUDA_GRAPHS=split
 shards 'CudaGraphs.*' 90
 S="ATTNBWD_CUDA_GQA_DWO_GEMM=smallk ATTNBWD_CUDA_GQA_DWO_SMS=16"
-run_q() {  # name, then VAR=value...: one perf run of the probe at #11, stamps on stdout
-  local name=$1
-  shift
-  ok && env "$@" timeout "$(tmo 30)" "$Q" --backend=cuda --ops=gqa_rope_backward --workloads=11 \
-    > "$R/stamps-$name.txt" 2> "$R/stderr-$name.txt"
-  echo "$name rc=$?"
-}
-run_q m6 $S ATTNBWD_PROBE_SMALLK_MODE=6
-run_q m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=1
-run_q m6-clean2 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=2
-run_q auto-out60 ATTNBWD_PROBE_OUTSIDE=60000
+stamps "$Q" m6 $S ATTNBWD_PROBE_SMALLK_MODE=6
+stamps "$Q" m6-clean1 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=1
+stamps "$Q" m6-clean2 $S ATTNBWD_PROBE_SMALLK_MODE=6 ATTNBWD_PROBE_CLEAN=2
+stamps "$Q" auto-out60 ATTNBWD_PROBE_OUTSIDE=60000
 python3 perf/scripts/stamps.py "$R"/stamps-*.txt
 abrun vision_varlen_rope_backward 8,11,1,12 3 varlen-split 40 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
 abrun vision_mha_norm_backward 10,4,3 3 mha-split 40 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split"
