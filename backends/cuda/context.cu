@@ -336,9 +336,14 @@ std::uint64_t attnbwd_env_hash() {
 
 Context::GraphStats Context::graph_stats() const {
   GraphStats st{graphs_.size(), execs_, wasted_, capture_off_, 0};
-  for (const auto& entry : graphs_)
-    for (const Step& step : entry.second.steps) st.segments += step.kind == Step::kLaunch ? 1 : 0;
+  for (const auto& entry : graphs_) st.segments += entry.second.segments();
   return st;
+}
+
+std::size_t Context::Graph::segments() const {
+  std::size_t n = 0;
+  for (const Step& st : steps) n += st.kind == Step::kLaunch ? 1 : 0;
+  return n;
 }
 
 void Context::Graph::destroy() {
@@ -358,15 +363,14 @@ void Context::segment_end(bool side) {
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(side ? side_ : capture_, &graph);
   if (side) side_capturing_ = false;
-  std::size_t nodes = 0;
-  cudaGraphExec_t exec = nullptr;
-  cudaError_t e = end;
-  if (e == cudaSuccess && graph != nullptr) e = cudaGraphGetNodes(graph, nullptr, &nodes);
-  if (e == cudaSuccess && nodes > 0) e = cudaGraphInstantiate(&exec, graph, 0);
-  if (graph) cudaGraphDestroy(graph);
-  if (e != cudaSuccess)
-    throw Error(std::string("cuda backend: a graph segment's capture failed: ") + cudaGetErrorString(e));
-  if (exec) steps_.push_back({Step::kLaunch, side, exec, nullptr});
+  if (end != cudaSuccess || graph == nullptr) {
+    if (graph) cudaGraphDestroy(graph);
+    throw Error(std::string("cuda backend: a graph segment's capture failed: ") + cudaGetErrorString(end));
+  }
+  // Instantiated by capture_split once no stream of this thread captures. The first form instantiated here, while the
+  // other stream's capture was open, and every split capture failed on the GPU (each call then ran directly; fiftieth
+  // session): an instantiation is likely among the calls the thread-local capture mode refuses during a capture.
+  steps_.push_back({Step::kLaunch, side, nullptr, nullptr, graph});
 }
 
 // One call's work captured as segments (ATTNBWD_CUDA_GRAPHS=split) into g.steps; false (nothing held, both streams out
@@ -395,9 +399,21 @@ bool Context::capture_split(const std::function<void(cudaStream_t)>& work, Graph
     }
   }
   side_capturing_ = false;
-  g.steps = std::move(steps_);
+  // Every segment instantiated now (empty ones dropped), each graph freed once instantiated or given up.
+  g.steps.clear();
+  for (Step& st : steps_) {
+    if (st.kind == Step::kLaunch) {
+      std::size_t nodes = 0;
+      if (ok && cudaGraphGetNodes(st.graph, nullptr, &nodes) != cudaSuccess) ok = false;
+      if (ok && nodes > 0 && cudaGraphInstantiate(&st.exec, st.graph, 0) != cudaSuccess) ok = false, st.exec = nullptr;
+      cudaGraphDestroy(st.graph);
+      st.graph = nullptr;
+      if (st.exec == nullptr) continue;
+    }
+    g.steps.push_back(st);
+  }
   steps_.clear();
-  if (g.steps.empty()) ok = false;  // no work at all: nothing to replay (the call runs directly)
+  if (g.segments() == 0) ok = false;  // no kernel or copy at all: nothing to replay (the call runs directly)
   if (!ok) g.destroy();
   return ok;
 }

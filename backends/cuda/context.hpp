@@ -168,6 +168,7 @@ class Context {
     bool side = false;                // on the side stream (else the caller's)
     cudaGraphExec_t exec = nullptr;   // kLaunch
     cudaEvent_t event = nullptr;      // kRecord, kWait
+    cudaGraph_t graph = nullptr;      // kLaunch while the capture lasts (instantiated once every capture has ended)
   };
   struct Graph {
     std::uint64_t generation = 0;
@@ -176,6 +177,7 @@ class Context {
     bool direct = false;       // capture failed once: this key runs directly
     std::uint64_t launches = 0;  // of exec or steps
     bool held() const { return exec != nullptr || !steps.empty(); }
+    std::size_t segments() const;  // the segment graphs of steps
     void destroy();
   };
   static constexpr std::size_t kMaxKeys = 256, kMaxGraphs = 64;
