@@ -491,7 +491,6 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
     std::unique_lock<std::recursive_mutex> gate(capture_gate());
     if (!capture_) ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
     bool ok = true;
-    cudaError_t end = cudaSuccess;
     if (mode == 2) {
       ok = capture_split(work, g);
     } else {
@@ -504,7 +503,7 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
       }
       capturing_ = false;
       cudaGraph_t graph = nullptr;
-      end = cudaStreamEndCapture(capture_, &graph);
+      const cudaError_t end = cudaStreamEndCapture(capture_, &graph);
       if (ok && end == cudaSuccess && graph != nullptr && cudaGraphInstantiate(&g.exec, graph, 0) != cudaSuccess)
         g.exec = nullptr;
       if (graph) cudaGraphDestroy(graph);
