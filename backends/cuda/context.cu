@@ -335,7 +335,7 @@ std::uint64_t attnbwd_env_hash() {
 }  // namespace
 
 Context::GraphStats Context::graph_stats() const {
-  GraphStats st{graphs_.size(), execs_, wasted_, capture_off_, 0};
+  GraphStats st{graphs_.size(), execs_, wasted_, capture_off_, 0, failure_};
   for (const auto& entry : graphs_) st.segments += entry.second.segments();
   return st;
 }
@@ -383,18 +383,21 @@ bool Context::capture_split(const std::function<void(cudaStream_t)>& work, Graph
     split_ = capturing_ = true;
     work(capture_);
     split_ = false;
-    if (side_capturing_) ok = false;  // side-stream work never joined
+    if (side_capturing_) ok = false, fail("split capture: the side stream's work was never joined");
     segment_end(false);
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
     ok = false;
+    fail(std::string("split capture: ") + e.what());
   }
+  if (ok && steps_.empty()) fail("split capture: no segment");
   split_ = capturing_ = false;
   for (cudaStream_t s : {capture_, side_}) {  // end a capture left open by a failure
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(s, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
       cudaGraph_t graph = nullptr;
-      cudaStreamEndCapture(s, &graph);
+      const cudaError_t end = cudaStreamEndCapture(s, &graph);
       if (graph) cudaGraphDestroy(graph);
+      if (ok) fail(std::string("split capture: a stream was left capturing (") + cudaGetErrorString(end) + ")");
       ok = false;
     }
   }
@@ -404,8 +407,14 @@ bool Context::capture_split(const std::function<void(cudaStream_t)>& work, Graph
   for (Step& st : steps_) {
     if (st.kind == Step::kLaunch) {
       std::size_t nodes = 0;
-      if (ok && cudaGraphGetNodes(st.graph, nullptr, &nodes) != cudaSuccess) ok = false;
-      if (ok && nodes > 0 && cudaGraphInstantiate(&st.exec, st.graph, 0) != cudaSuccess) ok = false, st.exec = nullptr;
+      if (ok) {
+        cudaError_t e = cudaGraphGetNodes(st.graph, nullptr, &nodes);
+        if (e == cudaSuccess && nodes > 0) e = cudaGraphInstantiate(&st.exec, st.graph, 0);
+        if (e != cudaSuccess) {
+          ok = false, st.exec = nullptr;
+          fail(std::string("split capture: a segment's instantiation failed: ") + cudaGetErrorString(e));
+        }
+      }
       cudaGraphDestroy(st.graph);
       st.graph = nullptr;
       if (st.exec == nullptr) continue;
@@ -440,6 +449,7 @@ void Context::reset_graphs() {
   graphs_.clear();
   execs_ = wasted_ = 0;
   capture_off_ = false;
+  failure_.clear();
 }
 
 void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t stream,
@@ -498,15 +508,19 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
       capturing_ = true;
       try {
         work(capture_);
-      } catch (const std::exception&) {
+      } catch (const std::exception& e) {
         ok = false;
+        fail(std::string("capture: ") + e.what());
       }
       capturing_ = false;
       cudaGraph_t graph = nullptr;
       const cudaError_t end = cudaStreamEndCapture(capture_, &graph);
-      if (ok && end == cudaSuccess && graph != nullptr && cudaGraphInstantiate(&g.exec, graph, 0) != cudaSuccess)
-        g.exec = nullptr;
+      const cudaError_t inst =
+          ok && end == cudaSuccess && graph != nullptr ? cudaGraphInstantiate(&g.exec, graph, 0) : cudaSuccess;
+      if (inst != cudaSuccess) g.exec = nullptr;
       if (graph) cudaGraphDestroy(graph);
+      if (ok && end != cudaSuccess) fail(std::string("capture: its end failed: ") + cudaGetErrorString(end));
+      if (ok && inst != cudaSuccess) fail(std::string("capture: instantiation failed: ") + cudaGetErrorString(inst));
       ok = ok && end == cudaSuccess && g.exec != nullptr;
     }
     gate.unlock();

@@ -114,6 +114,7 @@ class Context {
     std::size_t keys = 0, graphs = 0, wasted = 0;
     bool capture_off = false;
     std::size_t segments = 0;
+    std::string failure;  // the first failed capture's cause since reset_graphs (empty while none failed)
   };
   GraphStats graph_stats() const;
   // Synchronises the device, then forgets every key and graph and the stop (tests start from a clean cache).
@@ -184,6 +185,7 @@ class Context {
   std::map<GraphKey, Graph> graphs_;
   std::size_t execs_ = 0, wasted_ = 0;  // graphs held; graphs dropped without a replay
   bool capture_off_ = false;
+  std::string failure_;  // GraphStats::failure
   void drop_graphs(cudaStream_t stream);
   cudaStream_t capture_ = nullptr;
   // begin_host_copy / finish_host_copy: the copy stream (created at first use), its events and pinned staging.
@@ -200,6 +202,9 @@ class Context {
   void segment_begin(bool side);
   void segment_end(bool side);
   bool capture_split(const std::function<void(cudaStream_t)>& work, Graph& g);
+  void fail(const std::string& cause) {
+    if (failure_.empty()) failure_ = cause;  // the first: later ones may only be its consequences
+  }
 };
 
 }  // namespace attnbwd::cuda
