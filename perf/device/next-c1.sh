@@ -1,7 +1,7 @@
 # Fifty-first session, call 1: the fiftieth session's s50-c4.sh less the probe stamps (call 13 of that session ran
 # the clean-L2 and outside-spinner cuts): ATTNBWD_CUDA_GRAPHS=split against auto at gqa's small and middle
 # workloads, the graph tests (split's present form never ran on a GPU), #11's timeline under split, varlen and mha
-# A/B, split + smallk. Binaries: .carry (babbd58).
+# A/B, split + smallk. Binaries: .carry (5b089a1: a failed capture records its cause).
 source perf/device/common.sh
 LIMIT=${LIMIT:-240}
 L=$M/attnbwd_perf
