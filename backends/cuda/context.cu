@@ -310,14 +310,15 @@ void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream, bool po
 }
 
 namespace {
-// ATTNBWD_CUDA_GRAPHS=auto|0|1|split: 1 captures and replays (Context::enqueue), 0 runs every call directly, auto (the
-// default) is 1 for the ops that gain (in_auto) except under the stage timer (ATTNBWD_CUDA_STAGES=1, whose per-call
-// timing needs direct runs); split as auto, each call captured as one graph per stream segment (Context::Step).
-// Returns 0 (direct), 1 (one graph) or 2 (segments).
+// ATTNBWD_CUDA_GRAPHS=auto|0|1|split|sidedirect: 1 captures and replays (Context::enqueue), 0 runs every call
+// directly, auto (the default) is 1 for the ops that gain (in_auto) except under the stage timer
+// (ATTNBWD_CUDA_STAGES=1, whose per-call timing needs direct runs); split as auto, each call captured as one graph per
+// stream segment (Context::Step); sidedirect as split, the side stream's segments replayed as direct launches.
+// Returns 0 (direct), 1 (one graph), 2 (segments) or 3 (segments, the side stream's direct).
 int graphs_mode(bool in_auto) {
-  const int mode = env_switch("ATTNBWD_CUDA_GRAPHS", {"auto", "0", "1", "split"});
-  if (mode == 0 || mode == 3)
-    return in_auto && env_switch("ATTNBWD_CUDA_STAGES", {"0", "1"}) != 1 ? (mode == 3 ? 2 : 1) : 0;
+  const int mode = env_switch("ATTNBWD_CUDA_GRAPHS", {"auto", "0", "1", "split", "sidedirect"});
+  if (mode == 0 || mode >= 3)
+    return in_auto && env_switch("ATTNBWD_CUDA_STAGES", {"0", "1"}) != 1 ? (mode >= 3 ? mode - 1 : 1) : 0;
   return mode == 2 ? 1 : 0;
 }
 
@@ -335,8 +336,11 @@ std::uint64_t attnbwd_env_hash() {
 }  // namespace
 
 Context::GraphStats Context::graph_stats() const {
-  GraphStats st{graphs_.size(), execs_, wasted_, capture_off_, 0, failure_};
-  for (const auto& entry : graphs_) st.segments += entry.second.segments();
+  GraphStats st{graphs_.size(), execs_, wasted_, capture_off_, 0, failure_, 0, not_direct_};
+  for (const auto& entry : graphs_) {
+    st.segments += entry.second.segments();
+    st.direct += entry.second.direct_segments();
+  }
   return st;
 }
 
@@ -346,12 +350,18 @@ std::size_t Context::Graph::segments() const {
   return n;
 }
 
+std::size_t Context::Graph::direct_segments() const {
+  std::size_t n = 0;
+  for (const Step& st : steps) n += st.chain ? 1 : 0;
+  return n;
+}
+
 void Context::Graph::destroy() {
   if (exec) cudaGraphExecDestroy(exec);
   for (const Step& st : steps)
     if (st.exec) cudaGraphExecDestroy(st.exec);
   exec = nullptr;
-  steps.clear();
+  steps.clear();  // and the direct chains with them
 }
 
 void Context::segment_begin(bool side) {
@@ -373,9 +383,10 @@ void Context::segment_end(bool side) {
   steps_.push_back({Step::kLaunch, side, nullptr, nullptr, graph});
 }
 
-// One call's work captured as segments (ATTNBWD_CUDA_GRAPHS=split) into g.steps; false (nothing held, both streams out
-// of capture) where any part failed.
-bool Context::capture_split(const std::function<void(cudaStream_t)>& work, Graph& g) {
+// One call's work captured as segments (ATTNBWD_CUDA_GRAPHS=split) into g.steps, the side stream's as direct chains
+// where `side_direct` (sidedirect) and they qualify; false (nothing held, both streams out of capture) where any part
+// failed.
+bool Context::capture_split(const std::function<void(cudaStream_t)>& work, Graph& g, bool side_direct) {
   steps_.clear();
   bool ok = true;
   try {
@@ -402,13 +413,24 @@ bool Context::capture_split(const std::function<void(cudaStream_t)>& work, Graph
     }
   }
   side_capturing_ = false;
-  // Every segment instantiated now (empty ones dropped), each graph freed once instantiated or given up.
+  // Every segment instantiated now (empty ones dropped), or made a direct chain, each graph freed once instantiated,
+  // given up or its chain dropped.
   g.steps.clear();
   for (Step& st : steps_) {
     if (st.kind == Step::kLaunch) {
       std::size_t nodes = 0;
       if (ok) {
         cudaError_t e = cudaGraphGetNodes(st.graph, nullptr, &nodes);
+        if (e == cudaSuccess && nodes > 0 && st.side && side_direct) {
+          std::string why;
+          st.chain = direct_chain(st.graph, why);
+          if (st.chain) {
+            st.graph = nullptr;  // the chain's now
+            g.steps.push_back(st);
+            continue;
+          }
+          if (not_direct_.empty()) not_direct_ = why;
+        }
         if (e == cudaSuccess && nodes > 0) e = cudaGraphInstantiate(&st.exec, st.graph, 0);
         if (e != cudaSuccess) {
           ok = false, st.exec = nullptr;
@@ -450,6 +472,7 @@ void Context::reset_graphs() {
   execs_ = wasted_ = 0;
   capture_off_ = false;
   failure_.clear();
+  not_direct_.clear();
 }
 
 void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t stream,
@@ -501,8 +524,8 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
     std::unique_lock<std::recursive_mutex> gate(capture_gate());
     if (!capture_) ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
     bool ok = true;
-    if (mode == 2) {
-      ok = capture_split(work, g);
+    if (mode >= 2) {
+      ok = capture_split(work, g, mode == 3);
     } else {
       ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
       capturing_ = true;
@@ -538,7 +561,9 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
   } else {
     for (const Step& st : g.steps) {
       const cudaStream_t on = st.side ? side_ : stream;
-      if (st.kind == Step::kLaunch)
+      if (st.kind == Step::kLaunch && st.chain)
+        launch_direct(*st.chain, on);
+      else if (st.kind == Step::kLaunch)
         ATTNBWD_CUDA_CHECK(cudaGraphLaunch(st.exec, on));
       else if (st.kind == Step::kRecord)
         ATTNBWD_CUDA_CHECK(cudaEventRecord(st.event, on));

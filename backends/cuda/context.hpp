@@ -14,8 +14,11 @@
 #include <functional>
 #include <vector>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
+
+#include "graph_direct.hpp"
 
 namespace attnbwd::cuda {
 
@@ -115,6 +118,8 @@ class Context {
     bool capture_off = false;
     std::size_t segments = 0;
     std::string failure;  // the first failed capture's cause since reset_graphs (empty while none failed)
+    std::size_t direct = 0;   // segments replayed as direct launches (ATTNBWD_CUDA_GRAPHS=sidedirect)
+    std::string not_direct;   // why the first side-stream segment that stayed a graph under sidedirect did
   };
   GraphStats graph_stats() const;
   // Synchronises the device, then forgets every key and graph and the stop (tests start from a clean cache).
@@ -170,6 +175,7 @@ class Context {
     cudaGraphExec_t exec = nullptr;   // kLaunch
     cudaEvent_t event = nullptr;      // kRecord, kWait
     cudaGraph_t graph = nullptr;      // kLaunch while the capture lasts (instantiated once every capture has ended)
+    std::shared_ptr<const DirectChain> chain;  // or kLaunch as direct launches (sidedirect's side-stream segments)
   };
   struct Graph {
     std::uint64_t generation = 0;
@@ -178,14 +184,15 @@ class Context {
     bool direct = false;       // capture failed once: this key runs directly
     std::uint64_t launches = 0;  // of exec or steps
     bool held() const { return exec != nullptr || !steps.empty(); }
-    std::size_t segments() const;  // the segment graphs of steps
+    std::size_t segments() const;  // the segments of steps (graphs or direct chains)
+    std::size_t direct_segments() const;  // the segments of steps replayed as direct launches
     void destroy();
   };
   static constexpr std::size_t kMaxKeys = 256, kMaxGraphs = 64;
   std::map<GraphKey, Graph> graphs_;
   std::size_t execs_ = 0, wasted_ = 0;  // graphs held; graphs dropped without a replay
   bool capture_off_ = false;
-  std::string failure_;  // GraphStats::failure
+  std::string failure_, not_direct_;  // GraphStats::failure, not_direct
   void drop_graphs(cudaStream_t stream);
   cudaStream_t capture_ = nullptr;
   // begin_host_copy / finish_host_copy: the copy stream (created at first use), its events and pinned staging.
@@ -201,7 +208,7 @@ class Context {
   std::vector<Step> steps_;
   void segment_begin(bool side);
   void segment_end(bool side);
-  bool capture_split(const std::function<void(cudaStream_t)>& work, Graph& g);
+  bool capture_split(const std::function<void(cudaStream_t)>& work, Graph& g, bool side_direct);
   void fail(const std::string& cause) {
     if (failure_.empty()) failure_ = cause;  // the first: later ones may only be its consequences
   }
