@@ -64,6 +64,7 @@ struct Launch {
   CUDA_KERNEL_NODE_PARAMS kernel{};  // its parameter pointers point into the graph's node (kept alive)
   CUlaunchAttribute attrs[4]{};
   unsigned n_attrs = 0;
+  bool cluster = false;  // attrs[0] is the cluster's shape
   CUDA_MEMSET_NODE_PARAMS set{};
 };
 
@@ -85,8 +86,8 @@ std::shared_ptr<const DirectChain> direct_chain(cudaGraph_t graph, std::string& 
   }
   std::vector<Launch> launches;
   CUgraphNode node = nullptr;
-  std::size_t n = 1;
-  if (d.roots(graph, &node, &n) != CUDA_SUCCESS || n != 1) {
+  std::size_t n = 0;  // counted first: a smaller array is filled without a word about the rest
+  if (d.roots(graph, nullptr, &n) != CUDA_SUCCESS || n != 1 || d.roots(graph, &node, &n) != CUDA_SUCCESS || n != 1) {
     why = "not one root node";
     return nullptr;
   }
@@ -103,11 +104,12 @@ std::shared_ptr<const DirectChain> direct_chain(cudaGraph_t graph, std::string& 
         why = "a kernel node's parameters unreadable";
         return nullptr;
       }
-      CUlaunchAttributeValue v{};
+      CUlaunchAttributeValue v{};  // the cluster's shape first (launch_direct may leave it out)
       if (d.attribute(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &v) == CUDA_SUCCESS &&
           v.clusterDim.x * v.clusterDim.y * v.clusterDim.z > 1) {
         l.attrs[l.n_attrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
         l.attrs[l.n_attrs++].value = v;
+        l.cluster = true;
       }
       v = CUlaunchAttributeValue{};
       if (d.attribute(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, &v) == CUDA_SUCCESS &&
@@ -193,7 +195,16 @@ void launch_direct(const DirectChain& chain, cudaStream_t stream) {
     config.numAttrs = l.n_attrs;
     // A CUkernel may stand for a CUfunction in a launch (the driver API's cuLaunchKernel).
     CUfunction f = k.func != nullptr ? k.func : reinterpret_cast<CUfunction>(k.kern);
-    check(d.launch(&config, f, k.kernelParams, k.kernelParams != nullptr ? nullptr : k.extra), "kernel launch");
+    void** extra = k.kernelParams != nullptr ? nullptr : k.extra;
+    CUresult r = d.launch(&config, f, k.kernelParams, extra);
+    if (r != CUDA_SUCCESS && l.cluster) {
+      // A kernel whose cluster shape is compiled in may refuse it as a launch attribute too (the node reports it
+      // either way); a refused launch queued nothing, so it is tried again without.
+      config.attrs = const_cast<CUlaunchAttribute*>(l.attrs + 1);
+      config.numAttrs = l.n_attrs - 1;
+      r = d.launch(&config, f, k.kernelParams, extra);
+    }
+    check(r, "kernel launch");
   }
 }
 
