@@ -9,8 +9,9 @@ P=$L
 shards 'CudaGraphs.*' 120
 grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -60
 SK="ATTNBWD_CUDA_GQA_DWO_GEMM=smallk"
-abrun gqa_rope_backward 2,5,11,13,7,12,0,1 3 split 120 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split" \
-  sided="$L,ATTNBWD_CUDA_GRAPHS=sidedirect" sidedsk="$L,ATTNBWD_CUDA_GRAPHS=sidedirect,$SK"
+abrun gqa_rope_backward 2,5,11,13,7,12 3 split 150 base="$L" split="$L,ATTNBWD_CUDA_GRAPHS=split" \
+  sided="$L,ATTNBWD_CUDA_GRAPHS=sidedirect" splitsk="$L,ATTNBWD_CUDA_GRAPHS=split,$SK" \
+  sidedsk="$L,ATTNBWD_CUDA_GRAPHS=sidedirect,$SK"
 timeline gqa_rope_backward 11 gqa-11-split ATTNBWD_CUDA_GRAPHS=split
 timeline gqa_rope_backward 11 gqa-11-sided ATTNBWD_CUDA_GRAPHS=sidedirect
 timeline gqa_rope_backward 11 gqa-11-sidedsk ATTNBWD_CUDA_GRAPHS=sidedirect $SK
