@@ -168,12 +168,14 @@ Context::~Context() {
 }
 
 // In a split capture (capture_split) each of the four ends the segments it orders and adds the event steps that the
-// replay performs between their launches; otherwise it records and waits on the events now.
+// replay performs between their launches; otherwise it records and waits on the events now. Both streams capture
+// throughout a split capture: the side stream's work after a join and before the next fork (mha queues some) is as
+// much the call's as any.
 void Context::fork(cudaStream_t main) {
   if (split_) {
     segment_end(false);
     steps_.push_back({Step::kRecord, false, nullptr, fork_});
-    if (side_capturing_) segment_end(true);
+    segment_end(true);
     steps_.push_back({Step::kWait, true, nullptr, fork_});
     segment_begin(false);
     segment_begin(true);
@@ -185,8 +187,9 @@ void Context::fork(cudaStream_t main) {
 
 void Context::join(cudaStream_t main) {
   if (split_) {
-    if (side_capturing_) segment_end(true);
+    segment_end(true);
     steps_.push_back({Step::kRecord, true, nullptr, join_});
+    segment_begin(true);
     segment_end(false);
     steps_.push_back({Step::kWait, false, nullptr, join_});
     segment_begin(false);
@@ -228,10 +231,9 @@ void Context::finish_host_copy(void* dst, std::size_t bytes) {
 
 void Context::mark_side() {
   if (split_) {
-    const bool open = side_capturing_;
-    if (open) segment_end(true);
+    segment_end(true);
     steps_.push_back({Step::kRecord, true, nullptr, mark_});
-    if (open) segment_begin(true);
+    segment_begin(true);
     return;
   }
   ATTNBWD_CUDA_CHECK(cudaEventRecord(mark_, side_));
@@ -366,13 +368,11 @@ void Context::Graph::destroy() {
 
 void Context::segment_begin(bool side) {
   ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(side ? side_ : capture_, cudaStreamCaptureModeThreadLocal));
-  if (side) side_capturing_ = true;
 }
 
 void Context::segment_end(bool side) {
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(side ? side_ : capture_, &graph);
-  if (side) side_capturing_ = false;
   if (end != cudaSuccess || graph == nullptr) {
     if (graph) cudaGraphDestroy(graph);
     throw Error(std::string("cuda backend: a graph segment's capture failed: ") + cudaGetErrorString(end));
@@ -391,10 +391,16 @@ bool Context::capture_split(const std::function<void(cudaStream_t)>& work, Graph
   bool ok = true;
   try {
     segment_begin(false);
+    segment_begin(true);
     split_ = capturing_ = true;
     work(capture_);
     split_ = false;
-    if (side_capturing_) ok = false, fail("split capture: the side stream's work was never joined");
+    segment_end(true);
+    const Step& last = steps_.back();  // the side stream's segment after its last join: empty where all was joined
+    std::size_t nodes = 0;
+    if (last.kind == Step::kLaunch && last.side &&
+        (cudaGraphGetNodes(last.graph, nullptr, &nodes) != cudaSuccess || nodes > 0))
+      ok = false, fail("split capture: the side stream's work was never joined");
     segment_end(false);
   } catch (const std::exception& e) {
     ok = false;
@@ -412,7 +418,6 @@ bool Context::capture_split(const std::function<void(cudaStream_t)>& work, Graph
       ok = false;
     }
   }
-  side_capturing_ = false;
   // Every segment instantiated now (empty ones dropped), or made a direct chain, each graph freed once instantiated,
   // given up or its chain dropped.
   g.steps.clear();

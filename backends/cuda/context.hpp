@@ -204,7 +204,6 @@ class Context {
   // A split capture in progress (ATTNBWD_CUDA_GRAPHS=split): fork, join, mark_side and wait_side_mark end the
   // segments and add steps instead of recording events.
   bool split_ = false;
-  bool side_capturing_ = false;
   std::vector<Step> steps_;
   void segment_begin(bool side);
   void segment_end(bool side);
