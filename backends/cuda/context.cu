@@ -150,7 +150,8 @@ Context::~Context() {
     if (p) cudaFreeAsync(p, side_);
   if (counters_) cudaFreeAsync(counters_, side_);
   if (side_) cudaStreamSynchronize(side_);
-  for (auto& g : graphs_) g.second.destroy();
+  for (auto& g : graphs_)
+    if (g.second.exec) cudaGraphExecDestroy(g.second.exec);
   if (handoff_) cudaEventDestroy(handoff_);
   if (fork_) cudaEventDestroy(fork_);
   if (join_) cudaEventDestroy(join_);
@@ -167,34 +168,12 @@ Context::~Context() {
   if (lt_) give_back_lt(device_, lt_);  // not cublasLtDestroy: see LtPool
 }
 
-// In a split capture (capture_split) each of the four ends the segments it orders and adds the event steps that the
-// replay performs between their launches; otherwise it records and waits on the events now. Both streams capture
-// throughout a split capture: the side stream's work after a join and before the next fork (mha queues some) is as
-// much the call's as any.
 void Context::fork(cudaStream_t main) {
-  if (split_) {
-    segment_end(false);
-    steps_.push_back({Step::kRecord, false, nullptr, fork_});
-    segment_end(true);
-    steps_.push_back({Step::kWait, true, nullptr, fork_});
-    segment_begin(false);
-    segment_begin(true);
-    return;
-  }
   ATTNBWD_CUDA_CHECK(cudaEventRecord(fork_, main));
   ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_, 0));
 }
 
 void Context::join(cudaStream_t main) {
-  if (split_) {
-    segment_end(true);
-    steps_.push_back({Step::kRecord, true, nullptr, join_});
-    segment_begin(true);
-    segment_end(false);
-    steps_.push_back({Step::kWait, false, nullptr, join_});
-    segment_begin(false);
-    return;
-  }
   ATTNBWD_CUDA_CHECK(cudaEventRecord(join_, side_));
   ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, join_, 0));
 }
@@ -229,25 +208,9 @@ void Context::finish_host_copy(void* dst, std::size_t bytes) {
   std::memcpy(dst, pinned_, bytes);
 }
 
-void Context::mark_side() {
-  if (split_) {
-    segment_end(true);
-    steps_.push_back({Step::kRecord, true, nullptr, mark_});
-    segment_begin(true);
-    return;
-  }
-  ATTNBWD_CUDA_CHECK(cudaEventRecord(mark_, side_));
-}
+void Context::mark_side() { ATTNBWD_CUDA_CHECK(cudaEventRecord(mark_, side_)); }
 
-void Context::wait_side_mark(cudaStream_t main) {
-  if (split_) {
-    segment_end(false);
-    steps_.push_back({Step::kWait, false, nullptr, mark_});
-    segment_begin(false);
-    return;
-  }
-  ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, mark_, 0));
-}
+void Context::wait_side_mark(cudaStream_t main) { ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(main, mark_, 0)); }
 
 void Context::claim(cudaStream_t stream, bool allowed) {
   // ATTNBWD_CUDA_LT_TUNE=auto|off|on|verbose|main (backends/cuda/README.md "Switches"): auto times the choices
@@ -312,16 +275,13 @@ void* Context::scratch(int slot, std::size_t bytes, cudaStream_t stream, bool po
 }
 
 namespace {
-// ATTNBWD_CUDA_GRAPHS=auto|0|1|split|sidedirect: 1 captures and replays (Context::enqueue), 0 runs every call
-// directly, auto (the default) is 1 for the ops that gain (in_auto) except under the stage timer
-// (ATTNBWD_CUDA_STAGES=1, whose per-call timing needs direct runs); split as auto, each call captured as one graph per
-// stream segment (Context::Step); sidedirect as split, the side stream's segments replayed as direct launches.
-// Returns 0 (direct), 1 (one graph), 2 (segments) or 3 (segments, the side stream's direct).
-int graphs_mode(bool in_auto) {
-  const int mode = env_switch("ATTNBWD_CUDA_GRAPHS", {"auto", "0", "1", "split", "sidedirect"});
-  if (mode == 0 || mode >= 3)
-    return in_auto && env_switch("ATTNBWD_CUDA_STAGES", {"0", "1"}) != 1 ? (mode >= 3 ? mode - 1 : 1) : 0;
-  return mode == 2 ? 1 : 0;
+// ATTNBWD_CUDA_GRAPHS=auto|0|1: 1 captures and replays (Context::enqueue), 0 runs every call directly, auto (the
+// default) is 1 for the ops that gain (in_auto) except under the stage timer (ATTNBWD_CUDA_STAGES=1, whose per-call
+// timing needs direct runs).
+bool graphs_enabled(bool in_auto) {
+  const int mode = env_switch("ATTNBWD_CUDA_GRAPHS", {"auto", "0", "1"});
+  if (mode == 0) return in_auto && env_switch("ATTNBWD_CUDA_STAGES", {"0", "1"}) != 1;
+  return mode == 2;
 }
 
 // FNV-1a over every ATTNBWD_* variable of the environment (name and value): a key never replays work enqueued under
@@ -337,123 +297,6 @@ std::uint64_t attnbwd_env_hash() {
 }
 }  // namespace
 
-Context::GraphStats Context::graph_stats() const {
-  GraphStats st{graphs_.size(), execs_, wasted_, capture_off_, 0, failure_, 0, not_direct_};
-  for (const auto& entry : graphs_) {
-    st.segments += entry.second.segments();
-    st.direct += entry.second.direct_segments();
-  }
-  return st;
-}
-
-std::size_t Context::Graph::segments() const {
-  std::size_t n = 0;
-  for (const Step& st : steps) n += st.kind == Step::kLaunch ? 1 : 0;
-  return n;
-}
-
-std::size_t Context::Graph::direct_segments() const {
-  std::size_t n = 0;
-  for (const Step& st : steps) n += st.chain ? 1 : 0;
-  return n;
-}
-
-void Context::Graph::destroy() {
-  if (exec) cudaGraphExecDestroy(exec);
-  for (const Step& st : steps)
-    if (st.exec) cudaGraphExecDestroy(st.exec);
-  exec = nullptr;
-  steps.clear();  // and the direct chains with them
-}
-
-void Context::segment_begin(bool side) {
-  ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(side ? side_ : capture_, cudaStreamCaptureModeThreadLocal));
-}
-
-void Context::segment_end(bool side) {
-  cudaGraph_t graph = nullptr;
-  const cudaError_t end = cudaStreamEndCapture(side ? side_ : capture_, &graph);
-  if (end != cudaSuccess || graph == nullptr) {
-    if (graph) cudaGraphDestroy(graph);
-    throw Error(std::string("cuda backend: a graph segment's capture failed: ") + cudaGetErrorString(end));
-  }
-  // Instantiated by capture_split once no stream of this thread captures. The first form instantiated here, while the
-  // other stream's capture was open, and every split capture failed on the GPU (each call then ran directly; fiftieth
-  // session): an instantiation is likely among the calls the thread-local capture mode refuses during a capture.
-  steps_.push_back({Step::kLaunch, side, nullptr, nullptr, graph});
-}
-
-// One call's work captured as segments (ATTNBWD_CUDA_GRAPHS=split) into g.steps, the side stream's as direct chains
-// where `side_direct` (sidedirect) and they qualify; false (nothing held, both streams out of capture) where any part
-// failed.
-bool Context::capture_split(const std::function<void(cudaStream_t)>& work, Graph& g, bool side_direct) {
-  steps_.clear();
-  bool ok = true;
-  try {
-    segment_begin(false);
-    segment_begin(true);
-    split_ = capturing_ = true;
-    work(capture_);
-    split_ = false;
-    segment_end(true);
-    const Step& last = steps_.back();  // the side stream's segment after its last join: empty where all was joined
-    std::size_t nodes = 0;
-    if (last.kind == Step::kLaunch && last.side &&
-        (cudaGraphGetNodes(last.graph, nullptr, &nodes) != cudaSuccess || nodes > 0))
-      ok = false, fail("split capture: the side stream's work was never joined");
-    segment_end(false);
-  } catch (const std::exception& e) {
-    ok = false;
-    fail(std::string("split capture: ") + e.what());
-  }
-  if (ok && steps_.empty()) fail("split capture: no segment");
-  split_ = capturing_ = false;
-  for (cudaStream_t s : {capture_, side_}) {  // end a capture left open by a failure
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(s, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
-      cudaGraph_t graph = nullptr;
-      const cudaError_t end = cudaStreamEndCapture(s, &graph);
-      if (graph) cudaGraphDestroy(graph);
-      if (ok) fail(std::string("split capture: a stream was left capturing (") + cudaGetErrorString(end) + ")");
-      ok = false;
-    }
-  }
-  // Every segment instantiated now (empty ones dropped), or made a direct chain, each graph freed once instantiated,
-  // given up or its chain dropped.
-  g.steps.clear();
-  for (Step& st : steps_) {
-    if (st.kind == Step::kLaunch) {
-      std::size_t nodes = 0;
-      if (ok) {
-        cudaError_t e = cudaGraphGetNodes(st.graph, nullptr, &nodes);
-        if (e == cudaSuccess && nodes > 0 && st.side && side_direct) {
-          std::string why;
-          st.chain = direct_chain(st.graph, why);
-          if (st.chain) {
-            st.graph = nullptr;  // the chain's now
-            g.steps.push_back(st);
-            continue;
-          }
-          if (not_direct_.empty()) not_direct_ = why;
-        }
-        if (e == cudaSuccess && nodes > 0) e = cudaGraphInstantiate(&st.exec, st.graph, 0);
-        if (e != cudaSuccess) {
-          ok = false, st.exec = nullptr;
-          fail(std::string("split capture: a segment's instantiation failed: ") + cudaGetErrorString(e));
-        }
-      }
-      cudaGraphDestroy(st.graph);
-      st.graph = nullptr;
-      if (st.exec == nullptr) continue;
-    }
-    g.steps.push_back(st);
-  }
-  steps_.clear();
-  if (g.segments() == 0) ok = false;  // no kernel or copy at all: nothing to replay (the call runs directly)
-  if (!ok) g.destroy();
-  return ok;
-}
-
 void Context::drop_graphs(cudaStream_t stream) {
   // Before an executable graph is destroyed every launch of it must be over: `stream` already waits for this
   // context's previous op (claim), so synchronising it is enough.
@@ -461,8 +304,8 @@ void Context::drop_graphs(cudaStream_t stream) {
   ATTNBWD_CUDA_CHECK(cudaStreamSynchronize(stream));
   for (auto& entry : graphs_) {
     Graph& g = entry.second;
-    if (!g.held()) continue;
-    g.destroy();
+    if (!g.exec) continue;
+    cudaGraphExecDestroy(g.exec);
     if (g.launches <= 1) ++wasted_;  // captured, never replayed
     g = Graph{generation_};          // a first sight again: captured anew at its next call
   }
@@ -472,18 +315,17 @@ void Context::drop_graphs(cudaStream_t stream) {
 void Context::reset_graphs() {
   const std::lock_guard<std::recursive_mutex> gate(capture_gate());
   ATTNBWD_CUDA_CHECK(cudaDeviceSynchronize());
-  for (auto& entry : graphs_) entry.second.destroy();
+  for (auto& entry : graphs_)
+    if (entry.second.exec) cudaGraphExecDestroy(entry.second.exec);
   graphs_.clear();
   execs_ = wasted_ = 0;
   capture_off_ = false;
   failure_.clear();
-  not_direct_.clear();
 }
 
 void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t stream,
                       const std::function<void(cudaStream_t)>& work, bool in_auto) {
-  const int mode = graphs_mode(in_auto);
-  if (mode == 0) {
+  if (!graphs_enabled(in_auto)) {
     work(stream);
     return;
   }
@@ -493,12 +335,12 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
   auto it = graphs_.find(key);
   if (it == graphs_.end() || it->second.generation != generation_) {
     // First sight of the key (or its addresses went stale after a scratch growth): run directly, remember it.
-    if (it != graphs_.end() && it->second.held()) {
+    if (it != graphs_.end() && it->second.exec) {
       drop_graphs(stream);  // stale: every graph holds the old scratch addresses (rare)
     } else if (it == graphs_.end() && graphs_.size() >= kMaxKeys) {
       // Bounded without synchronising: forget the keys seen once (a caller whose buffers move every call only
       // ever adds those, and never pays a capture or a stream synchronisation).
-      for (auto e = graphs_.begin(); e != graphs_.end();) e = e->second.held() ? std::next(e) : graphs_.erase(e);
+      for (auto e = graphs_.begin(); e != graphs_.end();) e = e->second.exec ? std::next(e) : graphs_.erase(e);
     }
     work(stream);
     graphs_[key] = Graph{generation_};
@@ -509,7 +351,7 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
     work(stream);
     return;
   }
-  if (!g.held()) {
+  if (!g.exec) {
     if (execs_ >= kMaxGraphs) {
       drop_graphs(stream);
       // More than kMaxGraphs keys recurring in a cycle longer than the cache: captures that are never replayed.
@@ -528,54 +370,35 @@ void Context::enqueue(const std::function<GraphKey()>& make_key, cudaStream_t st
     // (capture_gate: no other thread of this process captures, or sets up or tears down a Context, meanwhile.)
     std::unique_lock<std::recursive_mutex> gate(capture_gate());
     if (!capture_) ATTNBWD_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking));
+    ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
     bool ok = true;
-    if (mode >= 2) {
-      ok = capture_split(work, g, mode == 3);
-    } else {
-      ATTNBWD_CUDA_CHECK(cudaStreamBeginCapture(capture_, cudaStreamCaptureModeThreadLocal));
-      capturing_ = true;
-      try {
-        work(capture_);
-      } catch (const std::exception& e) {
-        ok = false;
-        fail(std::string("capture: ") + e.what());
-      }
-      capturing_ = false;
-      cudaGraph_t graph = nullptr;
-      const cudaError_t end = cudaStreamEndCapture(capture_, &graph);
-      const cudaError_t inst =
-          ok && end == cudaSuccess && graph != nullptr ? cudaGraphInstantiate(&g.exec, graph, 0) : cudaSuccess;
-      if (inst != cudaSuccess) g.exec = nullptr;
-      if (graph) cudaGraphDestroy(graph);
-      if (ok && end != cudaSuccess) fail(std::string("capture: its end failed: ") + cudaGetErrorString(end));
-      if (ok && inst != cudaSuccess) fail(std::string("capture: instantiation failed: ") + cudaGetErrorString(inst));
-      ok = ok && end == cudaSuccess && g.exec != nullptr;
+    try {
+      work(capture_);
+    } catch (const std::exception& e) {
+      ok = false;
+      fail(std::string("capture: ") + e.what());
     }
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(capture_, &graph);
+    const cudaError_t inst =
+        ok && end == cudaSuccess && graph != nullptr ? cudaGraphInstantiate(&g.exec, graph, 0) : cudaSuccess;
+    if (inst != cudaSuccess) g.exec = nullptr;
+    if (graph) cudaGraphDestroy(graph);
+    if (ok && end != cudaSuccess) fail(std::string("capture: its end failed: ") + cudaGetErrorString(end));
+    if (ok && inst != cudaSuccess) fail(std::string("capture: instantiation failed: ") + cudaGetErrorString(inst));
     gate.unlock();
-    if (!ok) {
+    if (!ok || end != cudaSuccess || g.exec == nullptr) {
       cudaGetLastError();  // clear a capture error
-      g.destroy();
+      g.exec = nullptr;
       g.direct = true;
       work(stream);
       return;
     }
     ++execs_;
   }
-  if (g.exec) {
-    ATTNBWD_CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
-  } else {
-    for (const Step& st : g.steps) {
-      const cudaStream_t on = st.side ? side_ : stream;
-      if (st.kind == Step::kLaunch && st.chain)
-        launch_direct(*st.chain, on);
-      else if (st.kind == Step::kLaunch)
-        ATTNBWD_CUDA_CHECK(cudaGraphLaunch(st.exec, on));
-      else if (st.kind == Step::kRecord)
-        ATTNBWD_CUDA_CHECK(cudaEventRecord(st.event, on));
-      else
-        ATTNBWD_CUDA_CHECK(cudaStreamWaitEvent(on, st.event, 0));
-    }
-  }
+  ATTNBWD_CUDA_CHECK(cudaGraphLaunch(g.exec, stream));
   ++g.launches;
 }
 

@@ -14,11 +14,8 @@
 #include <functional>
 #include <vector>
 #include <map>
-#include <memory>
 #include <string>
 #include <tuple>
-
-#include "graph_direct.hpp"
 
 namespace attnbwd::cuda {
 
@@ -111,17 +108,15 @@ class Context {
   void enqueue(const std::function<GraphKey()>& key, cudaStream_t stream,
                const std::function<void(cudaStream_t)>& work, bool in_auto = true);
 
-  // The graph cache's state (tests, diagnostics): keys held, captured calls held, captures dropped without a
-  // replay, whether this context has stopped capturing, and the segment graphs the split captures hold.
+  // The graph cache's state (tests, diagnostics): keys held, executable graphs held, graphs dropped without a
+  // replay, whether this context has stopped capturing, and the first failed capture's cause since reset_graphs
+  // (empty while none failed; a failed capture's key runs directly, with the same bits, so only this shows it).
   struct GraphStats {
     std::size_t keys = 0, graphs = 0, wasted = 0;
     bool capture_off = false;
-    std::size_t segments = 0;
-    std::string failure;  // the first failed capture's cause since reset_graphs (empty while none failed)
-    std::size_t direct = 0;   // segments replayed as direct launches (ATTNBWD_CUDA_GRAPHS=sidedirect)
-    std::string not_direct;   // why the first side-stream segment that stayed a graph under sidedirect did
+    std::string failure;
   };
-  GraphStats graph_stats() const;
+  GraphStats graph_stats() const { return GraphStats{graphs_.size(), execs_, wasted_, capture_off_, failure_}; }
   // Synchronises the device, then forgets every key and graph and the stop (tests start from a clean cache).
   void reset_graphs();
 
@@ -167,32 +162,20 @@ class Context {
   unsigned* counters_ = nullptr;
   std::size_t counters_n_ = 0;
   std::uint64_t generation_ = 0;  // bumped by every scratch or counter reallocation
-  // ATTNBWD_CUDA_GRAPHS=split: a call captured as one graph per stream segment, replayed as these steps in order
-  // (a segment ends at each fork, join, mark or wait, which become event records and waits between the launches).
-  struct Step {
-    enum Kind { kLaunch, kRecord, kWait } kind = kLaunch;
-    bool side = false;                // on the side stream (else the caller's)
-    cudaGraphExec_t exec = nullptr;   // kLaunch
-    cudaEvent_t event = nullptr;      // kRecord, kWait
-    cudaGraph_t graph = nullptr;      // kLaunch while the capture lasts (instantiated once every capture has ended)
-    std::shared_ptr<const DirectChain> chain;  // or kLaunch as direct launches (sidedirect's side-stream segments)
-  };
   struct Graph {
     std::uint64_t generation = 0;
-    cudaGraphExec_t exec = nullptr;  // the whole call (ATTNBWD_CUDA_GRAPHS=auto, 1)
-    std::vector<Step> steps;         // or its segments (split)
+    cudaGraphExec_t exec = nullptr;
     bool direct = false;       // capture failed once: this key runs directly
-    std::uint64_t launches = 0;  // of exec or steps
-    bool held() const { return exec != nullptr || !steps.empty(); }
-    std::size_t segments() const;  // the segments of steps (graphs or direct chains)
-    std::size_t direct_segments() const;  // the segments of steps replayed as direct launches
-    void destroy();
+    std::uint64_t launches = 0;  // of exec
   };
   static constexpr std::size_t kMaxKeys = 256, kMaxGraphs = 64;
   std::map<GraphKey, Graph> graphs_;
   std::size_t execs_ = 0, wasted_ = 0;  // graphs held; graphs dropped without a replay
   bool capture_off_ = false;
-  std::string failure_, not_direct_;  // GraphStats::failure, not_direct
+  std::string failure_;  // GraphStats::failure
+  void fail(const std::string& cause) {
+    if (failure_.empty()) failure_ = cause;  // the first: later ones may only be its consequences
+  }
   void drop_graphs(cudaStream_t stream);
   cudaStream_t capture_ = nullptr;
   // begin_host_copy / finish_host_copy: the copy stream (created at first use), its events and pinned staging.
@@ -201,16 +184,6 @@ class Context {
   void* pinned_ = nullptr;
   std::size_t pinned_bytes_ = 0;
   bool capturing_ = false;  // scratch or counters must not grow inside a capture
-  // A split capture in progress (ATTNBWD_CUDA_GRAPHS=split): fork, join, mark_side and wait_side_mark end the
-  // segments and add steps instead of recording events.
-  bool split_ = false;
-  std::vector<Step> steps_;
-  void segment_begin(bool side);
-  void segment_end(bool side);
-  bool capture_split(const std::function<void(cudaStream_t)>& work, Graph& g, bool side_direct);
-  void fail(const std::string& cause) {
-    if (failure_.empty()) failure_ = cause;  // the first: later ones may only be its consequences
-  }
 };
 
 }  // namespace attnbwd::cuda
