@@ -1,4 +1,6 @@
-# Fifty-first session, call 2 (never ran: refused starts; split and sidedirect were removed after call 1): the graph tests again (split's fix: the side stream captures throughout, so its work
+# Fifty-first session, call 2 (never ran: refused starts; split and sidedirect were removed after call 1; it needs
+# perf/probes/graph_split_sidedirect.patch applied): the graph tests again (split's fix: the side stream captures
+# throughout, so its work
 # after a join is the call's; mha failed its replays under split and sidedirect in call 1), then grad_o_weight early
 # (beside dA) with the small-K kernel: auto, sidedirect + smallk, and early + smallk under auto, split and sidedirect
 # at gqa's small workloads; #11's timelines; mha's split / sidedirect A/B again (call 1's was invalid).
