@@ -554,14 +554,7 @@ bool do_split() { return env_switch("ATTNBWD_CUDA_GQA_DO", {"auto", "split", "vi
 // Padding costs one copy of Q, K, V (in the head-split launch) and a padded copy of P written by the
 // softmax-backward kernel; the pad rows and columns are zeros, so the results are the unpadded ones.
 // Measured (H200, seventh session): 1.09-1.32x on the four odd-S workloads.
-// after (auto's): the copies of dO, Q, K and V in one launch after dA. beside: the copies of Q, K and V (which do not
-// depend on dA: three quarters of the launch's bytes) on the side stream beside dA, queued after it so that dA's CTAs
-// are placed first; after dA the main stream copies dO alone and waits for them before the attention. The same copies,
-// so the same bits. beside where the call is not padded is an Error naming the switch.
-enum class PadMode { Auto, Off, After, Beside };
-PadMode pad_mode() {
-  return static_cast<PadMode>(env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off", "after", "beside"}));
-}
+bool pad_switch_off() { return env_switch("ATTNBWD_CUDA_GQA_PAD", {"auto", "off"}) == 1; }
 
 // ATTNBWD_CUDA_GQA_MERGE=auto|scalar|fused: steps 6-8 (GQA sums, RoPE, merge). auto: a pass with 16-byte moves where
 // D % 16 == 0 and the pointers are aligned; scalar: the pass with one element pair per thread (also the pass's
@@ -873,13 +866,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool small_auto = asked == AttnPath::Auto && S <= kSmallMaxSeq && T <= kSmallMaxTokens && !fused_asked &&
                           gqa_small_attn_inputs_unsupported(D, BH, Q, K, V).empty();
   const AttnPath attn = small_auto ? AttnPath::Small : asked;
-  const PadMode pad_asked = pad_mode();
-  const bool pad = S8 != S && pad_asked != PadMode::Off && path != ProjPath::Sm90 && !fused_asked &&
-                   attn != AttnPath::Small && aligned16(Q) && aligned16(K) && aligned16(V) && D % 8 == 0;
-  if (pad_asked == PadMode::Beside && !pad)
-    throw Error("ATTNBWD_CUDA_GQA_PAD", "beside: the copies of Q, K, V beside dA need a padded call (S % 8 != 0, the "
-                                        "GEMM attention path, cuBLASLt projections, 16-byte aligned q, k, v), not this one");
-  const bool pad_beside = pad_asked == PadMode::Beside;
+  const bool pad = S8 != S && !pad_switch_off() && path != ProjPath::Sm90 && !fused_asked && attn != AttnPath::Small &&
+                   aligned16(Q) && aligned16(K) && aligned16(V) && D % 8 == 0;
   const int64_t Sp = pad ? S8 : S;
 
   // Scratch (slot 0), every piece a multiple of 8 elements: dA | Qp | dO | dS | Pp | dQ32 | dK32 | dV32 | dQKVp | dXk |
@@ -1221,27 +1209,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     stages.mark("PV");
     stages.mark_side(ctx);  // the attention waits for O alone (wait_side_mark), not for what the side stream does next
   }
-  // PAD=beside: Q, K, V copied with zero pad rows on the side stream, forked before dA; with early grad_o_weight queued
-  // ahead of it there, with late after dA's launch (so that dA's CTAs are placed first).
-  const auto pad_qkv_beside = [&] {
-    const PadHeads copies[3] = {{Q, Qp, Hq, Hq * S * D, D, S * D},
-                                {K, Kp, Hq, Hq * S * D, D, S * D},
-                                {V, Vp, Hq, Hq * S * D, D, S * D}};
-    pad_heads(copies, 3, B, S, S8, D, side);
-    stages.mark_side(ctx);  // the main stream waits for the copies alone, after dO's
-    stages.mark("pad_qkv_side");  // (one stream: the stage split shows the form)
-  };
   if (all_sm90) {
     sm90_launch(ctx, oj, stream);
   } else {
-    if (pad_beside) {
-      stages.fork(ctx);
-      forked = true;
-    }
     if (!late) {
       stages.fork(ctx);
       forked = true;
-      if (pad_beside) pad_qkv_beside();
       dwo_gemm();
     }
     if (da_thin) {
@@ -1270,13 +1243,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
         gemm(ctx, 0, stream, g, a.grad_output.data + r0 * HS, a.o_weight.data, dA + r0 * QP);
       }
     }
-    if (pad_beside) {  // dO here; Q, K, V on the side stream (queued there before dA, or now)
-      if (late) pad_qkv_beside();
-      const PadHeads copy{dA, dO, Hq, S * QP, QP, D};
-      pad_heads(&copy, 1, B, S, S8, D, stream);
-      stages.wait_side_mark(ctx);
-      Q = Qp, K = Kp, V = Vp;
-    } else if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
+    if (pad) {  // dO and copies of Q, K, V, each [B, Hq, S8, D] with zero pad rows, in one launch
       const PadHeads copies[4] = {{dA, dO, Hq, S * QP, QP, D},
                                   {Q, Qp, Hq, Hq * S * D, D, S * D},
                                   {K, Kp, Hq, Hq * S * D, D, S * D},

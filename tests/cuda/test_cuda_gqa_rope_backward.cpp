@@ -986,53 +986,6 @@ TEST(CudaGqaRope, DkDvBatchMatchesTheOracle) {
   expect_refused(axes_of(1, 131, 8, 2, 128, 64), fresh_seed(712), "ATTNBWD_CUDA_GQA_DKDV", "batch on the small path");
 }
 
-// The padded GEMM path's copies of Q, K and V on the side stream beside dA (ATTNBWD_CUDA_GQA_PAD=beside) against the
-// one launch after dA (after, auto's): the same copies, so the same bits, and each against the oracle with the scratch
-// poisoned at every call (a copy the attention read before it was written would read NaN). Late grad_o_weight (auto's:
-// the copies queued after dA's launch) at B = 1, S = 293 (the dP + softmax kernel, sm_90) and B = 2, S = 300; early
-// (queued ahead of grad_o_weight on the side stream) with and without the attention overlap; the row kernel (DPSM=off)
-// at B = 2, S = 131; one stream (ATTNBWD_CUDA_STREAMS=one). The stage split names the form. beside where the call is not
-// padded (S % 8 == 0; the small kernels) is an Error naming the switch, before any output is written.
-TEST(CudaGqaRope, PadBesideDaGivesTheAfterBits) {
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
-  constexpr Mode kEarly{"", "", "", "", "", "", "", "gemm", "", "early"};
-  constexpr Mode kEarlySerial{"", "", "off", "", "", "", "", "gemm", "", "early"};
-  struct Shape {
-    int64_t B, S, Hq, Hkv;
-    const Mode* mode;
-    const char* streams;
-  };
-  const Shape shapes[] = {{1, 293, 8, 2, &kDefault, ""}, {2, 300, 4, 2, &kDefault, ""}, {1, 300, 4, 1, &kEarly, ""},
-                          {2, 131, 8, 2, &kEarlySerial, ""}, {2, 131, 8, 2, &kDpsmOff, ""},
-                          {1, 293, 8, 2, &kDefault, "one"}, {2, 131, 8, 2, &kEarly, "one"}};
-  int k = 0;
-  for (const Shape& sh : shapes) {
-    const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, 128, 64);
-    SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name() + " streams=" + sh.streams);
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(1400 + k++), tools::default_scalars(kOp));
-    std::optional<ScopedEnv> streams;
-    if (*sh.streams) streams.emplace("ATTNBWD_CUDA_STREAMS", sh.streams);
-    const auto after = outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_PAD", "after");
-    const auto beside = outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_PAD", "beside");
-    expect_same_outputs(after, beside, "after / beside");
-    EXPECT_TRUE(after == outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_PAD", "auto")) << "auto is after";
-    {
-      const ScopedEnv pad("ATTNBWD_CUDA_GQA_PAD", "beside");
-      check(in, axes, smallest_atol(kOp), {*sh.mode});
-      EXPECT_TRUE(has_stage(stage_line(in, axes, *sh.mode), "pad_qkv_side"));
-    }
-    EXPECT_FALSE(has_stage(stage_line(in, axes, *sh.mode), "pad_qkv_side")) << "auto";
-  }
-  const ScopedEnv pad("ATTNBWD_CUDA_GQA_PAD", "beside");
-  {
-    UseMode gemm(kGemm);
-    expect_refused(axes_of(1, 128, 4, 1, 128, 64), fresh_seed(1420), "ATTNBWD_CUDA_GQA_PAD", "beside without padding");
-  }
-  UseMode small(kSmall);
-  expect_refused(axes_of(1, 131, 8, 2, 128, 64), fresh_seed(1421), "ATTNBWD_CUDA_GQA_PAD", "beside on the small path");
-}
-
 // O = bf16(P·V) on the side stream from the op's start (ATTNBWD_CUDA_GQA_PV=side), beside a dA GEMM sized for the SMs O
 // leaves. The small path's first kernel and the dP + softmax kernel then take r = Σ_d dO·O and skip their first pass
 // over the keys: the small path at S = 2, 64 and 131 (tails), B = 2 with the 4-warp first kernel, the merged epilogue
@@ -1334,7 +1287,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
                             "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_DWO_TUNE",
                             "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA", "ATTNBWD_CUDA_GQA_DKDV",
-                            "ATTNBWD_CUDA_GQA_SMALL_PDL", "ATTNBWD_CUDA_GQA_DWO_GEMM", "ATTNBWD_CUDA_GQA_PAD"}) {
+                            "ATTNBWD_CUDA_GQA_SMALL_PDL", "ATTNBWD_CUDA_GQA_DWO_GEMM"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
