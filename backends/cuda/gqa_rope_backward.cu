@@ -627,11 +627,6 @@ int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "th
 // thin q/k/v launch started at 60 µs (50) and, alone, took 51 µs (59). By name only.
 int small_pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_SMALL_PDL", {"auto", "on", "off", "late"}); }
 
-// ATTNBWD_CUDA_GQA_SMALL_PREFETCH=auto|off|on: on, the small path's first kernel prefetches into L2 (evict-last) what
-// the second kernel and the merge read first from DRAM: Q's rows (the second kernel's dK pass, which runs beside late
-// grad_o_weight's 42 MB of writes) and the cos and sin rows (the merge). auto = off until measured. The same bits.
-bool small_prefetch_switch() { return env_switch("ATTNBWD_CUDA_GQA_SMALL_PREFETCH", {"auto", "off", "on"}) == 2; }
-
 // From this many tokens auto takes GROUP=on (below). Measured on an H200 (twenty-second session, perf/NOTES.md; two and
 // three runs per side, interleaved): late + group against early + per-head 1.03x at #0, #1, #3, #8, 1.04x at #15,
 // 1.00-1.01x at the other T ≥ 691; at T ≤ 512 group 0.99-1.00x. DWO=late is auto at every T since the twenty-third
@@ -847,7 +842,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int dkdv = dkdv_switch();  // 0 auto, 1 apart, 2 batch
   const int small_pdl_mode = small_pdl_switch();
   const int small_pdl = small_pdl_mode == 2 ? 0 : small_pdl_mode == 3 ? 2 : 1;  // GqaSmallAttn::pdl
-  const bool small_prefetch = small_prefetch_switch();
   const bool dkdv_batch_asked = dkdv == 2;
   const int dwo_tune = dwo_tune_switch();
   bool da_rows_auto = false;
@@ -1028,7 +1022,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     sm.split = env_switch("ATTNBWD_CUDA_GQA_SMALL_SPLIT", {"auto", "off"}) == 1 ? 1 : 2;
     if (pv_on_side) sm.O = dK32;  // r from O (ATTNBWD_CUDA_GQA_PV=side), checked with the rest
     sm.pdl = small_pdl;
-    if (small_prefetch) sm.l2_prefetch = true, sm.cos = c(a.cos.data), sm.sin = c(a.sin.data), sm.Hq = Hq;
     std::string why = gqa_small_attn_unsupported(sm);
     if (why.empty() && fused_asked) why = "the fused dP kernel was asked for";
     if (!why.empty() && !small_auto) throw Error("ATTNBWD_CUDA_GQA_ATTN", "small kernels cannot take this call: " + why);

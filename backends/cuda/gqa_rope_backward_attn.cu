@@ -46,29 +46,13 @@ namespace {
 
 // The merged epilogues' output (GqaSmallAttn::merged): out [T, ldo] with the q columns of head h at h·128, the k
 // columns of KV head j at (Hq + j)·128 and the v columns at (Hq + Hkv + j)·128; cos, sin [T, 128]; token t = b·S + s.
-// pf_q (GqaSmallAttn::l2_prefetch; else null): the first kernel's CTAs prefetch into L2 the inputs the second kernel and
-// the merge read first from DRAM: Q's rows of their head and query block (pf_q = Q [BH, S, 128]) and, in the CTAs of
-// query head 0, the cos and sin rows of their tokens (cos, sin [B·S, 128]; Hq the query heads).
 struct MergeOut {
   bf* out;
   int64_t ldo;
   const bf* cos;
   const bf* sin;
   int Hq, Hkv;
-  const bf* pf_q;
 };
-
-// An L2 prefetch of the 128-byte line holding p, kept ahead of normal lines at eviction (sm_80 and later; else nothing).
-__device__ __forceinline__ void prefetch_l2_last(const void* p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p));
-#endif
-}
-// Lines [0, bytes / 128) of the range at p (a multiple of 128 bytes), one per thread in turn.
-__device__ __forceinline__ void prefetch_rows(const bf* p, int64_t bytes, int thread, int threads) {
-  const char* c = reinterpret_cast<const char*>(p);
-  for (int64_t i = thread; i < bytes / 128; i += threads) prefetch_l2_last(c + i * 128);
-}
 
 // Both elements rounded to bf16, back as floats (one cvt.rn.bf16x2.f32).
 __device__ __forceinline__ float2 round2(float x, float y) { return __bfloat1622float2(__floats2bfloat162_rn(x, y)); }
@@ -128,15 +112,6 @@ __global__ void __maxnreg__(168) dp_softmax_kernel(const bf* __restrict__ dO, in
   const int64_t bh = blockIdx.y;
   const int64_t qc = static_cast<int64_t>(blockIdx.x) * kRows;  // the CTA's first row
   const int rows = static_cast<int>(S - qc < kRows ? S - qc : kRows);
-  if constexpr (kDq)
-    if (mo.pf_q != nullptr) {  // for the second kernel's dK pass and the merge (GqaSmallAttn::l2_prefetch)
-      prefetch_rows(mo.pf_q + (bh * S + qc) * kD, rows * kD * 2, threadIdx.x, kNThreads);
-      if (bh % mo.Hq == 0) {
-        const int64_t t0 = bh / mo.Hq * S + qc;
-        prefetch_rows(mo.cos + t0 * kD, rows * kD * 2, threadIdx.x, kNThreads);
-        prefetch_rows(mo.sin + t0 * kD, rows * kD * 2, threadIdx.x, kNThreads);
-      }
-    }
   const bf* v = V + bh * S * kD;
   const bf* kh = kDq ? K + bh * S * kD : nullptr;
   const bf* p = P + bh * S * S;
@@ -599,10 +574,7 @@ void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
   const bool merged = a.merged != nullptr;
   if (merged)
     if (const std::string why = gqa_small_attn_merge_unsupported(a); !why.empty()) throw Error("gqa_small_attn", why);
-  if (a.l2_prefetch && (a.cos == nullptr || a.sin == nullptr || a.Hq <= 0 || a.BH % a.Hq != 0))
-    throw Error("gqa_small_attn", "the L2 prefetch needs cos, sin and the query heads");
-  const MergeOut mo{a.merged, a.ldm, a.cos, a.sin, static_cast<int>(a.Hq), static_cast<int>(a.Hkv),
-                    a.l2_prefetch ? a.Q : nullptr};
+  const MergeOut mo{a.merged, a.ldm, a.cos, a.sin, static_cast<int>(a.Hq), static_cast<int>(a.Hkv)};
   const int G = merged ? static_cast<int>(a.Hq / a.Hkv) : 0;
   const dim3 grid(static_cast<unsigned>((a.S + kRows - 1) / kRows), static_cast<unsigned>(a.BH));
   const bool split = a.split == 2;

@@ -105,10 +105,6 @@ struct GqaSmallAttn {
   // under the first kernel) or after its first sweep (2: ATTNBWD_CUDA_GQA_SMALL_PDL=late), or a plain launch after the
   // first ends (0: off). The same bits in every form.
   int pdl = 1;
-  // The first kernel's CTAs prefetch into L2 (evict-last) the inputs read first from DRAM after it: Q (the second
-  // kernel's dK pass) and cos, sin (the merge, or the merged epilogues), which need cos, sin and Hq set
-  // (ATTNBWD_CUDA_GQA_SMALL_PREFETCH). No effect on the results.
-  bool l2_prefetch = false;
 };
 // Why the kernels cannot take the op's own inputs ("" when they can): head_dim 128, at most 65535 (batch, head) pairs,
 // Q, K, V 16-byte aligned. Known before the op carves its scratch (gqa's auto path choice asks it first).

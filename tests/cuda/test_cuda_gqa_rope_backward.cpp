@@ -623,37 +623,6 @@ TEST(CudaGqaRope, SmallAttnSecondLaunchFormsGiveTheSameBits) {
   }
 }
 
-// The small path's first kernel prefetching Q, cos and sin into L2 for the second kernel and the merge
-// (ATTNBWD_CUDA_GQA_SMALL_PREFETCH=on) against off and auto: a prefetch changes no value, so the same bits, and on
-// against the oracle with the scratch poisoned. Shapes: S = 128 (one query block), B = 2 S = 131 (a block of 3 rows:
-// the prefetched ranges end at S), the 4-warp first kernel, the merged epilogue (which reads cos and sin itself),
-// r from O on the side stream, B = 3 with three query heads per batch element (head 0's CTAs take cos and sin).
-TEST(CudaGqaRope, SmallAttnL2PrefetchGivesTheSameBits) {
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
-  struct Shape {
-    int64_t B, S, Hq, Hkv;
-    const Mode* mode;
-    const char* pv;
-  };
-  const Shape shapes[] = {{1, 128, 8, 2, &kSmall, ""},         {2, 131, 8, 2, &kSmall, ""},
-                          {1, 131, 8, 2, &kSmallOneWarp, ""},  {2, 100, 8, 2, &kSmallMergeFused, ""},
-                          {1, 131, 8, 2, &kSmall, "side"},     {3, 65, 3, 1, &kSmall, ""}};
-  int k = 0;
-  for (const Shape& sh : shapes) {
-    const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, 128, 256);
-    SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name() + (*sh.pv ? " pv=side" : ""));
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(1500 + k++), tools::default_scalars(kOp));
-    const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", sh.pv);
-    const auto off = outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_SMALL_PREFETCH", "off");
-    for (const char* v : {"on", "auto"})
-      expect_same_outputs(outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_SMALL_PREFETCH", v), off,
-                          std::string("ATTNBWD_CUDA_GQA_SMALL_PREFETCH=") + v + " against off");
-    const ScopedEnv on("ATTNBWD_CUDA_GQA_SMALL_PREFETCH", "on");
-    check(in, axes, smallest_atol(kOp), {*sh.mode});
-  }
-}
-
 // auto's choice between the dP + softmax kernel and the pair on the GEMM attention path: the narrow kernel where the
 // attention is padded (S % 8 != 0) and its grid, ceil(S/64) CTAs per head, fits in one wave of two CTAs per SM (auto
 // gives on's bits), else the cuBLASLt dP GEMM + row kernel (off's bits). Which one ran is read from the stage names
@@ -1318,8 +1287,7 @@ TEST(CudaGqaRope, MalformedSwitchesAreErrorsBeforeAnyOutput) {
                             "ATTNBWD_CUDA_GQA_PV_SMS", "ATTNBWD_CUDA_GQA_KVW", "ATTNBWD_CUDA_GQA_KVW_SMS",
                             "ATTNBWD_CUDA_GQA_DXSUM", "ATTNBWD_CUDA_GQA_DKSIDE", "ATTNBWD_CUDA_GQA_DWO_TUNE",
                             "ATTNBWD_CUDA_GQA_DA_ROWS", "ATTNBWD_CUDA_GQA_DA", "ATTNBWD_CUDA_GQA_DKDV",
-                            "ATTNBWD_CUDA_GQA_SMALL_PDL", "ATTNBWD_CUDA_GQA_DWO_GEMM",
-                            "ATTNBWD_CUDA_GQA_SMALL_PREFETCH"}) {
+                            "ATTNBWD_CUDA_GQA_SMALL_PDL", "ATTNBWD_CUDA_GQA_DWO_GEMM"}) {
       const ScopedEnv bad(env, "bogus");
       expect_refused(axes_of(B, 131, 8, 2, 128, 64), fresh_seed(tag++), env,
                      std::string(env) + "=bogus, B = " + std::to_string(B));
