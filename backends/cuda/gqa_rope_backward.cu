@@ -640,13 +640,7 @@ constexpr int64_t kGroupMinTokens = 513;
 // where dV₃₂ is on the side stream), so it runs under the attention chain (memory- or latency-bound kernels); the
 // main stream then waits for dV₃₂ only (a partial join), and dK₃₂ runs on the main stream. The same GEMMs and
 // kernels either way (the same bits). auto = late.
-// first (the small attention path only; else an Error naming the switch): late, but forked onto the side stream after
-// the first small kernel instead of after dA, so that grad_o_weight starts when that kernel completes, on the SMs it
-// frees, and nothing of it is resident beside it (the forty-ninth and fiftieth sessions' unexplained stall of that
-// kernel beside a side-branch kernel of the graph); with ATTNBWD_CUDA_GQA_DWO_GEMM=smallk the small-K kernel's 64 CTAs
-// then fill exactly those SMs. The same bits as late.
-int dwo_mode() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late", "first"}); }
-bool dwo_late() { return dwo_mode() != 1; }
+bool dwo_late() { return env_switch("ATTNBWD_CUDA_GQA_DWO", {"auto", "early", "late"}) != 1; }
 
 // ATTNBWD_CUDA_GQA_DA_ROWS=auto|off|1024|2048: dA = dY·Wo by cuBLASLt as GEMMs of at most that many rows (the rows are
 // independent: each element the same fp32 dot product, cuBLASLt's algorithm chosen per piece). At T >= 3072 cuBLASLt's
@@ -1112,10 +1106,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   // the view).
   bool forked = false;  // work on the side stream, joined at the end
   const bool late = !all_sm90 && dwo_late();
-  const bool dwo_after_first = dwo_mode() == 3;
-  if (dwo_after_first && (!use_small || all_sm90))
-    throw Error("ATTNBWD_CUDA_GQA_DWO", "first: grad_o_weight forked after the small attention path's first kernel, not "
-                                        "taken here (the GEMM or key-major attention path, or ATTNBWD_CUDA_GQA_PROJ=sm90)");
   if (dk_on_side && !(gemm_attn && late && pad && overlap))
     throw Error("ATTNBWD_CUDA_GQA_DKSIDE", "on: the padded GEMM attention path with late grad_o_weight and two streams "
                                             "queues dK32 there, not taken here (the small or key-major kernels, S % 8 == "
@@ -1268,13 +1258,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const float scaling = static_cast<float>(a.scaling);
   const int count = static_cast<int>(BH);
 
-  if (late && use_small && dwo_after_first) {  // dWo forked between the two small kernels' launches
-    sm.after_first = [&] {
-      stages.fork(ctx);
-      dwo_gemm();
-    };
-    forked = true;
-  } else if (late && (use_small || use_kv)) {  // dWo beside the main stream's attention kernels
+  if (late && (use_small || use_kv)) {  // dWo beside the main stream's attention kernels
     stages.fork(ctx);
     forked = true;
     dwo_gemm();

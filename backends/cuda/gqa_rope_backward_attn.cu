@@ -588,7 +588,6 @@ void gqa_small_attn_launch(const GqaSmallAttn& a, cudaStream_t stream) {
   first<<<grid, split ? 2 * kThreads : kThreads, smem, stream>>>(a.dO, a.do_ld, a.do_head, a.V, a.P, a.dS, a.S, a.ld,
                                                                    a.scaling, a.K, a.dQ, a.BH, mo, a.O, a.pdl == 2);
   ATTNBWD_CUDA_CHECK_LAUNCH();
-  if (a.after_first) a.after_first();
   const auto second = G == 0   ? small_dkdv_kernel<0>
                       : G == 1 ? small_dkdv_kernel<1>
                       : G == 2 ? small_dkdv_kernel<2>

@@ -9,7 +9,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
 namespace attnbwd::cuda {
@@ -106,10 +105,6 @@ struct GqaSmallAttn {
   // under the first kernel) or after its first sweep (2: ATTNBWD_CUDA_GQA_SMALL_PDL=late), or a plain launch after the
   // first ends (0: off). The same bits in every form.
   int pdl = 1;
-  // Called between the two launches (after the first kernel is queued, before the second): gqa's grad_o_weight forked
-  // onto the side stream after the first kernel (ATTNBWD_CUDA_GQA_DWO=first). In a captured graph the fork's event
-  // adds an edge from the first kernel to the side work and leaves the second kernel's programmatic edge as it is.
-  std::function<void()> after_first;
 };
 // Why the kernels cannot take the op's own inputs ("" when they can): head_dim 128, at most 65535 (batch, head) pairs,
 // Q, K, V 16-byte aligned. Known before the op carves its scratch (gqa's auto path choice asks it first).

@@ -712,48 +712,6 @@ void check_each_value(std::initializer_list<BatchSeq> shapes, std::uint64_t tag,
   }
 }
 
-// grad_o_weight forked onto the side stream after the small path's first kernel (ATTNBWD_CUDA_GQA_DWO=first) against
-// late (forked after dA): the same GEMM description or small-K kernel, so the same bits, and first against the oracle
-// with the scratch poisoned; by cuBLASLt and (sm_90, T ≤ 256) by the small-K kernel; at S = 128, B = 2 S = 131, the 4-warp first
-// kernel, r from O on the side stream (PV=side), the merged epilogue, and on one stream (ATTNBWD_CUDA_STREAMS=one:
-// grad_o_weight between the two kernels on the caller's stream). first off the small path is an Error naming the
-// switch, before any output is written.
-TEST(CudaGqaRope, DwoForkedAfterTheFirstSmallKernelGivesTheLateBits) {
-  ATTNBWD_SEED_TRACE();
-  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
-  const ScopedEnv all_sms("ATTNBWD_CUDA_GQA_DWO_SMS", "off");
-  struct Shape {
-    int64_t B, S;
-    const Mode* mode;
-    const char* pv;
-    const char* streams;
-  };
-  const Shape shapes[] = {{1, 128, &kSmall, "", ""},          {2, 131, &kSmall, "", ""},
-                          {1, 131, &kSmallOneWarp, "", ""},   {1, 131, &kSmall, "side", ""},
-                          {2, 100, &kSmallMergeFused, "", ""}, {1, 128, &kSmall, "", "one"}};
-  int k = 0;
-  for (const Shape& sh : shapes) {
-    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 256);
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(1600 + k++), tools::default_scalars(kOp));
-    const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", sh.pv);
-    std::optional<ScopedEnv> streams;
-    if (*sh.streams) streams.emplace("ATTNBWD_CUDA_STREAMS", sh.streams);
-    for (const char* gemm : {"cublaslt", "smallk"}) {
-      if (std::string(gemm) == "smallk" && (!is_sm90() || sh.B * sh.S > 256)) continue;  // (the kernel's T ≤ 256)
-      SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name() + " pv=" + sh.pv + " streams=" + sh.streams +
-                   " dwo_gemm=" + gemm);
-      const ScopedEnv how("ATTNBWD_CUDA_GQA_DWO_GEMM", gemm);
-      const auto late = outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_DWO", "late");
-      expect_same_outputs(outputs_with(in, axes, *sh.mode, "ATTNBWD_CUDA_GQA_DWO", "first"), late, "first / late");
-      const ScopedEnv first("ATTNBWD_CUDA_GQA_DWO", "first");
-      check(in, axes, smallest_atol(kOp), {*sh.mode});
-    }
-  }
-  const ScopedEnv first("ATTNBWD_CUDA_GQA_DWO", "first");
-  UseMode gemm(kGemm);
-  expect_refused(axes_of(1, 128, 4, 1, 128, 64), fresh_seed(1620), "ATTNBWD_CUDA_GQA_DWO", "first on the GEMM path");
-}
-
 // grad_o_weight's GEMM sized for part of the SMs (ATTNBWD_CUDA_GQA_DWO_SMS: auto's targets by the attention path
 // beside it, a few SMs, every SM) matches the oracle on the padded GEMM path (B = 2, S = 131), the small kernels' path
 // (B = 1, S = 131) and the key-major kernel's (S = 1024, sm_90); a malformed value or one above the SM count raises an
