@@ -3,5 +3,5 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-420}
 P=$M/attnbwd_perf
-case $GPU in *H200*) suites 2 ;; *) echo "not an H200: no suites" ;; esac
+case $GPU in *H200*) suites ${N:-2} ;; *) echo "not an H200: no suites" ;; esac
 fin
