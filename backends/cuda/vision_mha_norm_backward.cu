@@ -171,6 +171,13 @@ int mha_pdl_switch() { return env_switch("ATTNBWD_CUDA_MHA_PDL", {"auto", "off",
 // than one and at most nine waves of the SMs (and ATTNBWD_CUDA_MHA_PDL is not on), else off. on with another
 // ATTNBWD_CUDA_MHA_WGMMA scheme, or with ATTNBWD_CUDA_MHA_PDL=on, is an Error. Returns 0 auto, 1 off, 2 on.
 int mha_fused_switch() { return env_switch("ATTNBWD_CUDA_MHA_FUSED", {"auto", "off", "on"}); }
+// ATTNBWD_CUDA_MHA_TAIL=auto|full|narrow: the warp-specialised kernels' last block of the streamed sequence where at
+// most 16 of its rows lie inside S (S = 577: one row of ten blocks): narrow, as a 16-wide block (dP on 16 columns,
+// one k step of each accumulating product: ~1/4 of a block's products and element math); full, as a whole 64-row
+// block of zeros past S. The same bits (the full block adds exact zeros there). Counted: 10 → 9.25 block steps per
+// consumer at S = 577 in each kernel (perf/NOTES.md, fifty-third session). auto = full until measured. narrow with a
+// scheme other than the warp-specialised ones is an Error. Returns 0 auto, 1 full, 2 narrow.
+int mha_tail_switch() { return env_switch("ATTNBWD_CUDA_MHA_TAIL", {"auto", "full", "narrow"}); }
 int64_t mha_lag_switch() {
   constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
   return lags[env_switch("ATTNBWD_CUDA_MHA_LAG", {"auto", "4", "8", "12", "16", "24", "32", "48"})];
@@ -197,6 +204,7 @@ void refuse_wgmma_switches(int cc, MhaAttn attn) {
   if (mha_split_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_SPLIT", here);
   if (mha_pdl_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_PDL", here);
   if (mha_fused_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_FUSED", here);
+  if (mha_tail_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_TAIL", here);
   (void)mha_lag_switch();  // checked
 }
 
@@ -260,7 +268,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t attn_ctas = BH * mha::attn_blocks(S);
   int split = 1, copy = 0;
   WgmmaScheme wgmma{3, 2};
-  bool pdl = false, fused = false;
+  bool pdl = false, fused = false, narrow_tail = false;
   int64_t lag = 0;
   if (wgmma_attn) {
     split = mha_split_switch();
@@ -286,6 +294,11 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (fused && pdl_word == 2)
       throw Error("ATTNBWD_CUDA_MHA_FUSED", "on is one launch: ATTNBWD_CUDA_MHA_PDL=on does not apply");
     pdl = wstmaw && pdl_word != 1 && !fused;
+    const int tail_word = mha_tail_switch();
+    if (tail_word == 2 && !wgmma.ws)
+      throw Error("ATTNBWD_CUDA_MHA_TAIL", "narrow is built for the warp-specialised kernels (ATTNBWD_CUDA_MHA_WGMMA "
+                                           "auto where they run, ws, wstma, wscp or wstmaw)");
+    narrow_tail = tail_word == 2;
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
@@ -414,6 +427,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     p.delta = f32(o_delta), p.delta_ld = delta_ld, p.dqkv = dQKVh, p.partial = part_qkv;
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
     if (fused) p.order = ctx.counters(1 + 2 * BH, stream), p.lag = lag;
+    p.narrow_tail = narrow_tail ? 1 : 0;
     if (wgmma_attn && wgmma.ws) {
       mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl, fused);
     } else if (wgmma_attn) {

@@ -49,6 +49,10 @@ struct AttnParams {
   // between a head's dQ work and its dK/dV work in the launch order.
   unsigned* order = nullptr;
   std::int64_t lag = 0;
+  // The warp-specialised kernels' last block of the streamed sequence when at most 16 of its rows lie inside S
+  // (S = 577: one): 1 = as a 16-wide block (dP on 16 columns, one k step of each accumulating product), 0 = as a
+  // full 64-row block whose rows past S are zeros. The same bits (ATTNBWD_CUDA_MHA_TAIL).
+  int narrow_tail = 0;
 };
 constexpr int kSplitFloats = 66;  // per thread and half: two 64-float accumulators and two row sums
 constexpr int kSplitBlockFloats = 2 * kSplitFloats * 128;  // per block: two halves of 128 threads

@@ -477,6 +477,62 @@ __device__ __forceinline__ void zero_past(float (&v)[8][4], int t, int n) {
   }
 }
 
+// ---- the narrow last block (AttnParams::narrow_tail, ATTNBWD_CUDA_MHA_TAIL=narrow) ----
+// Where the streamed sequence's last block holds at most kNarrow rows inside S (S = 577: one), its products shrink to
+// those 16: dP on 16 columns (m64n16k16) and one k step of each accumulating product, with the element math on the
+// lane's 8 values of the 16 columns. The full block's other 48 columns are past S (zero P, V or dO, K or Q rows):
+// there the full block adds exact zeros to the accumulators and the row sums, so the narrow block gives its bits.
+constexpr int kNarrow = 16;
+__device__ __forceinline__ bool narrow_block(const AttnParams& p, int64_t row0) {
+  return p.narrow_tail != 0 && p.S - row0 <= kNarrow;
+}
+// to_afrag's first k step (columns 0..15) of a 16-column accumulator
+__device__ __forceinline__ void to_afrag16(std::uint32_t (&a)[4], const float (&s)[2][4]) {
+  a[0] = mma16::half2_bits(s[0][0], s[0][1]);
+  a[1] = mma16::half2_bits(s[0][2], s[0][3]);
+  a[2] = mma16::half2_bits(s[1][0], s[1][1]);
+  a[3] = mma16::half2_bits(s[1][2], s[1][3]);
+}
+__device__ __forceinline__ void fence_afrag16(std::uint32_t (&a)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+// zero_past on the 16 columns
+__device__ __forceinline__ void zero_past16(float (&v)[2][4], int t, int n) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      if (j * 8 + 2 * t + (r & 1) >= n) v[j][r] = 0.0f;
+}
+// dp ← a·Bᵀ over k = 0..63 on 16 columns (B: the first 16 rows of a K-major swizzled tile), issued and committed
+__device__ __forceinline__ void dp16_issue(float (&dp)[2][4], std::uint32_t (&a)[4][4], const std::uint8_t* b) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) dp[j][r] = 0.0f;
+  fence_acc(dp);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n16k16_f16_rs(dp, a[kk], kmajor(b, kk), kk);
+  wgmma_commit();
+}
+// rs_products' first k step alone: c0 += a0·B0[rows 0..15], c1 += a1·B1[rows 0..15], waited for
+__device__ __forceinline__ void rs_products16(float (&c0)[8][4], std::uint32_t (&a0)[4], const std::uint8_t* b0,
+                                              float (&c1)[8][4], std::uint32_t (&a1)[4], const std::uint8_t* b1) {
+  fence_acc(c1);
+  fence_acc(c0);
+  wgmma_fence();
+  wgmma_m64n64k16_f16_rs<1>(c0, a0, nmajor(b0, 0), 1);
+  wgmma_m64n64k16_f16_rs<1>(c1, a1, nmajor(b1, 0), 1);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_afrag16(a0);
+  fence_afrag16(a1);
+  fence_acc(c1);
+  fence_acc(c0);
+}
+
 // The 64-row block a consumer warpgroup owns: rows r0 = first + 64·wgi of head bh.
 __device__ __forceinline__ Cta wg_block(const AttnParams& p, int64_t bh, int64_t first, int wgi) {
   Cta c;
@@ -623,9 +679,37 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
     const std::uint8_t* cK = base + kOffStages + s * kSB;
     const std::uint8_t* cV = cK + kTileBytes;
     const float* cP = reinterpret_cast<const float*>(cK + 2 * kTileBytes);
-    float dp[8][4];
     std::uint32_t a[4][4];
     afrag_copy(a, ado);
+    if (narrow_block(p, kb * kRows)) {  // keys kb·64 .. +15 alone
+      float dp[2][4], pr[2][4];
+      dp16_issue(dp, a, cV);
+      const float* lo = kTmaP ? cP + v_lo + 2 * t : cP + row_lo * kLdP + sh_lo + 2 * t;
+      const float* hi = kTmaP ? cP + v_lo + 2 * kLdQ + 2 * t : cP + (row_lo + 8) * kLdP + sh_hi + 2 * t;
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        pr[j][0] = lo[j * 8], pr[j][1] = lo[j * 8 + 1], pr[j][2] = hi[j * 8], pr[j][3] = hi[j * 8 + 1];
+      zero_past16(pr, t, static_cast<int>(S - kb * kRows));
+      wgmma_wait<0>();
+      fence_acc(dp);
+      fence_afrag(a);
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {  // p_and_w's order
+          dp[j][r] *= pr[j][r];
+          dsum[r >> 1] += dp[j][r];
+        }
+      std::uint32_t ap[4], aw[4];
+      to_afrag16(ap, pr);
+      to_afrag16(aw, dp);
+      rs_products16(y, ap, cK, x, aw, cK);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
+      if (++s == kStages) s = 0, phase ^= 1;
+      continue;
+    }
+    float dp[8][4];
     mma16::zero(dp);
     fence_acc(dp);
     wgmma_fence();
@@ -767,9 +851,49 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     const std::uint8_t* cdO = cQ + kTileBytes;
     const float* cP = reinterpret_cast<const float*>(cQ + kP);
     const float* cDl = reinterpret_cast<const float*>(cQ + kDl);
-    float dpt[8][4];
     std::uint32_t a[4][4];
     afrag_copy(a, av);
+    if (narrow_block(p, q1)) {  // queries q1 .. q1 + 15 alone
+      float dpt[2][4], pt[2][4];
+      dp16_issue(dpt, a, cdO);
+      if constexpr (kTmaP) {  // as below, for j < 2
+        const int64_t R = bh * S + q1;
+        const float* q0 =
+            cP + (2 * (t & 1)) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1), S);
+        const float* q1p = cP + (2 * (t & 1) + 1) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 +
+                           view_phase(R, 2 * (t & 1) + 1, S);
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) pt[j][r] = ((r & 1) ? q1p : q0)[2 * j * kLdPV2 + 8 * (r >> 1)];
+      } else {
+        const int sh0 = row_shift(Pbh, (q1 + 2 * t) * S + K0), sh1 = row_shift(Pbh, (q1 + 2 * t + 1) * S + K0);
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP2 + ((r & 1) ? sh1 : sh0) + col0 + 8 * (r >> 1)];
+      }
+      zero_past16(pt, t, static_cast<int>(S - q1));
+      std::uint32_t ap[4], as[4];
+      to_afrag16(ap, pt);
+      wgmma_wait<0>();
+      fence_acc(dpt);
+      fence_afrag(a);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {  // ds_transposed's math
+        const float2 dl = *reinterpret_cast<const float2*>(cDl + j * 8 + 2 * t);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - ((r & 1) ? dl.y : dl.x));
+      }
+      to_afrag16(as, dpt);
+      rs_products16(dv, ap, cdO, dk, as, cQ);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
+      if (++s == kStages) s = 0, phase ^= 1;
+      continue;
+    }
+    float dpt[8][4];
     mma16::zero(dpt);
     fence_acc(dpt);
     wgmma_fence();

@@ -306,6 +306,54 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
                   400, body);
 }
 
+// The narrow last block (ATTNBWD_CUDA_MHA_TAIL=narrow: where at most 16 rows of the streamed sequence's last block lie
+// inside S, its products on those 16 alone) gives serial3's bits in every warp-specialised form, the dependent and
+// the fused launches included (twice: counters left zero), and matches the oracle. Tails of 1 (S = 577 and S = 1,
+// where the only block is narrow), 3, 8 and 16 rows take the narrow block; 17 rows (S = 81) keep the full one.
+TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  ATTNBWD_SEED_TRACE();
+  const auto body = [](const tools::TensorSet& in, const tools::Axes& axes, const HostCase<Args>& serial) {
+    const ScopedEnv tail("ATTNBWD_CUDA_MHA_TAIL", "narrow");
+    for (const char* scheme : {"ws", "wstma", "wscp", "wstmaw"}) {
+      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+      expect_run_gives(in, axes, serial, std::string("TAIL=narrow, ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
+    }
+    {
+      const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
+      expect_run_gives(in, axes, serial, "TAIL=narrow, ATTNBWD_CUDA_MHA_PDL=off vs serial3");
+    }
+    {
+      const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
+      for (int run = 0; run < 2; ++run) {
+        expect_run_gives(in, axes, serial, "TAIL=narrow, ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " +
+                                               std::to_string(run));
+        expect_counters_zero(1 + 2 * axes.at("batch_size") * axes.at("num_heads"));
+      }
+    }
+    if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));  // the oracle (the last shape: bits only)
+  };
+  against_serial3({{1, 577, 4, 64}, {2, 131, 2, 64}, {1, 200, 4, 64}, {1, 80, 4, 64}, {1, 81, 4, 64}, {4, 1, 1, 64},
+                   {2, 577, 16, 64}},
+                  480, body);
+}
+
+// ATTNBWD_CUDA_MHA_TAIL=narrow is built for the warp-specialised kernels: with another scheme it is an Error naming
+// the switch, as is a value it does not know; raised before any output is written.
+TEST(CudaVisionMhaNorm, NarrowTailWithAnotherSchemeIsAnError) {
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  const tools::Axes axes = axes_of(1, 131, 4, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(490));
+  for (const char* scheme : {"serial3", "occ3", "legacy"}) {
+    SCOPED_TRACE(scheme);
+    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+    const ScopedEnv tail("ATTNBWD_CUDA_MHA_TAIL", "narrow");
+    expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_TAIL");
+  }
+  const ScopedEnv tail("ATTNBWD_CUDA_MHA_TAIL", "thin");
+  expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_TAIL");
+}
+
 // The fused launch (ATTNBWD_CUDA_MHA_FUSED=on) orders the dQ and dK/dV work of many heads by tickets, each head's
 // dK/dV work ATTNBWD_CUDA_MHA_LAG heads after its dQ work and waiting on a counter for its δ: with more heads than
 // the lag every part of the order (dQ only, both, dK/dV only) runs, with one and two consumer blocks per item and

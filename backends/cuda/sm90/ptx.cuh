@@ -284,6 +284,22 @@ __device__ __forceinline__ void fence_acc(float (&d)[8][4]) {
 #pragma unroll
     for (int r = 0; r < 4; ++r) asm volatile("" : "+f"(d[j][r])::"memory");
 }
+// D[64x16] (+)= A[64x16]·B[16x16], fp16 operands, A from registers (as wgmma_m64n64k16_f16_rs), B K-major ([n][k]
+// rows); d[j][r] the same C layout over two 8-column chunks. The narrow last block of mha's attention kernels.
+__device__ __forceinline__ void wgmma_m64n16k16_f16_rs(float (&d)[2][4], const std::uint32_t (&a)[4],
+                                                       std::uint64_t desc_b, int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\nwgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16\n"
+               "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+                 "+f"(d[1][2]), "+f"(d[1][3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+__device__ __forceinline__ void fence_acc(float (&d)[2][4]) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) asm volatile("" : "+f"(d[j][r])::"memory");
+}
 
 #endif  // ATTNBWD_SM90_DEVICE
 
