@@ -175,8 +175,9 @@ int mha_fused_switch() { return env_switch("ATTNBWD_CUDA_MHA_FUSED", {"auto", "o
 // most 16 of its rows lie inside S (S = 577: one row of ten blocks): narrow, as a 16-wide block (dP on 16 columns,
 // one k step of each accumulating product: ~1/4 of a block's products and element math); full, as a whole 64-row
 // block of zeros past S. The same bits (the full block adds exact zeros there). Counted: 10 → 9.25 block steps per
-// consumer at S = 577 in each kernel (perf/NOTES.md, fifty-third session). auto = full until measured. narrow with a
-// scheme other than the warp-specialised ones is an Error. Returns 0 auto, 1 full, 2 narrow.
+// consumer at S = 577 in each kernel; measured (H100, fifty-third session, perf/NOTES.md): the kernels −0.7 and −1.0 %,
+// the call 1.000-1.010x at B = 1-56 (the kernels are not bound by their consumers' block work). auto = narrow where
+// the warp-specialised kernels run. narrow with another scheme is an Error. Returns 0 auto, 1 full, 2 narrow.
 int mha_tail_switch() { return env_switch("ATTNBWD_CUDA_MHA_TAIL", {"auto", "full", "narrow"}); }
 int64_t mha_lag_switch() {
   constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
@@ -298,7 +299,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (tail_word == 2 && !wgmma.ws)
       throw Error("ATTNBWD_CUDA_MHA_TAIL", "narrow is built for the warp-specialised kernels (ATTNBWD_CUDA_MHA_WGMMA "
                                            "auto where they run, ws, wstma, wscp or wstmaw)");
-    narrow_tail = tail_word == 2;
+    narrow_tail = wgmma.ws && tail_word != 1;
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "

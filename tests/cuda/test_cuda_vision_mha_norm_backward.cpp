@@ -306,10 +306,11 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
                   400, body);
 }
 
-// The narrow last block (ATTNBWD_CUDA_MHA_TAIL=narrow: where at most 16 rows of the streamed sequence's last block lie
-// inside S, its products on those 16 alone) gives serial3's bits in every warp-specialised form, the dependent and
-// the fused launches included (twice: counters left zero), and matches the oracle. Tails of 1 (S = 577 and S = 1,
-// where the only block is narrow), 3, 8 and 16 rows take the narrow block; 17 rows (S = 81) keep the full one.
+// The narrow last block (ATTNBWD_CUDA_MHA_TAIL=narrow, auto where the ws kernels run: where at most 16 rows of the
+// streamed sequence's last block lie inside S, its products on those 16 alone) gives serial3's bits in every
+// warp-specialised form, the dependent and the fused launches included (twice: counters left zero), and matches the
+// oracle; so does the full block (TAIL=full). Tails of 1 (S = 577 and S = 1, where the only block is narrow), 3, 8
+// and 16 rows take the narrow block; 17 rows (S = 81) keep the full one.
 TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   ATTNBWD_SEED_TRACE();
@@ -332,6 +333,10 @@ TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
       }
     }
     if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));  // the oracle (the last shape: bits only)
+    const ScopedEnv full("ATTNBWD_CUDA_MHA_TAIL", "full");
+    expect_run_gives(in, axes, serial, "TAIL=full vs serial3");
+    const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
+    expect_run_gives(in, axes, serial, "TAIL=full, ATTNBWD_CUDA_MHA_FUSED=on vs serial3");
   };
   against_serial3({{1, 577, 4, 64}, {2, 131, 2, 64}, {1, 200, 4, 64}, {1, 80, 4, 64}, {1, 81, 4, 64}, {4, 1, 1, 64},
                    {2, 577, 16, 64}},
