@@ -1,17 +1,20 @@
-# Next call: perf/device/s53-c2.sh (below, a copy).
-# Fifty-third session, call 2: ATTNBWD_CUDA_MHA_TAIL=narrow (mha's warp-specialised attention kernels take the
-# streamed sequence's last block, one row at S = 577, as a 16-wide block) — its tests and the neighbours first, then
-# the A/B against full (auto) at five mha workloads (#13 B = 56, #8 B = 23, #11 B = 12, #4 B = 2, #10 B = 1), #8's
-# timelines both ways, float64 PyTorch at #8 with narrow, and on an H200 the four suites. Binaries: .carry.
+# Next call: perf/device/s53-c4.sh (below, a copy).
+# Fifty-third session, call 4 (bundle with ATTNBWD_CUDA_MHA_TAIL auto = narrow): what bounds mha's two warp-specialised
+# attention kernels (ncu --set full, one launch each at #8, real clocks; the narrow tail cut their consumer work by
+# 7.5 % and their time by 0.7-1.0 %), then every CudaVisionMhaNorm test and the mha graph replays with the new auto,
+# and on an H200 the four suites (the issue figures).
 source perf/device/common.sh
 LIMIT=${LIMIT:-540}
-L=$M/attnbwd_perf
-P=$L
-shards 'CudaVisionMhaNorm.NarrowTail*:CudaVisionMhaNorm.WarpSpecialised*:CudaVisionMhaNorm.FusedLaunch*' 200
+P=$M/attnbwd_perf
+for k in attn_dq_ws attn_dkv_ws; do
+  timeout "$(tmo 120)" ncu --set full --clock-control none --kernel-name "regex:$k" --launch-skip 2 --launch-count 1 \
+    "$P" --backend=cuda --ops=vision_mha_norm_backward --workloads=8 --clock=events > "$R/ncu-$k-8.txt" 2>&1
+  echo "ncu $k rc=$? t=$SECONDS"
+  x="Duration|Elapsed Cycles|SM Frequency|Compute \(SM\) Throughput|DRAM Throughput|Memory Throughput|L1/TEX Cache"
+  x="$x|L2 Cache Throughput|Issue Slots Busy|Issued Warp|No Eligible|Mem Busy|Max Bandwidth|Mem Pipes Busy|L2 Hit"
+  grep -E "$x" "$R/ncu-$k-8.txt" | head -24
+done
+shards 'CudaVisionMhaNorm.*:CudaGraphs.VisionMha*' 220
 grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
-abrun vision_mha_norm_backward 13,8,11,4,10 3 tail 200 full="$L" narrow="$L,ATTNBWD_CUDA_MHA_TAIL=narrow"
-timeline vision_mha_norm_backward 8 mha-8-narrow ATTNBWD_CUDA_MHA_TAIL=narrow
-timeline vision_mha_norm_backward 8 mha-8-full
-torch_check vision_mha_norm_backward 8 ATTNBWD_CUDA_MHA_TAIL=narrow
 case $GPU in *H200*) suites 1 ;; esac
 fin
