@@ -179,6 +179,15 @@ int mha_fused_switch() { return env_switch("ATTNBWD_CUDA_MHA_FUSED", {"auto", "o
 // the call 1.000-1.010x at B = 1-56 (the kernels are not bound by their consumers' block work). auto = narrow where
 // the warp-specialised kernels run. narrow with another scheme is an Error. Returns 0 auto, 1 full, 2 narrow.
 int mha_tail_switch() { return env_switch("ATTNBWD_CUDA_MHA_TAIL", {"auto", "full", "narrow"}); }
+// ATTNBWD_CUDA_MHA_PTRIM=auto|off|on: the warp-specialised kernels' P boxes (TMA) trimmed to what lies inside S (on):
+// the dQ kernel's narrow last key block 20 floats wide instead of 72, its head's last ≤ 68 rows in boxes of 17 view
+// rows instead of 32, the dK/dV kernel's narrow last query block in boxes of 4 view rows instead of 16 — rows and
+// columns no valid output reads. The same bits. Why: ncu on #8 (H200, fifty-third session) has both kernels at 85-90 %
+// of L2 throughput, and at S = 577 these boxes are ~12 % of the dQ kernel's and ~5 % of the dK/dV kernel's bytes asked
+// of L2 (perf/NOTES.md). auto = off until measured. on needs P by TMA in the kernel it trims (the wstma and wstmaw
+// schemes, the fused launch) and the narrow tail for the narrow blocks' boxes; with another scheme it is an Error.
+// Returns 0 auto, 1 off, 2 on.
+int mha_ptrim_switch() { return env_switch("ATTNBWD_CUDA_MHA_PTRIM", {"auto", "off", "on"}); }
 int64_t mha_lag_switch() {
   constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
   return lags[env_switch("ATTNBWD_CUDA_MHA_LAG", {"auto", "4", "8", "12", "16", "24", "32", "48"})];
@@ -206,6 +215,7 @@ void refuse_wgmma_switches(int cc, MhaAttn attn) {
   if (mha_pdl_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_PDL", here);
   if (mha_fused_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_FUSED", here);
   if (mha_tail_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_TAIL", here);
+  if (mha_ptrim_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_PTRIM", here);
   (void)mha_lag_switch();  // checked
 }
 
@@ -269,7 +279,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t attn_ctas = BH * mha::attn_blocks(S);
   int split = 1, copy = 0;
   WgmmaScheme wgmma{3, 2};
-  bool pdl = false, fused = false, narrow_tail = false;
+  bool pdl = false, fused = false, narrow_tail = false, trim_p = false;
   int64_t lag = 0;
   if (wgmma_attn) {
     split = mha_split_switch();
@@ -300,6 +310,11 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
       throw Error("ATTNBWD_CUDA_MHA_TAIL", "narrow is built for the warp-specialised kernels (ATTNBWD_CUDA_MHA_WGMMA "
                                            "auto where they run, ws, wstma, wscp or wstmaw)");
     narrow_tail = wgmma.ws && tail_word != 1;
+    const int ptrim_word = mha_ptrim_switch();
+    if (ptrim_word == 2 && !(wgmma.ws && (wgmma.tma_dq || wgmma.tma_dkv)))
+      throw Error("ATTNBWD_CUDA_MHA_PTRIM", "on is built for the warp-specialised kernels that take P by TMA "
+                                            "(ATTNBWD_CUDA_MHA_WGMMA auto where they run, wstma, ws or wstmaw)");
+    trim_p = ptrim_word == 2;
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
@@ -429,6 +444,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
     if (fused) p.order = ctx.counters(1 + 2 * BH, stream), p.lag = lag;
     p.narrow_tail = narrow_tail ? 1 : 0;
+    p.trim_p = trim_p ? 1 : 0;
     if (wgmma_attn && wgmma.ws) {
       mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl, fused);
     } else if (wgmma_attn) {

@@ -53,6 +53,10 @@ struct AttnParams {
   // (S = 577: one): 1 = as a 16-wide block (dP on 16 columns, one k step of each accumulating product), 0 = as a
   // full 64-row block whose rows past S are zeros. The same bits (ATTNBWD_CUDA_MHA_TAIL).
   int narrow_tail = 0;
+  // The warp-specialised kernels with P by TMA: P's boxes trimmed to what lies inside S — the dQ kernel's narrow last
+  // key block 20 floats wide, its head's last ≤ 68 rows in boxes of 17 view rows (not 32), the dK/dV kernel's narrow
+  // last query block in boxes of 4 view rows (not 16): fewer bytes asked of L2, the same bits (ATTNBWD_CUDA_MHA_PTRIM).
+  int trim_p = 0;
 };
 constexpr int kSplitFloats = 66;  // per thread and half: two 64-float accumulators and two row sums
 constexpr int kSplitBlockFloats = 2 * kSplitFloats * 128;  // per block: two halves of 128 threads

@@ -94,6 +94,12 @@ constexpr std::size_t smem(int stages, int stage_bytes = kStageBytes, int red_by
   return static_cast<std::size_t>(off_bar(stages, stage_bytes, red_bytes)) + (2 * stages + 1) * 8 + 1024;
 }
 static_assert(smem(4, kStageBytesQ, 0) <= 232448, "four wide dQ stages fit the SM's 227 KB");
+// P's boxes trimmed to what lies inside S (AttnParams::trim_p, ATTNBWD_CUDA_MHA_PTRIM): the dQ kernel's narrow last
+// key block in boxes kLdN floats wide (its ≤ 3-float phase and 16 columns; slots of kViewRowsQ rows of kLdN floats),
+// the dQ work of a head's last ≤ 68 rows in boxes of kTrimRowsQ view rows (the same slots, rows past 4·kTrimRowsQ not
+// copied), and the dK/dV kernel's narrow last query block in boxes of kTrimRowsK view rows (16 queries).
+constexpr int kLdN = 20, kTrimRowsQ = 17, kTrimRowsK = 4;
+static_assert((kViewRowsQ * kLdN * 4) % 128 == 0, "narrow slots 128-byte aligned in shared memory");
 }  // namespace ws
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -605,8 +611,8 @@ constexpr int kWaitNone = 0, kWaitGrid = 1, kWaitFlag = 2;
 // The dQ work of rows [Q0, Q0 + 128) of head bh (a CTA of attn_dq_ws, or a dQ item of attn_fused_ws).
 template <int kStages, bool kTmaP, int kLdQ, int kWait>
 __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensorMap& mV, const CUtensorMap& mdO,
-                                           const CUtensorMap& mP, const AttnParams& p, int64_t bh, int64_t Q0,
-                                           std::uint8_t* base) {
+                                           const CUtensorMap& mP, const CUtensorMap& mPn, const CUtensorMap& mPr,
+                                           const AttnParams& p, int64_t bh, int64_t Q0, std::uint8_t* base) {
   const int64_t S = p.S, nk = attn_blocks(S);
   const int nact = S - Q0 > kRows ? 2 : 1;  // consumer warpgroups with rows
   static_assert(kLdQ == kLdP || (kTmaP && kLdQ == kLdPQ), "wide view rows are built for P by TMA");
@@ -636,10 +642,21 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
       mbar_wait(&empty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
-        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + (kTmaP ? 4 * kViewRowsQ * kLdQ * 4 : 0));
+        // trimmed boxes (p.trim_p): the narrow key block's 16 columns, or the head's last ≤ 68 rows
+        const bool cut_cols = kTmaP && p.trim_p != 0 && narrow_block(p, k1);
+        const bool cut_rows = kTmaP && p.trim_p != 0 && !cut_cols && S - Q0 <= 4 * kTrimRowsQ;
+        const int pbytes = !kTmaP     ? 0
+                           : cut_cols ? 4 * kViewRowsQ * kLdN * 4
+                                      : 4 * (cut_rows ? kTrimRowsQ : kViewRowsQ) * kLdQ * 4;
+        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + pbytes);
         tma_load_3d(st, &mK, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mV, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
-        if constexpr (kTmaP) issue_p_view<kViewRowsQ, kLdQ>(st + 2 * kTileBytes, &mP, &full[s], bh * S + Q0, S, k1);
+        if constexpr (kTmaP) {
+          if (cut_cols)
+            issue_p_view<kViewRowsQ, kLdN>(st + 2 * kTileBytes, &mPn, &full[s], bh * S + Q0, S, k1);
+          else
+            issue_p_view<kViewRowsQ, kLdQ>(st + 2 * kTileBytes, cut_rows ? &mPr : &mP, &full[s], bh * S + Q0, S, k1);
+        }
       }
       if constexpr (!kTmaP) {
         issue_p_ws<2 * kRows, kLdP>(reinterpret_cast<float*>(st + 2 * kTileBytes), Pbh, S, Q0, k1, cols, pt);
@@ -684,8 +701,14 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
     if (narrow_block(p, kb * kRows)) {  // keys kb·64 .. +15 alone
       float dp[2][4], pr[2][4];
       dp16_issue(dp, a, cV);
-      const float* lo = kTmaP ? cP + v_lo + 2 * t : cP + row_lo * kLdP + sh_lo + 2 * t;
-      const float* hi = kTmaP ? cP + v_lo + 2 * kLdQ + 2 * t : cP + (row_lo + 8) * kLdP + sh_hi + 2 * t;
+      // P's tile: the full view rows, or (p.trim_p) the narrow slots of kLdN floats
+      const int v_n = (row_lo & 3) * kViewRowsQ * kLdN + (row_lo >> 2) * kLdN + view_phase(bh * S + Q0, row_lo & 3, S);
+      const float* lo = !kTmaP        ? cP + row_lo * kLdP + sh_lo + 2 * t
+                        : p.trim_p != 0 ? cP + v_n + 2 * t
+                                        : cP + v_lo + 2 * t;
+      const float* hi = !kTmaP        ? cP + (row_lo + 8) * kLdP + sh_hi + 2 * t
+                        : p.trim_p != 0 ? lo + 2 * kLdN
+                                        : lo + 2 * kLdQ;
 #pragma unroll
       for (int j = 0; j < 2; ++j)
         pr[j][0] = lo[j * 8], pr[j][1] = lo[j * 8 + 1], pr[j][2] = hi[j * 8], pr[j][3] = hi[j * 8 + 1];
@@ -758,18 +781,20 @@ template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dq_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
                const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
+               const __grid_constant__ CUtensorMap mPn, const __grid_constant__ CUtensorMap mPr,
                const __grid_constant__ AttnParams p) {
   int64_t bh, Q0;
   ws_cta(p.S, bh, Q0);
   extern __shared__ float4 smem4[];
-  dq_ws_body<kStages, kTmaP, kLdQ, kPdl ? kWaitGrid : kWaitNone>(mK, mV, mdO, mP, p, bh, Q0, align_smem_1024(smem4));
+  dq_ws_body<kStages, kTmaP, kLdQ, kPdl ? kWaitGrid : kWaitNone>(mK, mV, mdO, mP, mPn, mPr, p, bh, Q0,
+                                                                 align_smem_1024(smem4));
 }
 
 // The dK/dV work of keys [K0, K0 + 128) of head bh (a CTA of attn_dkv_ws, or a dK/dV item of attn_fused_ws).
 template <int kStages, bool kTmaP, int kWait>
 __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtensorMap& mV, const CUtensorMap& mdO,
-                                            const CUtensorMap& mP, const AttnParams& p, int64_t bh, int64_t K0,
-                                            std::uint8_t* base) {
+                                            const CUtensorMap& mP, const CUtensorMap& mPr, const AttnParams& p,
+                                            int64_t bh, int64_t K0, std::uint8_t* base) {
   const int64_t S = p.S, nq = attn_blocks(S);
   const int nact = S - K0 > kRows ? 2 : 1;
   const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
@@ -796,12 +821,16 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
       mbar_wait(&empty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
-        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 + (kTmaP ? 4 * kViewBoxK : 0));
+        // trimmed boxes (p.trim_p): the narrow query block's 16 rows
+        const bool cut_rows = kTmaP && p.trim_p != 0 && narrow_block(p, q1);
+        mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 +
+                                            (kTmaP ? 4 * (cut_rows ? kTrimRowsK : kViewRowsK) * kLdPV2 * 4 : 0));
         tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
         if (kWait == kWaitNone || qb >= kStages)
           bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
-        if constexpr (kTmaP) issue_p_view<kViewRowsK, kLdPV2>(st + kP, &mP, &full[s], bh * S + q1, S, K0);
+        if constexpr (kTmaP)
+          issue_p_view<kViewRowsK, kLdPV2>(st + kP, cut_rows ? &mPr : &mP, &full[s], bh * S + q1, S, K0);
         // kWaitGrid, kWaitFlag: δ comes from dQ work that may still run: the first stages' Q, dO and P are in flight
         // before the wait for it, then their δ (stage i holds block i)
         if (kWait != kWaitNone && qb == (nq < kStages ? nq : kStages) - 1) {
@@ -943,11 +972,11 @@ template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                 const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
-                const __grid_constant__ AttnParams p) {
+                const __grid_constant__ CUtensorMap mPr, const __grid_constant__ AttnParams p) {
   int64_t bh, K0;
   ws_cta(p.S, bh, K0);
   extern __shared__ float4 smem4[];
-  dkv_ws_body<kStages, kTmaP, kPdl ? kWaitGrid : kWaitNone>(mQ, mV, mdO, mP, p, bh, K0, align_smem_1024(smem4));
+  dkv_ws_body<kStages, kTmaP, kPdl ? kWaitGrid : kWaitNone>(mQ, mV, mdO, mP, mPr, p, bh, K0, align_smem_1024(smem4));
 }
 
 // The work item of ticket t in the fused launch: heads' dQ items (n per head) and dK/dV items (n per head) in slots
@@ -980,7 +1009,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
     attn_fused_ws(const __grid_constant__ CUtensorMap mK, const __grid_constant__ CUtensorMap mV,
                   const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mPq,
                   const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mPk,
-                  const __grid_constant__ AttnParams p) {
+                  const __grid_constant__ CUtensorMap mPqn, const __grid_constant__ CUtensorMap mPqr,
+                  const __grid_constant__ CUtensorMap mPkr, const __grid_constant__ AttnParams p) {
   __shared__ unsigned ticket;
   const int64_t n = ws_ctas_per_head(p.S), BH = p.B * p.H;
   if (threadIdx.x == 0) {
@@ -995,9 +1025,9 @@ __global__ void __launch_bounds__(kThreads3, 1)
   extern __shared__ float4 smem4[];
   std::uint8_t* base = align_smem_1024(smem4);
   if (dq) {
-    dq_ws_body<kStages, true, kLdPQ, kWaitFlag>(mK, mV, mdO, mPq, p, bh, blk * 2 * kRows, base);
+    dq_ws_body<kStages, true, kLdPQ, kWaitFlag>(mK, mV, mdO, mPq, mPqn, mPqr, p, bh, blk * 2 * kRows, base);
   } else {
-    dkv_ws_body<kStages, true, kWaitFlag>(mQ, mV, mdO, mPk, p, bh, blk * 2 * kRows, base);
+    dkv_ws_body<kStages, true, kWaitFlag>(mQ, mV, mdO, mPk, mPkr, p, bh, blk * 2 * kRows, base);
   }
 }
 
@@ -1012,20 +1042,22 @@ namespace ws {
 template <int kStages, bool kTmaP, int kLdQ = kLdP, bool kPdl = false>
 __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                           const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                            const __grid_constant__ AttnParams) {
   __trap();
 }
 template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                            const __grid_constant__ AttnParams) {
+                            const __grid_constant__ CUtensorMap, const __grid_constant__ AttnParams) {
   __trap();
 }
 template <int kStages>
 __global__ void attn_fused_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                               const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                               const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                              const __grid_constant__ AttnParams) {
+                              const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                              const __grid_constant__ CUtensorMap, const __grid_constant__ AttnParams) {
   __trap();
 }
 }  // namespace ws
@@ -1083,7 +1115,7 @@ namespace {
 // head h at column h·64), and P viewed as [B·H·S / 4][4·S] for the dQ (boxes of rows ldq floats wide) and the dK/dV
 // kernel (kLdPV2), each only where that kernel takes P by TMA.
 struct WsMaps {
-  CUtensorMap q{}, k{}, v{}, dO{}, Pq{}, Pk{};
+  CUtensorMap q{}, k{}, v{}, dO{}, Pq{}, Pk{}, Pqn{}, Pqr{}, Pkr{};  // Pqn, Pqr, Pkr: the trimmed boxes (p.trim_p)
   WsMaps(const AttnParams& p, bool tma_dq, bool tma_dkv, int ldq) {
     const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
     const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
@@ -1091,6 +1123,12 @@ struct WsMaps {
     dO = sm90::tensor_map_3d_f16(p.dO, E, S, p.B, E, S * E, kRows);
     if (tma_dq) Pq = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ldq, ws::kViewRowsQ);
     if (tma_dkv) Pk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kViewRowsK);
+    if (tma_dq && p.trim_p != 0) {
+      Pqn = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdN, ws::kViewRowsQ);
+      Pqr = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ldq, ws::kTrimRowsQ);
+    }
+    if (tma_dkv && p.trim_p != 0)
+      Pkr = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kTrimRowsK);
   }
 };
 
@@ -1106,7 +1144,8 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kPdl>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
   const auto grid = static_cast<unsigned>(p.B * p.H * ws_ctas_per_head(p.S));
-  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl><<<grid, ws::kThreads3, bytes, stream>>>(m.k, m.v, m.dO, m.Pq, p);
+  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl><<<grid, ws::kThreads3, bytes, stream>>>(m.k, m.v, m.dO, m.Pq, m.Pqn, m.Pqr,
+                                                                                      p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
   if constexpr (kPdl) {  // the dK/dV kernel as a programmatic dependent of the dQ kernel
     cudaLaunchAttribute attr[1] = {programmatic_dependent_attribute()};
@@ -1117,9 +1156,9 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, m.q, m.v, m.dO, m.Pk, p));
+    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, m.q, m.v, m.dO, m.Pk, m.Pkr, p));
   } else {
-    ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(m.q, m.v, m.dO, m.Pk, p);
+    ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(m.q, m.v, m.dO, m.Pk, m.Pkr, p);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
 }
@@ -1133,7 +1172,8 @@ void launch_fused(const AttnParams& p, cudaStream_t stream) {
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_fused_ws<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(bytes)));
   const auto grid = static_cast<unsigned>(2 * p.B * p.H * ws_ctas_per_head(p.S));
-  ws::attn_fused_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(m.k, m.v, m.dO, m.Pq, m.q, m.Pk, p);
+  ws::attn_fused_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(m.k, m.v, m.dO, m.Pq, m.q, m.Pk, m.Pqn, m.Pqr,
+                                                                     m.Pkr, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace

@@ -309,8 +309,9 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
 // The narrow last block (ATTNBWD_CUDA_MHA_TAIL=narrow, auto where the ws kernels run: where at most 16 rows of the
 // streamed sequence's last block lie inside S, its products on those 16 alone) gives serial3's bits in every
 // warp-specialised form, the dependent and the fused launches included (twice: counters left zero), and matches the
-// oracle; so does the full block (TAIL=full). Tails of 1 (S = 577 and S = 1, where the only block is narrow), 3, 8
-// and 16 rows take the narrow block; 17 rows (S = 81) keep the full one.
+// oracle; so does the full block (TAIL=full), and so do both with P's boxes trimmed (ATTNBWD_CUDA_MHA_PTRIM=on).
+// Tails of 1 (S = 577 and S = 1, where the only block is narrow), 3, 8 and 16 rows take the narrow block; 17 rows
+// (S = 81) keep the full one; the head's last CTA has 1 (S = 577), 3, 8 (S = 200), 16, 17 or 65 rows.
 TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   ATTNBWD_SEED_TRACE();
@@ -333,6 +334,28 @@ TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
       }
     }
     if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));  // the oracle (the last shape: bits only)
+    {  // P's boxes trimmed to what lies inside S: the narrow blocks' columns and rows, the head's last rows
+      const ScopedEnv trim("ATTNBWD_CUDA_MHA_PTRIM", "on");
+      for (const char* scheme : {"ws", "wstma", "wstmaw"}) {
+        const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+        expect_run_gives(in, axes, serial, std::string("PTRIM=on, ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
+      }
+      {
+        const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
+        expect_run_gives(in, axes, serial, "PTRIM=on, ATTNBWD_CUDA_MHA_PDL=off vs serial3");
+      }
+      {
+        const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
+        for (int run = 0; run < 2; ++run) {
+          expect_run_gives(in, axes, serial, "PTRIM=on, ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " +
+                                                 std::to_string(run));
+          expect_counters_zero(1 + 2 * axes.at("batch_size") * axes.at("num_heads"));
+        }
+      }
+      if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));
+      const ScopedEnv full("ATTNBWD_CUDA_MHA_TAIL", "full");  // the rows trim alone
+      expect_run_gives(in, axes, serial, "PTRIM=on, TAIL=full vs serial3");
+    }
     const ScopedEnv full("ATTNBWD_CUDA_MHA_TAIL", "full");
     expect_run_gives(in, axes, serial, "TAIL=full vs serial3");
     const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
@@ -357,6 +380,23 @@ TEST(CudaVisionMhaNorm, NarrowTailWithAnotherSchemeIsAnError) {
   }
   const ScopedEnv tail("ATTNBWD_CUDA_MHA_TAIL", "thin");
   expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_TAIL");
+}
+
+// ATTNBWD_CUDA_MHA_PTRIM=on trims P's TMA boxes: with a scheme that takes P by cp.async in both kernels (wscp) or
+// with the serial kernels it is an Error naming the switch, as is a value it does not know; raised before any output
+// is written.
+TEST(CudaVisionMhaNorm, PTrimWithoutTmaIsAnError) {
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  const tools::Axes axes = axes_of(1, 131, 4, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(495));
+  for (const char* scheme : {"wscp", "serial3", "legacy"}) {
+    SCOPED_TRACE(scheme);
+    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+    const ScopedEnv trim("ATTNBWD_CUDA_MHA_PTRIM", "on");
+    expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_PTRIM");
+  }
+  const ScopedEnv trim("ATTNBWD_CUDA_MHA_PTRIM", "yes");
+  expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_PTRIM");
 }
 
 // The fused launch (ATTNBWD_CUDA_MHA_FUSED=on) orders the dQ and dK/dV work of many heads by tickets, each head's
