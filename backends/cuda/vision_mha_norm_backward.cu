@@ -184,9 +184,10 @@ int mha_tail_switch() { return env_switch("ATTNBWD_CUDA_MHA_TAIL", {"auto", "ful
 // rows instead of 32, the dK/dV kernel's narrow last query block in boxes of 4 view rows instead of 16 — rows and
 // columns no valid output reads. The same bits. Why: ncu on #8 (H200, fifty-third session) has both kernels at 85-90 %
 // of L2 throughput, and at S = 577 these boxes are ~12 % of the dQ kernel's and ~5 % of the dK/dV kernel's bytes asked
-// of L2 (perf/NOTES.md). auto = off until measured. on needs P by TMA in the kernel it trims (the wstma and wstmaw
-// schemes, the fused launch) and the narrow tail for the narrow blocks' boxes; with another scheme it is an Error.
-// Returns 0 auto, 1 off, 2 on.
+// of L2 (perf/NOTES.md). Measured (H100, fifty-third session): the dQ kernel −5.2 %, the dK/dV kernel −3.2 %, the call
+// 1.009-1.023x at B = 1-56. auto = on where the warp-specialised kernels take P by TMA; on there needs P by TMA in the
+// kernel it trims (ws: the dQ kernel alone; wstma, wstmaw, the fused launch: both) and the narrow tail for the narrow
+// blocks' boxes; on with a scheme without TMA for P is an Error. Returns 0 auto, 1 off, 2 on.
 int mha_ptrim_switch() { return env_switch("ATTNBWD_CUDA_MHA_PTRIM", {"auto", "off", "on"}); }
 int64_t mha_lag_switch() {
   constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
@@ -314,7 +315,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (ptrim_word == 2 && !(wgmma.ws && (wgmma.tma_dq || wgmma.tma_dkv)))
       throw Error("ATTNBWD_CUDA_MHA_PTRIM", "on is built for the warp-specialised kernels that take P by TMA "
                                             "(ATTNBWD_CUDA_MHA_WGMMA auto where they run, wstma, ws or wstmaw)");
-    trim_p = ptrim_word == 2;
+    trim_p = wgmma.ws && (wgmma.tma_dq || wgmma.tma_dkv) && ptrim_word != 1;
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "

@@ -309,7 +309,8 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
 // The narrow last block (ATTNBWD_CUDA_MHA_TAIL=narrow, auto where the ws kernels run: where at most 16 rows of the
 // streamed sequence's last block lie inside S, its products on those 16 alone) gives serial3's bits in every
 // warp-specialised form, the dependent and the fused launches included (twice: counters left zero), and matches the
-// oracle; so does the full block (TAIL=full), and so do both with P's boxes trimmed (ATTNBWD_CUDA_MHA_PTRIM=on).
+// oracle; so does the full block (TAIL=full), and so do both with P's boxes trimmed (ATTNBWD_CUDA_MHA_PTRIM=on, auto
+// where the ws kernels take P by TMA) and untrimmed (off).
 // Tails of 1 (S = 577 and S = 1, where the only block is narrow), 3, 8 and 16 rows take the narrow block; 17 rows
 // (S = 81) keep the full one; the head's last CTA has 1 (S = 577), 3, 8 (S = 200), 16, 17 or 65 rows.
 TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
@@ -355,6 +356,12 @@ TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
       if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));
       const ScopedEnv full("ATTNBWD_CUDA_MHA_TAIL", "full");  // the rows trim alone
       expect_run_gives(in, axes, serial, "PTRIM=on, TAIL=full vs serial3");
+    }
+    {  // P's whole boxes
+      const ScopedEnv untrimmed("ATTNBWD_CUDA_MHA_PTRIM", "off");
+      expect_run_gives(in, axes, serial, "PTRIM=off vs serial3");
+      const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
+      expect_run_gives(in, axes, serial, "PTRIM=off, ATTNBWD_CUDA_MHA_FUSED=on vs serial3");
     }
     const ScopedEnv full("ATTNBWD_CUDA_MHA_TAIL", "full");
     expect_run_gives(in, axes, serial, "TAIL=full vs serial3");
