@@ -1,0 +1,13 @@
+# Fifty-third session, call 15 (bundle with ATTNBWD_CUDA_MHA_TAIL = narrow and ATTNBWD_CUDA_MHA_PTRIM = on by auto):
+# every CudaVisionMhaNorm test and the mha graph replays with the new auto, then the mha suite (any GPU; on an H200
+# all four suites).
+source perf/device/common.sh
+LIMIT=${LIMIT:-150}
+P=$M/attnbwd_perf
+shards 'CudaVisionMhaNorm.*:CudaGraphs.VisionMha*' 70
+grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
+case $GPU in
+  *H200*) suites 1 ;;
+  *) ok && PB suite-vision_mha_norm_backward-1 "$P" vision_mha_norm_backward all; suite_e "$R"/suite-*.json ;;
+esac
+fin
