@@ -1,20 +1,14 @@
-# Next call: perf/device/s53-c4.sh (below, a copy).
-# Fifty-third session, call 4 (bundle with ATTNBWD_CUDA_MHA_TAIL auto = narrow): what bounds mha's two warp-specialised
-# attention kernels (ncu --set full, one launch each at #8, real clocks; the narrow tail cut their consumer work by
-# 7.5 % and their time by 0.7-1.0 %), then every CudaVisionMhaNorm test and the mha graph replays with the new auto,
-# and on an H200 the four suites (the issue figures).
+# Next call (written in the fifty-third session): perf/device/s53-c15.sh (below, a copy), with the bundle of HEAD.
+# Fifty-third session, call 15 (bundle with ATTNBWD_CUDA_MHA_TAIL = narrow and ATTNBWD_CUDA_MHA_PTRIM = on by auto):
+# every CudaVisionMhaNorm test and the mha graph replays with the new auto, then the mha suite (any GPU; on an H200 the
+# four suites twice: the issue figures).
 source perf/device/common.sh
-LIMIT=${LIMIT:-540}
+LIMIT=${LIMIT:-300}
 P=$M/attnbwd_perf
-for k in attn_dq_ws attn_dkv_ws; do
-  timeout "$(tmo 120)" ncu --set full --clock-control none --kernel-name "regex:$k" --launch-skip 2 --launch-count 1 \
-    "$P" --backend=cuda --ops=vision_mha_norm_backward --workloads=8 --clock=events > "$R/ncu-$k-8.txt" 2>&1
-  echo "ncu $k rc=$? t=$SECONDS"
-  x="Duration|Elapsed Cycles|SM Frequency|Compute \(SM\) Throughput|DRAM Throughput|Memory Throughput|L1/TEX Cache"
-  x="$x|L2 Cache Throughput|Issue Slots Busy|Issued Warp|No Eligible|Mem Busy|Max Bandwidth|Mem Pipes Busy|L2 Hit"
-  grep -E "$x" "$R/ncu-$k-8.txt" | head -24
-done
-shards 'CudaVisionMhaNorm.*:CudaGraphs.VisionMha*' 220
+shards 'CudaVisionMhaNorm.*:CudaGraphs.VisionMha*' 90
 grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
-case $GPU in *H200*) suites 1 ;; esac
+case $GPU in
+  *H200*) suites 2 ;;
+  *) ok && PB suite-vision_mha_norm_backward-1 "$P" vision_mha_norm_backward all; suite_e "$R"/suite-*.json ;;
+esac
 fin
