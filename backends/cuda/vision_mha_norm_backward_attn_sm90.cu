@@ -19,6 +19,7 @@
 #include <string>
 
 #include "check.hpp"
+#include "cluster.cuh"
 #include "linear_backward_sm90.hpp"
 #include "mma_fp16.cuh"
 #include "sm90/ptx.cuh"
@@ -91,7 +92,7 @@ __host__ __device__ constexpr int off_bar(int stages, int stage_bytes = kStageBy
   return off_red(stages, stage_bytes) + red_bytes;
 }
 constexpr std::size_t smem(int stages, int stage_bytes = kStageBytes, int red_bytes = kRedBytes) {
-  return static_cast<std::size_t>(off_bar(stages, stage_bytes, red_bytes)) + (2 * stages + 1) * 8 + 1024;
+  return static_cast<std::size_t>(off_bar(stages, stage_bytes, red_bytes)) + (3 * stages + 1) * 8 + 1024;
 }
 static_assert(smem(4, kStageBytesQ, 0) <= 232448, "four wide dQ stages fit the SM's 227 KB");
 // P's boxes trimmed to what lies inside S (AttnParams::trim_p, ATTNBWD_CUDA_MHA_PTRIM): the dQ kernel's narrow last
@@ -435,25 +436,81 @@ __device__ __forceinline__ void store_part_wg(const AttnParams& p, const float (
 }
 
 // The stage barriers at the end of the shared memory: full[kStages], empty[kStages], then one more (the resident
-// tiles' barrier). Thread 0 initialises them (full: full_count arrivals; empty: one per warp of the nact
-// consumer warpgroups; the last: 1); the caller's __syncthreads makes them visible.
+// tiles' barrier), then cempty[kStages] (the multicast form's: see Mcast). Thread 0 initialises them (full:
+// full_count arrivals; empty: one per warp of the nact consumer warpgroups; the tiles' barrier: 1; cempty: one per
+// consumer warp of the cluster, ccount); the caller's __syncthreads (cluster_sync) makes them visible.
 template <int kStages, int kStageB = kStageBytes, int kRedB = kRedBytes>
 struct Bars {
-  std::uint64_t *full, *empty, *tiles;
-  __device__ __forceinline__ Bars(std::uint8_t* base, unsigned full_count, int nact)
+  std::uint64_t *full, *empty, *tiles, *cempty;
+  __device__ __forceinline__ Bars(std::uint8_t* base, unsigned full_count, int nact, unsigned ccount = 0)
       : full(reinterpret_cast<std::uint64_t*>(base + off_bar(kStages, kStageB, kRedB))),
         empty(full + kStages),
-        tiles(empty + kStages) {
+        tiles(empty + kStages),
+        cempty(tiles + 1) {
     if (threadIdx.x == 0) {
       for (int s = 0; s < kStages; ++s) {
         mbar_init(&full[s], full_count);
         mbar_init(&empty[s], 4 * nact);
+        if (ccount != 0) mbar_init(&cempty[s], ccount);
       }
       mbar_init(tiles, 1);
       mbar_init_fence();
     }
   }
 };
+
+// The stage tiles multicast to a cluster of a head's CTAs (AttnParams::mcast = n, the cluster size = the head's CTAs;
+// ATTNBWD_CUDA_MHA_MCAST): every CTA of a head streams the same K, V (dQ) or Q, dO (dK/dV) tiles, so rank 0's producer
+// issues each stage's two tiles once for all n CTAs, each CTA's own producer its P (and δ) as before. Rank 0 reuses a
+// stage only when every consumer warp of the cluster released it: each arrives on its own CTA's empty barrier (for its
+// producer's P) and on rank 0's cempty (4 per 64-row block of the head: 4·attn_blocks(S) arrivals per stage). The
+// tiles' bytes complete on each CTA's full barrier, which its own producer armed with them as before (a multicast may
+// land before that arming: the phase cannot complete while the arming arrival is pending). Rank 0 leaves only after
+// the last arrivals on its cempty (drain), so no CTA arrives on the barrier of a CTA that has left; the others leave
+// after their consumers took every stage, i.e. after every multicast into them has landed.
+struct Mcast {
+  unsigned rank = 0;
+  std::uint16_t mask = 0;  // 0: off
+  std::uint32_t cempty0 = 0;  // rank 0's cempty[0] as a shared::cluster address
+  __device__ __forceinline__ Mcast(const AttnParams& p, std::uint64_t* cempty) {
+    if (p.mcast > 1) {
+      rank = cluster_rank();
+      mask = static_cast<std::uint16_t>((1u << p.mcast) - 1u);
+      cempty0 = cluster_map(cempty, 0);
+    }
+  }
+  __device__ __forceinline__ bool on() const { return mask != 0; }
+};
+// The stage's two tiles (at st and st + kTileBytes) from maps a, b at (0 or c0, row, c2): by this CTA alone, or by
+// rank 0 for the cluster.
+__device__ __forceinline__ void issue_tiles(const Mcast& mc, std::uint8_t* st, std::uint64_t* bar, const CUtensorMap& a,
+                                            int a0, int a1, int a2, const CUtensorMap& b, int b0, int b1, int b2) {
+  if (!mc.on()) {
+    tma_load_3d(st, &a, bar, a0, a1, a2);
+    tma_load_3d(st + kTileBytes, &b, bar, b0, b1, b2);
+  } else if (mc.rank == 0) {
+    tma_load_3d_mcast(st, &a, bar, a0, a1, a2, mc.mask);
+    tma_load_3d_mcast(st + kTileBytes, &b, bar, b0, b1, b2, mc.mask);
+  }
+}
+// A consumer warp's release of stage s (lane 0): its CTA's empty barrier, and with multicast rank 0's cempty.
+__device__ __forceinline__ void release_stage(const Mcast& mc, std::uint64_t* empty, int s, int lane) {
+  __syncwarp();
+  if (lane == 0) {
+    mbar_arrive(&empty[s]);
+    if (mc.on()) mbar_arrive_cluster(mc.cempty0 + 8u * static_cast<unsigned>(s));
+  }
+}
+// Rank 0's producer thread after its loop: waits for the arrivals on cempty of the last kStages blocks (s, phase: the
+// loop's next stage and phase).
+template <int kStages>
+__device__ __forceinline__ void drain_cempty(const Mcast& mc, std::uint64_t* cempty, int s, std::uint32_t phase) {
+  if (!mc.on() || mc.rank != 0) return;
+  for (int i = 0; i < kStages; ++i) {
+    mbar_wait_cluster(&cempty[s], phase ^ 1);
+    if (++s == kStages) s = 0, phase ^= 1;
+  }
+}
 
 // attn::finish_dq for a consumer warpgroup, with δ·kDsScale at its padded row (rows past S get 0: the dK/dV kernel
 // reads whole 64-row blocks), then the epilogue.
@@ -619,9 +676,14 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
   constexpr bool kRedInTile = kLdQ != kLdP;  // the column-sum scratch in the consumer's dO tile after its loop
   constexpr int kSB = kRedInTile ? kStageBytesQ : kStageBytes;
   // full: thread 0's TMA arrival (+ every producer thread's cp.async arrival)
-  const Bars<kStages, kSB, kRedInTile ? 0 : kRedBytes> bars(base, kTmaP ? 1 : kThreads + 1, nact);
+  const Bars<kStages, kSB, kRedInTile ? 0 : kRedBytes> bars(base, kTmaP ? 1 : kThreads + 1, nact,
+                                                            p.mcast > 1 ? 4u * static_cast<unsigned>(nk) : 0u);
   std::uint64_t *full = bars.full, *empty = bars.empty, *dobar = bars.tiles;
-  __syncthreads();
+  const Mcast mc(p, bars.cempty);
+  if (mc.on())
+    cluster_sync();  // every CTA's barriers initialised before any multicast or remote arrival
+  else
+    __syncthreads();
   if constexpr (kWait == kWaitGrid) griddep_launch_dependents();  // the dK/dV kernel may start on SMs left free
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
@@ -640,6 +702,7 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
       const int64_t k1 = kb * kRows;
       const int cols = static_cast<int>(S - k1 < kRows ? S - k1 : kRows);
       mbar_wait(&empty[s], phase ^ 1);
+      if (pt == 0 && mc.on() && mc.rank == 0) mbar_wait_cluster(&bars.cempty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
         // trimmed boxes (p.trim_p): the narrow key block's 16 columns, or the head's last ≤ 68 rows
@@ -649,8 +712,8 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
                            : cut_cols ? 4 * kViewRowsQ * kLdN * 4
                                       : 4 * (cut_rows ? kTrimRowsQ : kViewRowsQ) * kLdQ * 4;
         mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + pbytes);
-        tma_load_3d(st, &mK, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
-        tma_load_3d(st + kTileBytes, &mV, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
+        issue_tiles(mc, st, &full[s], mK, 0, static_cast<int>(k1), static_cast<int>(bh), mV, 0, static_cast<int>(k1),
+                    static_cast<int>(bh));
         if constexpr (kTmaP) {
           if (cut_cols)
             issue_p_view<kViewRowsQ, kLdN>(st + 2 * kTileBytes, &mPn, &full[s], bh * S + Q0, S, k1);
@@ -664,6 +727,7 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
       }
       if (++s == kStages) s = 0, phase ^= 1;
     }
+    if (pt == 0) drain_cempty<kStages>(mc, bars.cempty, s, phase);
     return;
   }
   // consumer warpgroups
@@ -727,8 +791,7 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
       to_afrag16(ap, pr);
       to_afrag16(aw, dp);
       rs_products16(y, ap, cK, x, aw, cK);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
+      release_stage(mc, empty, s, lane);
       if (++s == kStages) s = 0, phase ^= 1;
       continue;
     }
@@ -754,8 +817,7 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
     to_afrag(ap, pr);
     to_afrag(aw, dp);
     rs_products(y, ap, cK, x, aw, cK);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[s]);
+    release_stage(mc, empty, s, lane);
     if (++s == kStages) s = 0, phase ^= 1;
   }
   // kRedInTile: every product reading this warpgroup's dO tile was waited for in its last block
@@ -799,9 +861,14 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
   const int nact = S - K0 > kRows ? 2 : 1;
   const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
   constexpr int kSB = kTmaP ? kStageBytesWide : kStageBytes;
-  const Bars<kStages, kSB> bars(base, kTmaP ? 1 : kThreads + 1, nact);
+  const Bars<kStages, kSB> bars(base, kTmaP ? 1 : kThreads + 1, nact,
+                                p.mcast > 1 ? 4u * static_cast<unsigned>(nq) : 0u);
   std::uint64_t *full = bars.full, *empty = bars.empty, *vbar = bars.tiles;
-  __syncthreads();
+  const Mcast mc(p, bars.cempty);
+  if (mc.on())
+    cluster_sync();  // every CTA's barriers initialised before any multicast or remote arrival
+  else
+    __syncthreads();
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
   constexpr int kP = 2 * kTileBytes, kDl = kP + (kTmaP ? 4 * kViewBoxK : kRows * kLdP2 * 4);  // P and δ in a stage
@@ -819,14 +886,15 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     for (int64_t qb = 0; qb < nq; ++qb) {
       const int64_t q1 = qb * kRows;
       mbar_wait(&empty[s], phase ^ 1);
+      if (pt == 0 && mc.on() && mc.rank == 0) mbar_wait_cluster(&bars.cempty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
         // trimmed boxes (p.trim_p): the narrow query block's 16 rows
         const bool cut_rows = kTmaP && p.trim_p != 0 && narrow_block(p, q1);
         mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 +
                                             (kTmaP ? 4 * (cut_rows ? kTrimRowsK : kViewRowsK) * kLdPV2 * 4 : 0));
-        tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
-        tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
+        issue_tiles(mc, st, &full[s], mQ, 0, static_cast<int>(q1), static_cast<int>(bh), mdO, h * kD,
+                    static_cast<int>(q1), b);
         if (kWait == kWaitNone || qb >= kStages)
           bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
         if constexpr (kTmaP)
@@ -855,6 +923,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
       }
       if (++s == kStages) s = 0, phase ^= 1;
     }
+    if (pt == 0) drain_cempty<kStages>(mc, bars.cempty, s, phase);
     return;
   }
   setmaxnreg_inc<232>();
@@ -917,8 +986,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
       }
       to_afrag16(as, dpt);
       rs_products16(dv, ap, cdO, dk, as, cQ);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
+      release_stage(mc, empty, s, lane);
       if (++s == kStages) s = 0, phase ^= 1;
       continue;
     }
@@ -958,8 +1026,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     ds_transposed(pt, dpt, cDl);  // the stage's δ is 16-byte aligned
     to_afrag(as, dpt);
     rs_products(dv, ap, cdO, dk, as, cQ);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[s]);
+    release_stage(mc, empty, s, lane);
     if (++s == kStages) s = 0, phase ^= 1;
   }
   mma16::scale_acc(dk, p.scale / kDsScale);
@@ -1132,6 +1199,31 @@ struct WsMaps {
   }
 };
 
+// One launch of a warp-specialised kernel: as clusters of `cluster` CTAs (> 1) and/or as a programmatic dependent of
+// the stream's previous kernel (pdl).
+template <class Kernel, class... Args>
+void launch_ws_kernel(Kernel kernel, unsigned grid, std::size_t smem, cudaStream_t stream, int cluster, bool pdl,
+                      const Args&... args) {
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (cluster > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = static_cast<unsigned>(cluster);
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (pdl) attr[n++] = programmatic_dependent_attribute();
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(ws::kThreads3);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = n;
+  ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
 template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kPdl = false>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
   constexpr int kLdQ = kWideQ ? ws::kLdPQ : kLdP;
@@ -1144,23 +1236,12 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kPdl>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
   const auto grid = static_cast<unsigned>(p.B * p.H * ws_ctas_per_head(p.S));
-  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl><<<grid, ws::kThreads3, bytes, stream>>>(m.k, m.v, m.dO, m.Pq, m.Pqn, m.Pqr,
-                                                                                      p);
-  ATTNBWD_CUDA_CHECK_LAUNCH();
-  if constexpr (kPdl) {  // the dK/dV kernel as a programmatic dependent of the dQ kernel
-    cudaLaunchAttribute attr[1] = {programmatic_dependent_attribute()};
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(ws::kThreads3);
-    cfg.dynamicSmemBytes = bytes_kv;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, m.q, m.v, m.dO, m.Pk, m.Pkr, p));
-  } else {
-    ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(m.q, m.v, m.dO, m.Pk, m.Pkr, p);
-    ATTNBWD_CUDA_CHECK_LAUNCH();
-  }
+  const int cluster = p.mcast > 1 ? p.mcast : 1;  // a head's CTAs (grid: heads × ws_ctas_per_head, head-major)
+  launch_ws_kernel(ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl>, grid, bytes, stream, cluster, false, m.k, m.v, m.dO,
+                   m.Pq, m.Pqn, m.Pqr, p);
+  // with kPdl the dK/dV kernel as a programmatic dependent of the dQ kernel
+  launch_ws_kernel(ws::attn_dkv_ws<kStages, kTmaK, kPdl>, grid, bytes_kv, stream, cluster, kPdl, m.q, m.v, m.dO, m.Pk,
+                   m.Pkr, p);
 }
 }  // namespace
 
@@ -1182,6 +1263,9 @@ void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, 
                                 bool pdl, bool fused) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
+  if (p.mcast != 0 && (fused || p.mcast != ws_ctas_per_head(p.S) || p.mcast < 2 || p.mcast > 8))
+    fail("attention_backward_sm90_ws", __FILE__, __LINE__,
+         "multicast is built for the two launches, with clusters of a head's 2-8 CTAs");
   if (fused) {
     if (pdl || !(wide_dq && tma_dq && tma_dkv) || p.order == nullptr || p.lag < 1)
       fail("attention_backward_sm90_ws", __FILE__, __LINE__,
