@@ -10,7 +10,7 @@ P=$L
 ok && timeout "$(tmo 60)" "$M/attnbwd_tests" --gtest_filter='CudaVisionMhaNorm.Multicast*' > "$R/tests-mcast.txt" 2>&1
 echo "mcast tests rc=$? t=$SECONDS"; grep -E "PASSED|FAILED|OK \]" "$R/tests-mcast.txt" | tail -8
 mc_ok=0; grep -q "PASSED.*2 tests" "$R/tests-mcast.txt" && mc_ok=1
-shards 'CudaVisionMhaNorm.*:CudaGraphs.VisionMha*' 100
+shards 'CudaVisionMhaNorm.*:CudaGraphs.VisionMha*:-CudaVisionMhaNorm.Multicast*' 100
 grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
 if [ $mc_ok = 1 ]; then
   abrun vision_mha_norm_backward 13,8,11,4,10 3 mcast 100 off="$L" on="$L,ATTNBWD_CUDA_MHA_MCAST=on"
