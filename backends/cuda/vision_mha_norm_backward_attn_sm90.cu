@@ -1214,6 +1214,11 @@ void launch_ws_kernel(Kernel kernel, unsigned grid, std::size_t smem, cudaStream
     ++n;
   }
   if (pdl) attr[n++] = programmatic_dependent_attribute();
+  if (n == 0) {  // a plain launch, as before the attributes
+    kernel<<<grid, ws::kThreads3, smem, stream>>>(args...);
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+    return;
+  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(ws::kThreads3);
