@@ -9,7 +9,8 @@ LIMIT=${LIMIT:-420}
 L=$M/attnbwd_perf
 P=$L
 # how many clusters of 1-8 such CTAs the GPU holds at once (the SMs MCAST's clusters of 5 can use)
-timeout 60 nvcc -arch=sm_90a -o /tmp/clprobe perf/probes/cluster_occupancy.cu && timeout 20 /tmp/clprobe | tee "$R/clusters.txt"
+timeout 60 nvcc -arch=sm_90a -o /tmp/clprobe perf/probes/cluster_occupancy.cu &&
+  timeout 20 /tmp/clprobe | tee "$R/clusters.txt"
 ok && timeout "$(tmo 60)" "$M/attnbwd_tests" --gtest_filter='CudaVisionMhaNorm.Multicast*' > "$R/tests-mcast.txt" 2>&1
 echo "mcast tests rc=$? t=$SECONDS"; grep -E "PASSED|FAILED|OK \]" "$R/tests-mcast.txt" | tail -8
 mc_ok=0; grep -q "PASSED.*2 tests" "$R/tests-mcast.txt" && mc_ok=1
