@@ -1,6 +1,5 @@
 # Next call: perf/device/s54-c1.sh (below, a copy); rebundle first (bash perf/device/bundle.sh).
-# Written in the fifty-third session for the next session's first call (bundle of HEAD): (0) how many clusters of
-# the ws kernels' CTAs fit (perf/probes/cluster_occupancy.cu), (1) the first GPU run of
+# Written in the fifty-third session for the next session's first call (bundle of HEAD): (1) the first GPU run of
 # ATTNBWD_CUDA_MHA_MCAST=on (built, never run: a hang is possible, so its tests go first, alone, under a 60 s cap),
 # (2) every CudaVisionMhaNorm test and the mha graph replays with TAIL = narrow and PTRIM = on by auto, (3) if (1)
 # passed, the A/B MCAST on vs off at five mha workloads and #8's timelines, (4) on an H200 the four suites (the issue
@@ -9,9 +8,6 @@ source perf/device/common.sh
 LIMIT=${LIMIT:-420}
 L=$M/attnbwd_perf
 P=$L
-# how many clusters of 1-8 such CTAs the GPU holds at once (the SMs MCAST's clusters of 5 can use)
-timeout 60 nvcc -arch=sm_90a -o /tmp/clprobe perf/probes/cluster_occupancy.cu &&
-  timeout 20 /tmp/clprobe | tee "$R/clusters.txt"
 ok && timeout "$(tmo 60)" "$M/attnbwd_tests" --gtest_filter='CudaVisionMhaNorm.Multicast*' > "$R/tests-mcast.txt" 2>&1
 echo "mcast tests rc=$? t=$SECONDS"; grep -E "PASSED|FAILED|OK \]" "$R/tests-mcast.txt" | tail -8
 mc_ok=0; grep -q "PASSED.*2 tests" "$R/tests-mcast.txt" && mc_ok=1
