@@ -57,9 +57,9 @@ struct AttnParams {
   // key block 20 floats wide, its head's last ≤ 68 rows in boxes of 17 view rows (not 32), the dK/dV kernel's narrow
   // last query block in boxes of 4 view rows (not 16): fewer bytes asked of L2, the same bits (ATTNBWD_CUDA_MHA_PTRIM).
   int trim_p = 0;
-  // The warp-specialised kernels (two launches, not the fused one) as clusters of a head's CTAs, rank 0 multicasting
-  // each stage's fp16 tiles to all of them: the cluster size (= ws_ctas_per_head(S), 2 to 8), or 0: every CTA loads its
-  // own (ATTNBWD_CUDA_MHA_MCAST). The same bits.
+  // The warp-specialised kernels (two launches, not the fused one) as 1-D clusters of mcast CTAs (2-8, tiling the
+  // grid), the CTAs of a cluster on one head sharing each stage's fp16 tiles by multicast; 0: every CTA loads its own
+  // (ATTNBWD_CUDA_MHA_MCAST). The same bits.
   int mcast = 0;
 };
 constexpr int kSplitFloats = 66;  // per thread and half: two 64-float accumulators and two row sums

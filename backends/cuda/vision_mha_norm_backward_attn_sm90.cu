@@ -459,27 +459,44 @@ struct Bars {
   }
 };
 
-// The stage tiles multicast to a cluster of a head's CTAs (AttnParams::mcast = n, the cluster size = the head's CTAs;
-// ATTNBWD_CUDA_MHA_MCAST): every CTA of a head streams the same K, V (dQ) or Q, dO (dK/dV) tiles, so rank 0's producer
-// issues each stage's two tiles once for all n CTAs, each CTA's own producer its P (and δ) as before. Rank 0 reuses a
-// stage only when every consumer warp of the cluster released it: each arrives on its own CTA's empty barrier (for its
-// producer's P) and on rank 0's cempty (4 per 64-row block of the head: 4·attn_blocks(S) arrivals per stage). The
-// tiles' bytes complete on each CTA's full barrier, which its own producer armed with them as before (a multicast may
-// land before that arming: the phase cannot complete while the arming arrival is pending). Rank 0 leaves only after
-// the last arrivals on its cempty (drain), so no CTA arrives on the barrier of a CTA that has left; the others leave
-// after their consumers took every stage, i.e. after every multicast into them has landed.
+// The stage tiles multicast within clusters (AttnParams::mcast = c, the cluster size, 2-8; ATTNBWD_CUDA_MHA_MCAST): the
+// CTAs of a cluster that work on the same head (its group: all c when c = the head's CTAs, grid-aligned; a pair or a
+// lone CTA when c = 2) stream the same K, V (dQ) or Q, dO (dK/dV) tiles, so the group's first rank (its leader) issues
+// each stage's two tiles once for the group, each CTA's own producer its P (and δ) as before. The leader reuses a
+// stage only when every consumer warp of the group released it: each arrives on its own CTA's empty barrier (for its
+// producer's P) and on the leader's cempty (4 per consumer warpgroup with rows: ccount). The tiles' bytes complete on
+// each CTA's full barrier, which its own producer armed with them as before (a multicast may land before that arming:
+// the phase cannot complete while the arming arrival is pending). The leader leaves only after the last arrivals on
+// its cempty (drain), so no CTA arrives on the barrier of a CTA that has left; the others leave after their consumers
+// took every stage, i.e. after every multicast into them has landed. A group of one loads its own tiles.
+// The CTA of grid index i works on head i / n, rows ((i % n)·128, +128) (ws_cta; n = the head's CTAs), and a 1-D
+// cluster of c holds the grid indices [i − i % c, + c), rank i % c.
 struct Mcast {
-  unsigned rank = 0;
-  std::uint16_t mask = 0;  // 0: off
-  std::uint32_t cempty0 = 0;  // rank 0's cempty[0] as a shared::cluster address
-  __device__ __forceinline__ Mcast(const AttnParams& p, std::uint64_t* cempty) {
-    if (p.mcast > 1) {
-      rank = cluster_rank();
-      mask = static_cast<std::uint16_t>((1u << p.mcast) - 1u);
-      cempty0 = cluster_map(cempty, 0);
+  unsigned rank = 0, leader = 0;
+  std::uint16_t mask = 0;     // the group's ranks; 0: this CTA loads its own tiles
+  unsigned ccount = 0;        // arrivals per stage on the leader's cempty (this CTA's group)
+  std::uint32_t cempty0 = 0;  // the leader's cempty[0] as a shared::cluster address
+  __device__ __forceinline__ Mcast(const AttnParams& p, std::int64_t n) {
+    if (p.mcast < 2) return;
+    const std::int64_t i = blockIdx.x, c = p.mcast, base = i - i % c, bh = i / n;
+    rank = static_cast<unsigned>(i % c);
+    bool first = true;
+    unsigned m = 0;
+    for (std::int64_t j = base; j < base + c; ++j) {
+      if (j / n != bh) continue;
+      const unsigned r = static_cast<unsigned>(j - base);
+      if (first) leader = r, first = false;
+      m |= 1u << r;
+      ccount += 4u * (p.S - (j % n) * 2 * kRows > kRows ? 2u : 1u);  // its consumer warpgroups with rows
     }
+    if ((m & (m - 1u)) != 0u) mask = static_cast<std::uint16_t>(m);  // two or more: multicast
   }
   __device__ __forceinline__ bool on() const { return mask != 0; }
+  __device__ __forceinline__ bool leads() const { return on() && rank == leader; }
+  // the leader's cempty as a shared::cluster address (after the barriers exist)
+  __device__ __forceinline__ void map(std::uint64_t* cempty) {
+    if (on()) cempty0 = cluster_map(cempty, leader);
+  }
 };
 // The stage's two tiles (at st and st + kTileBytes) from maps a, b at (0 or c0, row, c2): by this CTA alone, or by
 // rank 0 for the cluster.
@@ -488,12 +505,12 @@ __device__ __forceinline__ void issue_tiles(const Mcast& mc, std::uint8_t* st, s
   if (!mc.on()) {
     tma_load_3d(st, &a, bar, a0, a1, a2);
     tma_load_3d(st + kTileBytes, &b, bar, b0, b1, b2);
-  } else if (mc.rank == 0) {
+  } else if (mc.leads()) {
     tma_load_3d_mcast(st, &a, bar, a0, a1, a2, mc.mask);
     tma_load_3d_mcast(st + kTileBytes, &b, bar, b0, b1, b2, mc.mask);
   }
 }
-// A consumer warp's release of stage s (lane 0): its CTA's empty barrier, and with multicast rank 0's cempty.
+// A consumer warp's release of stage s (lane 0): its CTA's empty barrier, and with multicast its leader's cempty.
 __device__ __forceinline__ void release_stage(const Mcast& mc, std::uint64_t* empty, int s, int lane) {
   __syncwarp();
   if (lane == 0) {
@@ -501,11 +518,11 @@ __device__ __forceinline__ void release_stage(const Mcast& mc, std::uint64_t* em
     if (mc.on()) mbar_arrive_cluster(mc.cempty0 + 8u * static_cast<unsigned>(s));
   }
 }
-// Rank 0's producer thread after its loop: waits for the arrivals on cempty of the last kStages blocks (s, phase: the
-// loop's next stage and phase).
+// The leader's producer thread after its loop: waits for the arrivals on cempty of the last kStages blocks (s, phase:
+// the loop's next stage and phase).
 template <int kStages>
 __device__ __forceinline__ void drain_cempty(const Mcast& mc, std::uint64_t* cempty, int s, std::uint32_t phase) {
-  if (!mc.on() || mc.rank != 0) return;
+  if (!mc.leads()) return;
   for (int i = 0; i < kStages; ++i) {
     mbar_wait_cluster(&cempty[s], phase ^ 1);
     if (++s == kStages) s = 0, phase ^= 1;
@@ -676,12 +693,13 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
   constexpr bool kRedInTile = kLdQ != kLdP;  // the column-sum scratch in the consumer's dO tile after its loop
   constexpr int kSB = kRedInTile ? kStageBytesQ : kStageBytes;
   // full: thread 0's TMA arrival (+ every producer thread's cp.async arrival)
+  Mcast mc(p, ws_ctas_per_head(S));
   const Bars<kStages, kSB, kRedInTile ? 0 : kRedBytes> bars(base, kTmaP ? 1 : kThreads + 1, nact,
-                                                            p.mcast > 1 ? 4u * static_cast<unsigned>(nk) : 0u);
+                                                            mc.leads() ? mc.ccount : 0u);
   std::uint64_t *full = bars.full, *empty = bars.empty, *dobar = bars.tiles;
-  const Mcast mc(p, bars.cempty);
-  if (mc.on())
-    cluster_sync();  // every CTA's barriers initialised before any multicast or remote arrival
+  mc.map(bars.cempty);
+  if (p.mcast > 1)
+    cluster_sync();  // (a cluster launch) every CTA's barriers initialised before any multicast or remote arrival
   else
     __syncthreads();
   if constexpr (kWait == kWaitGrid) griddep_launch_dependents();  // the dK/dV kernel may start on SMs left free
@@ -702,7 +720,7 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
       const int64_t k1 = kb * kRows;
       const int cols = static_cast<int>(S - k1 < kRows ? S - k1 : kRows);
       mbar_wait(&empty[s], phase ^ 1);
-      if (pt == 0 && mc.on() && mc.rank == 0) mbar_wait_cluster(&bars.cempty[s], phase ^ 1);
+      if (pt == 0 && mc.leads()) mbar_wait_cluster(&bars.cempty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
         // trimmed boxes (p.trim_p): the narrow key block's 16 columns, or the head's last ≤ 68 rows
@@ -861,12 +879,12 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
   const int nact = S - K0 > kRows ? 2 : 1;
   const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
   constexpr int kSB = kTmaP ? kStageBytesWide : kStageBytes;
-  const Bars<kStages, kSB> bars(base, kTmaP ? 1 : kThreads + 1, nact,
-                                p.mcast > 1 ? 4u * static_cast<unsigned>(nq) : 0u);
+  Mcast mc(p, ws_ctas_per_head(S));
+  const Bars<kStages, kSB> bars(base, kTmaP ? 1 : kThreads + 1, nact, mc.leads() ? mc.ccount : 0u);
   std::uint64_t *full = bars.full, *empty = bars.empty, *vbar = bars.tiles;
-  const Mcast mc(p, bars.cempty);
-  if (mc.on())
-    cluster_sync();  // every CTA's barriers initialised before any multicast or remote arrival
+  mc.map(bars.cempty);
+  if (p.mcast > 1)
+    cluster_sync();  // (a cluster launch) every CTA's barriers initialised before any multicast or remote arrival
   else
     __syncthreads();
   const float* Pbh = p.P + bh * S * S;
@@ -886,7 +904,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     for (int64_t qb = 0; qb < nq; ++qb) {
       const int64_t q1 = qb * kRows;
       mbar_wait(&empty[s], phase ^ 1);
-      if (pt == 0 && mc.on() && mc.rank == 0) mbar_wait_cluster(&bars.cempty[s], phase ^ 1);
+      if (pt == 0 && mc.leads()) mbar_wait_cluster(&bars.cempty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
         // trimmed boxes (p.trim_p): the narrow query block's 16 rows
@@ -1268,9 +1286,9 @@ void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, 
                                 bool pdl, bool fused) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
-  if (p.mcast != 0 && (fused || p.mcast != ws_ctas_per_head(p.S) || p.mcast < 2 || p.mcast > 8))
+  if (p.mcast != 0 && (fused || p.mcast < 2 || p.mcast > 8 || (p.B * p.H * ws_ctas_per_head(p.S)) % p.mcast != 0))
     fail("attention_backward_sm90_ws", __FILE__, __LINE__,
-         "multicast is built for the two launches, with clusters of a head's 2-8 CTAs");
+         "multicast is built for the two launches, with clusters of 2-8 CTAs that tile the grid");
   if (fused) {
     if (pdl || !(wide_dq && tma_dq && tma_dkv) || p.order == nullptr || p.lag < 1)
       fail("attention_backward_sm90_ws", __FILE__, __LINE__,
