@@ -345,10 +345,11 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
                                            "auto where they run, ws, wstma, wscp or wstmaw)");
     narrow_tail = wgmma.ws && tail_word != 1;
     const int ptrim_word = mha_ptrim_switch();
-    if (ptrim_word == 2 && !(wgmma.ws && (wgmma.tma_dq || wgmma.tma_dkv)))
+    const bool p_by_tma = wgmma.ws && (wgmma.tma_dq || wgmma.tma_dkv);  // the boxes PTRIM trims exist
+    if (ptrim_word == 2 && !p_by_tma)
       throw Error("ATTNBWD_CUDA_MHA_PTRIM", "on is built for the warp-specialised kernels that take P by TMA "
                                             "(ATTNBWD_CUDA_MHA_WGMMA auto where they run, wstma, ws or wstmaw)");
-    trim_p = wgmma.ws && (wgmma.tma_dq || wgmma.tma_dkv) && ptrim_word != 1;
+    trim_p = p_by_tma && ptrim_word != 1;
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "

@@ -148,19 +148,22 @@ __device__ __forceinline__ void store_part(const AttnParams& p, const float (&ac
 // ---- the element math of the two kernels (the accumulators are the mma.sync C layout of each warp's 16
 // rows: lane 4g + t holds rows g, g + 8 and columns 8j + 2t, 8j + 2t + 1) ----
 
-// Query-major: this lane's P values of the block (cP_lo, cP_hi: its rows g and g + 8 at column 2t).
-__device__ __forceinline__ void load_p(const float* cP_lo, const float* cP_hi, float (&pr)[8][4]) {
+// Query-major: this lane's P values of the block's first 8·J columns (cP_lo, cP_hi: its rows g and g + 8 at column
+// 2t; J = 8 a whole block, 2 the sm_90a kernels' narrow block).
+template <int J>
+__device__ __forceinline__ void load_p(const float* cP_lo, const float* cP_hi, float (&pr)[J][4]) {
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < J; ++j)
     pr[j][0] = cP_lo[j * 8], pr[j][1] = cP_lo[j * 8 + 1], pr[j][2] = cP_hi[j * 8], pr[j][3] = cP_hi[j * 8 + 1];
 }
 
 // Query-major: dp ← P⊙dP·kDsScale and dsum (δ·kDsScale's partial sums of rows g, g + 8) += the same products. V
 // comes in fp16 as V·kDsScale (exact: a power of 2), so dp holds dP·kDsScale already and one multiply per element
-// forms the fp16 operand P⊙dP·kDsScale.
-__device__ __forceinline__ void p_and_w(const float (&pr)[8][4], float (&dp)[8][4], float (&dsum)[2]) {
+// forms the fp16 operand P⊙dP·kDsScale. J: load_p's.
+template <int J>
+__device__ __forceinline__ void p_and_w(const float (&pr)[J][4], float (&dp)[J][4], float (&dsum)[2]) {
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < J; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       dp[j][r] *= pr[j][r];
@@ -215,11 +218,12 @@ __device__ __forceinline__ void p_transposed(const float* cP, int sh0, int sh1, 
 
 // Key-major: dpt ← dSᵀ·kDsScale = Pᵀ⊙(dPᵀ − δ)·kDsScale, where dpt holds dPᵀ·kDsScale and cDl δ·kDsScale of the
 // block's queries (V came as V·kDsScale), with the lane's two δ values of each query pair in one 8-byte load (cDl
-// 8-byte aligned).
-__device__ __forceinline__ void ds_transposed(const float (&pt)[8][4], float (&dpt)[8][4], const float* cDl) {
+// 8-byte aligned). J: the block's first 8·J queries (load_p's J).
+template <int J>
+__device__ __forceinline__ void ds_transposed(const float (&pt)[J][4], float (&dpt)[J][4], const float* cDl) {
   const int t = threadIdx.x & 3;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int j = 0; j < J; ++j) {
     const float2 dl = *reinterpret_cast<const float2*>(cDl + j * 8 + 2 * t);
 #pragma unroll
     for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - ((r & 1) ? dl.y : dl.x));

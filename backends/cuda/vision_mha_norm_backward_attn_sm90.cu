@@ -524,7 +524,7 @@ template <int kStages>
 __device__ __forceinline__ void drain_cempty(const Mcast& mc, std::uint64_t* cempty, int s, std::uint32_t phase) {
   if (!mc.leads()) return;
   for (int i = 0; i < kStages; ++i) {
-    mbar_wait_cluster(&cempty[s], phase ^ 1);
+    mbar_wait<true>(&cempty[s], phase ^ 1);
     if (++s == kStages) s = 0, phase ^= 1;
   }
 }
@@ -545,12 +545,13 @@ __device__ __forceinline__ void finish_dq_wg(const AttnParams& p, const Cta& c, 
   store_part_wg(p, x, c, 0, red, ct, wgi);
 }
 
-// Zeroes this lane's accumulator-layout values whose column (8j + 2t + e) is n or past it, where n < 64: the
-// sequence's last block, whose columns past S were not copied (stale or never-written shared memory).
-__device__ __forceinline__ void zero_past(float (&v)[8][4], int t, int n) {
+// Zeroes this lane's accumulator-layout values (J 8-column chunks) whose column (8j + 2t + e) is n or past it, where
+// n < 64: the sequence's last block, whose columns past S were not copied (stale or never-written shared memory).
+template <int J>
+__device__ __forceinline__ void zero_past(float (&v)[J][4], int t, int n) {
   if (n < kRows) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < J; ++j)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
         if (j * 8 + 2 * t + (r & 1) >= n) v[j][r] = 0.0f;
@@ -576,14 +577,6 @@ __device__ __forceinline__ void to_afrag16(std::uint32_t (&a)[4], const float (&
 __device__ __forceinline__ void fence_afrag16(std::uint32_t (&a)[4]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[i])::"memory");
-}
-// zero_past on the 16 columns
-__device__ __forceinline__ void zero_past16(float (&v)[2][4], int t, int n) {
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-      if (j * 8 + 2 * t + (r & 1) >= n) v[j][r] = 0.0f;
 }
 // dp ← a·Bᵀ over k = 0..63 on 16 columns (B: the first 16 rows of a K-major swizzled tile), issued and committed
 __device__ __forceinline__ void dp16_issue(float (&dp)[2][4], std::uint32_t (&a)[4][4], const std::uint8_t* b) {
@@ -675,6 +668,33 @@ __device__ __forceinline__ void issue_p_view(std::uint8_t* dst, const CUtensorMa
   }
 }
 
+// Key-major (the ws dK/dV work): this lane's Pᵀ values — rows its warp's 16 keys (col0: its first key column in the
+// stage's P tile), columns the block's first 8·J queries (query block at q1 of head bh) — by TMA (kTmaP: view rows of
+// kLdPV2 floats in four slots, query 8j + 2t + e in slot 2(t & 1) + e at box row 2j + t / 2) or from the producer's
+// cp.async rows of kLdP2 floats, each query's row at its own 16-byte phase (keys from K0).
+template <bool kTmaP, int J>
+__device__ __forceinline__ void load_pt_ws(float (&pt)[J][4], const float* cP, const float* Pbh, int64_t bh, int64_t S,
+                                           int64_t q1, int64_t K0, int col0, int t) {
+  if constexpr (kTmaP) {
+    const int64_t R = bh * S + q1;
+    const float* q0 =
+        cP + (2 * (t & 1)) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1), S);
+    const float* q1p =
+        cP + (2 * (t & 1) + 1) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1) + 1, S);
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pt[j][r] = ((r & 1) ? q1p : q0)[2 * j * kLdPV2 + 8 * (r >> 1)];
+  } else {
+    const int sh0 = row_shift(Pbh, (q1 + 2 * t) * S + K0), sh1 = row_shift(Pbh, (q1 + 2 * t + 1) * S + K0);
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP2 + ((r & 1) ? sh1 : sh0) + col0 + 8 * (r >> 1)];
+  }
+}
+
 // The producer warpgroup's 127 threads without copies to issue follow the stage barriers with thread 0; a form where
 // they exit after setmaxnreg measured the same kernel times (ncu on #8, perf/NOTES.md thirteenth session; removed).
 // How the dK/dV work learns that δ is complete: it is (the dQ kernel ran before: kWaitNone), the dQ kernel's grid
@@ -720,7 +740,7 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
       const int64_t k1 = kb * kRows;
       const int cols = static_cast<int>(S - k1 < kRows ? S - k1 : kRows);
       mbar_wait(&empty[s], phase ^ 1);
-      if (pt == 0 && mc.leads()) mbar_wait_cluster(&bars.cempty[s], phase ^ 1);
+      if (pt == 0 && mc.leads()) mbar_wait<true>(&bars.cempty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
         // trimmed boxes (p.trim_p): the narrow key block's 16 columns, or the head's last ≤ 68 rows
@@ -791,20 +811,12 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
       const float* hi = !kTmaP        ? cP + (row_lo + 8) * kLdP + sh_hi + 2 * t
                         : p.trim_p != 0 ? lo + 2 * kLdN
                                         : lo + 2 * kLdQ;
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-        pr[j][0] = lo[j * 8], pr[j][1] = lo[j * 8 + 1], pr[j][2] = hi[j * 8], pr[j][3] = hi[j * 8 + 1];
-      zero_past16(pr, t, static_cast<int>(S - kb * kRows));
+      load_p(lo, hi, pr);
+      zero_past(pr, t, static_cast<int>(S - kb * kRows));
       wgmma_wait<0>();
       fence_acc(dp);
       fence_afrag(a);
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {  // p_and_w's order
-          dp[j][r] *= pr[j][r];
-          dsum[r >> 1] += dp[j][r];
-        }
+      p_and_w(pr, dp, dsum);
       std::uint32_t ap[4], aw[4];
       to_afrag16(ap, pr);
       to_afrag16(aw, dp);
@@ -904,7 +916,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     for (int64_t qb = 0; qb < nq; ++qb) {
       const int64_t q1 = qb * kRows;
       mbar_wait(&empty[s], phase ^ 1);
-      if (pt == 0 && mc.leads()) mbar_wait_cluster(&bars.cempty[s], phase ^ 1);
+      if (pt == 0 && mc.leads()) mbar_wait<true>(&bars.cempty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
         // trimmed boxes (p.trim_p): the narrow query block's 16 rows
@@ -972,36 +984,14 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     if (narrow_block(p, q1)) {  // queries q1 .. q1 + 15 alone
       float dpt[2][4], pt[2][4];
       dp16_issue(dpt, a, cdO);
-      if constexpr (kTmaP) {  // as below, for j < 2
-        const int64_t R = bh * S + q1;
-        const float* q0 =
-            cP + (2 * (t & 1)) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1), S);
-        const float* q1p = cP + (2 * (t & 1) + 1) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 +
-                           view_phase(R, 2 * (t & 1) + 1, S);
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) pt[j][r] = ((r & 1) ? q1p : q0)[2 * j * kLdPV2 + 8 * (r >> 1)];
-      } else {
-        const int sh0 = row_shift(Pbh, (q1 + 2 * t) * S + K0), sh1 = row_shift(Pbh, (q1 + 2 * t + 1) * S + K0);
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int r = 0; r < 4; ++r)
-            pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP2 + ((r & 1) ? sh1 : sh0) + col0 + 8 * (r >> 1)];
-      }
-      zero_past16(pt, t, static_cast<int>(S - q1));
+      load_pt_ws<kTmaP>(pt, cP, Pbh, bh, S, q1, K0, col0, t);
+      zero_past(pt, t, static_cast<int>(S - q1));
       std::uint32_t ap[4], as[4];
       to_afrag16(ap, pt);
       wgmma_wait<0>();
       fence_acc(dpt);
       fence_afrag(a);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {  // ds_transposed's math
-        const float2 dl = *reinterpret_cast<const float2*>(cDl + j * 8 + 2 * t);
-#pragma unroll
-        for (int r = 0; r < 4; ++r) dpt[j][r] = pt[j][r] * (dpt[j][r] - ((r & 1) ? dl.y : dl.x));
-      }
+      ds_transposed(pt, dpt, cDl);
       to_afrag16(as, dpt);
       rs_products16(dv, ap, cdO, dk, as, cQ);
       release_stage(mc, empty, s, lane);
@@ -1016,25 +1006,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_rs<0>(dpt, a[kk], kmajor(cdO, kk), kk);
     wgmma_commit();
     float pt[8][4];  // attn::p_transposed on the CTA's 128-key rows
-    if constexpr (kTmaP) {
-      // query 8j + 2t + e: slot 2(t & 1) + e, box row 2j + t / 2
-      const int64_t R = bh * S + q1;
-      const float* q0 =
-          cP + (2 * (t & 1)) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1), S);
-      const float* q1p =
-          cP + (2 * (t & 1) + 1) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1) + 1, S);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) pt[j][r] = ((r & 1) ? q1p : q0)[2 * j * kLdPV2 + 8 * (r >> 1)];
-    } else {  // rows of kLdP2 floats, each query's row at its own 16-byte phase
-      const int sh0 = row_shift(Pbh, (q1 + 2 * t) * S + K0), sh1 = row_shift(Pbh, (q1 + 2 * t + 1) * S + K0);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-          pt[j][r] = cP[(j * 8 + 2 * t + (r & 1)) * kLdP2 + ((r & 1) ? sh1 : sh0) + col0 + 8 * (r >> 1)];
-    }
+    load_pt_ws<kTmaP>(pt, cP, Pbh, bh, S, q1, K0, col0, t);
     zero_past(pt, t, static_cast<int>(S - q1));  // query rows past S
     std::uint32_t ap[4][4], as[4][4];
     to_afrag(ap, pt);

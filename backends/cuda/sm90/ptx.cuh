@@ -52,16 +52,26 @@ __device__ __forceinline__ void cp_async_mbar_arrive_noinc(std::uint64_t* bar) {
 __device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
-// Blocks until the barrier's phase with the given parity has completed.
+// Blocks until the barrier's phase with the given parity has completed; kCluster: acquiring at cluster scope, for a
+// barrier other CTAs of the cluster arrive on (mbar_arrive_cluster).
+template <bool kCluster = false>
 __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
   const std::uint32_t a = smem_addr(bar);
   std::uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(a), "r"(parity)
-        : "memory");
+    if constexpr (kCluster)
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+          "selp.u32 %0, 1, 0, p;\n}"
+          : "=r"(done)
+          : "r"(a), "r"(parity)
+          : "memory");
+    else
+      asm volatile(
+          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+          : "=r"(done)
+          : "r"(a), "r"(parity)
+          : "memory");
   } while (!done);
 }
 
@@ -69,19 +79,6 @@ __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t pari
 // from cluster_map: cluster.cuh).
 __device__ __forceinline__ void mbar_arrive_cluster(std::uint32_t remote) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-}
-// mbar_wait acquiring at cluster scope: for a barrier other CTAs of the cluster arrive on.
-__device__ __forceinline__ void mbar_wait_cluster(std::uint64_t* bar, std::uint32_t parity) {
-  const std::uint32_t a = smem_addr(bar);
-  std::uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(a), "r"(parity)
-        : "memory");
-  } while (!done);
 }
 
 // ---- TMA -------------------------------------------------------------------------------------------
@@ -306,10 +303,11 @@ __device__ __forceinline__ void wgmma_m64n64k16_f16_rs(float (&d)[8][4], const s
                                                        std::uint64_t desc_b, int accumulate) {
   wgmma_m64n64k16_rs<Mma16::F16, TransB>(d, a, desc_b, accumulate);
 }
-// The same fence as fence_regs for an [8][4] accumulator.
-__device__ __forceinline__ void fence_acc(float (&d)[8][4]) {
+// The same fence as fence_regs for an [J][4] accumulator (J 8-column chunks: [8][4] for n64, [2][4] for n16).
+template <int J>
+__device__ __forceinline__ void fence_acc(float (&d)[J][4]) {
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < J; ++j)
 #pragma unroll
     for (int r = 0; r < 4; ++r) asm volatile("" : "+f"(d[j][r])::"memory");
 }
@@ -322,12 +320,6 @@ __device__ __forceinline__ void wgmma_m64n16k16_f16_rs(float (&d)[2][4], const s
                : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
                  "+f"(d[1][2]), "+f"(d[1][3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
-}
-__device__ __forceinline__ void fence_acc(float (&d)[2][4]) {
-#pragma unroll
-  for (int j = 0; j < 2; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) asm volatile("" : "+f"(d[j][r])::"memory");
 }
 
 #endif  // ATTNBWD_SM90_DEVICE
