@@ -20,6 +20,15 @@ if [ $mc_ok = 1 ]; then
   timeline vision_mha_norm_backward 8 mha-8-pairs ATTNBWD_CUDA_MHA_MCAST=pairs
   timeline vision_mha_norm_backward 8 mha-8-auto
 fi
+# gqa's large-S attention kernels at #6 (B = 1, S = 2048): L2-bound like mha's? (SOL, memory, scheduler sections)
+for k in gqa_kv_attn_ws gqa_dp_softmax; do
+  ok && timeout "$(tmo 60)" ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
+    --clock-control none --kernel-name "regex:$k" --launch-skip 2 --launch-count 1 \
+    "$P" --backend=cuda --ops=gqa_rope_backward --workloads=6 --clock=events > "$R/ncu-$k-6.txt" 2>&1
+  echo "ncu $k rc=$? t=$SECONDS"
+  grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Issue Slots|L2 Hit|No Eligible" \
+    "$R/ncu-$k-6.txt" | head -12
+done
 case $GPU in
   *H200*) suites 1 ;;
   *) ok && PB suite-vision_mha_norm_backward-1 "$P" vision_mha_norm_backward all; suite_e "$R"/suite-*.json ;;
