@@ -189,17 +189,6 @@ int mha_tail_switch() { return env_switch("ATTNBWD_CUDA_MHA_TAIL", {"auto", "ful
 // kernel it trims (ws: the dQ kernel alone; wstma, wstmaw, the fused launch: both) and the narrow tail for the narrow
 // blocks' boxes; on with a scheme without TMA for P is an Error. Returns 0 auto, 1 off, 2 on.
 int mha_ptrim_switch() { return env_switch("ATTNBWD_CUDA_MHA_PTRIM", {"auto", "off", "on"}); }
-// ATTNBWD_CUDA_MHA_MCAST=auto|off|on|pairs: the warp-specialised kernels (their two launches) as thread-block clusters
-// whose CTAs of one head share each stage's fp16 tiles (K, V or Q, dO): the first of them multicasts the tiles to the
-// others, so they are asked of L2 once per group instead of once per CTA. on: clusters of a head's n CTAs (2-8: 129 ≤
-// S ≤ 1024); pairs: clusters of 2 (a head's CTAs in pairs; a pair across two heads loads as before). off: every CTA
-// loads its own. The same bits. Counted (fifty-third session, perf/NOTES.md): the kernels are L2-bound and the tiles
-// are ~0.8 of the ~2.5 MB each kernel asks per head at S = 577 (n = 5): on takes 0.64 MB (−26 %), pairs 0.32 (−13 %);
-// but clusters of 5 such CTAs hold only 110 of 132 SMs (H100, forty-second session), pairs all 132. Built, not yet
-// run: auto = off. on and pairs need the warp-specialised kernels and the two launches (they turn
-// ATTNBWD_CUDA_MHA_FUSED's auto off); with FUSED=on, another scheme or a shape they do not fit it is an Error.
-// Returns 0 auto, 1 off, 2 on, 3 pairs.
-int mha_mcast_switch() { return env_switch("ATTNBWD_CUDA_MHA_MCAST", {"auto", "off", "on", "pairs"}); }
 int64_t mha_lag_switch() {
   constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
   return lags[env_switch("ATTNBWD_CUDA_MHA_LAG", {"auto", "4", "8", "12", "16", "24", "32", "48"})];
@@ -228,7 +217,6 @@ void refuse_wgmma_switches(int cc, MhaAttn attn) {
   if (mha_fused_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_FUSED", here);
   if (mha_tail_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_TAIL", here);
   if (mha_ptrim_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_PTRIM", here);
-  if (mha_mcast_switch() >= 2) throw Error("ATTNBWD_CUDA_MHA_MCAST", here);
   (void)mha_lag_switch();  // checked
 }
 
@@ -293,7 +281,6 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   int split = 1, copy = 0;
   WgmmaScheme wgmma{3, 2};
   bool pdl = false, fused = false, narrow_tail = false, trim_p = false;
-  int mcast = 0;
   int64_t lag = 0;
   if (wgmma_attn) {
     split = mha_split_switch();
@@ -308,29 +295,9 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
       throw Error("ATTNBWD_CUDA_MHA_PDL", "on is built for the wstmaw kernels (ATTNBWD_CUDA_MHA_WGMMA auto where they "
                                           "run, or wstmaw)");
     const int fused_word = mha_fused_switch();
-    const int mcast_word = mha_mcast_switch();
     const int64_t kernel_ctas = BH * mha::ws_ctas_per_head(S);
-    const int64_t sms = ctx.sm_count();
-    fused = fused_word == 2 || (fused_word == 0 && wstmaw && pdl_word != 2 && mcast_word < 2 && kernel_ctas > sms &&
-                                kernel_ctas <= 9 * sms);
-    if (mcast_word >= 2) {
-      const char* word = mcast_word == 2 ? "on" : "pairs";
-      const int64_t n = mha::ws_ctas_per_head(S);
-      if (!wgmma.ws)
-        throw Error("ATTNBWD_CUDA_MHA_MCAST",
-                    std::string(word) + " is built for the warp-specialised kernels (ATTNBWD_CUDA_MHA_WGMMA auto where "
-                                        "they run, ws, wstma, wscp or wstmaw)");
-      if (fused_word == 2)
-        throw Error("ATTNBWD_CUDA_MHA_MCAST",
-                    std::string(word) + " is built for the two launches: ATTNBWD_CUDA_MHA_FUSED=on does not apply");
-      if (mcast_word == 2 && (n < 2 || n > 8))
-        throw Error("ATTNBWD_CUDA_MHA_MCAST", "on needs 2-8 CTAs per head, i.e. 129 <= seq_len <= 1024 (here " +
-                                                  std::to_string(S) + ")");
-      if (mcast_word == 3 && (n < 2 || kernel_ctas % 2 != 0))
-        throw Error("ATTNBWD_CUDA_MHA_MCAST", "pairs needs 2 or more CTAs per head (seq_len > 128) and an even "
-                                              "grid (batch·heads·CTAs per head)");
-      mcast = mcast_word == 2 ? static_cast<int>(n) : 2;
-    }
+    fused = fused_word == 2 || (fused_word == 0 && wstmaw && pdl_word != 2 && kernel_ctas > ctx.sm_count() &&
+                                kernel_ctas <= 9 * static_cast<int64_t>(ctx.sm_count()));
     const int64_t lag_asked = mha_lag_switch();  // read (and checked) whether or not the launch is fused
     lag = fused ? lag_asked : 0;
     if (fused && !wstmaw)
@@ -480,7 +447,6 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (fused) p.order = ctx.counters(1 + 2 * BH, stream), p.lag = lag;
     p.narrow_tail = narrow_tail ? 1 : 0;
     p.trim_p = trim_p ? 1 : 0;
-    p.mcast = mcast;
     if (wgmma_attn && wgmma.ws) {
       mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl, fused);
     } else if (wgmma_attn) {

@@ -57,10 +57,6 @@ struct AttnParams {
   // key block 20 floats wide, its head's last ≤ 68 rows in boxes of 17 view rows (not 32), the dK/dV kernel's narrow
   // last query block in boxes of 4 view rows (not 16): fewer bytes asked of L2, the same bits (ATTNBWD_CUDA_MHA_PTRIM).
   int trim_p = 0;
-  // The warp-specialised kernels (two launches, not the fused one) as 1-D clusters of mcast CTAs (2-8, tiling the
-  // grid), the CTAs of a cluster on one head sharing each stage's fp16 tiles by multicast; 0: every CTA loads its own
-  // (ATTNBWD_CUDA_MHA_MCAST). The same bits.
-  int mcast = 0;
 };
 constexpr int kSplitFloats = 66;  // per thread and half: two 64-float accumulators and two row sums
 constexpr int kSplitBlockFloats = 2 * kSplitFloats * 128;  // per block: two halves of 128 threads

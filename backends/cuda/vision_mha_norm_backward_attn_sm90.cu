@@ -19,7 +19,6 @@
 #include <string>
 
 #include "check.hpp"
-#include "cluster.cuh"
 #include "linear_backward_sm90.hpp"
 #include "mma_fp16.cuh"
 #include "sm90/ptx.cuh"
@@ -92,7 +91,7 @@ __host__ __device__ constexpr int off_bar(int stages, int stage_bytes = kStageBy
   return off_red(stages, stage_bytes) + red_bytes;
 }
 constexpr std::size_t smem(int stages, int stage_bytes = kStageBytes, int red_bytes = kRedBytes) {
-  return static_cast<std::size_t>(off_bar(stages, stage_bytes, red_bytes)) + (3 * stages + 1) * 8 + 1024;
+  return static_cast<std::size_t>(off_bar(stages, stage_bytes, red_bytes)) + (2 * stages + 1) * 8 + 1024;
 }
 static_assert(smem(4, kStageBytesQ, 0) <= 232448, "four wide dQ stages fit the SM's 227 KB");
 // P's boxes trimmed to what lies inside S (AttnParams::trim_p, ATTNBWD_CUDA_MHA_PTRIM): the dQ kernel's narrow last
@@ -436,98 +435,25 @@ __device__ __forceinline__ void store_part_wg(const AttnParams& p, const float (
 }
 
 // The stage barriers at the end of the shared memory: full[kStages], empty[kStages], then one more (the resident
-// tiles' barrier), then cempty[kStages] (the multicast form's: see Mcast). Thread 0 initialises them (full:
-// full_count arrivals; empty: one per warp of the nact consumer warpgroups; the tiles' barrier: 1; cempty: one per
-// consumer warp of the cluster, ccount); the caller's __syncthreads (cluster_sync) makes them visible.
+// tiles' barrier). Thread 0 initialises them (full: full_count arrivals; empty: one per warp of the nact
+// consumer warpgroups; the last: 1); the caller's __syncthreads makes them visible.
 template <int kStages, int kStageB = kStageBytes, int kRedB = kRedBytes>
 struct Bars {
-  std::uint64_t *full, *empty, *tiles, *cempty;
-  __device__ __forceinline__ Bars(std::uint8_t* base, unsigned full_count, int nact, unsigned ccount = 0)
+  std::uint64_t *full, *empty, *tiles;
+  __device__ __forceinline__ Bars(std::uint8_t* base, unsigned full_count, int nact)
       : full(reinterpret_cast<std::uint64_t*>(base + off_bar(kStages, kStageB, kRedB))),
         empty(full + kStages),
-        tiles(empty + kStages),
-        cempty(tiles + 1) {
+        tiles(empty + kStages) {
     if (threadIdx.x == 0) {
       for (int s = 0; s < kStages; ++s) {
         mbar_init(&full[s], full_count);
         mbar_init(&empty[s], 4 * nact);
-        if (ccount != 0) mbar_init(&cempty[s], ccount);
       }
       mbar_init(tiles, 1);
       mbar_init_fence();
     }
   }
 };
-
-// The stage tiles multicast within clusters (AttnParams::mcast = c, the cluster size, 2-8; ATTNBWD_CUDA_MHA_MCAST): the
-// CTAs of a cluster that work on the same head (its group: all c when c = the head's CTAs, grid-aligned; a pair or a
-// lone CTA when c = 2) stream the same K, V (dQ) or Q, dO (dK/dV) tiles, so the group's first rank (its leader) issues
-// each stage's two tiles once for the group, each CTA's own producer its P (and δ) as before. The leader reuses a
-// stage only when every consumer warp of the group released it: each arrives on its own CTA's empty barrier (for its
-// producer's P) and on the leader's cempty (4 per consumer warpgroup with rows: ccount). The tiles' bytes complete on
-// each CTA's full barrier, which its own producer armed with them as before (a multicast may land before that arming:
-// the phase cannot complete while the arming arrival is pending). The leader leaves only after the last arrivals on
-// its cempty (drain), so no CTA arrives on the barrier of a CTA that has left; the others leave after their consumers
-// took every stage, i.e. after every multicast into them has landed. A group of one loads its own tiles.
-// The CTA of grid index i works on head i / n, rows ((i % n)·128, +128) (ws_cta; n = the head's CTAs), and a 1-D
-// cluster of c holds the grid indices [i − i % c, + c), rank i % c.
-struct Mcast {
-  unsigned rank = 0, leader = 0;
-  std::uint16_t mask = 0;     // the group's ranks; 0: this CTA loads its own tiles
-  unsigned ccount = 0;        // arrivals per stage on the leader's cempty (this CTA's group)
-  std::uint32_t cempty0 = 0;  // the leader's cempty[0] as a shared::cluster address
-  __device__ __forceinline__ Mcast(const AttnParams& p, std::int64_t n) {
-    if (p.mcast < 2) return;
-    const std::int64_t i = blockIdx.x, c = p.mcast, base = i - i % c, bh = i / n;
-    rank = static_cast<unsigned>(i % c);
-    bool first = true;
-    unsigned m = 0;
-    for (std::int64_t j = base; j < base + c; ++j) {
-      if (j / n != bh) continue;
-      const unsigned r = static_cast<unsigned>(j - base);
-      if (first) leader = r, first = false;
-      m |= 1u << r;
-      ccount += 4u * (p.S - (j % n) * 2 * kRows > kRows ? 2u : 1u);  // its consumer warpgroups with rows
-    }
-    if ((m & (m - 1u)) != 0u) mask = static_cast<std::uint16_t>(m);  // two or more: multicast
-  }
-  __device__ __forceinline__ bool on() const { return mask != 0; }
-  __device__ __forceinline__ bool leads() const { return on() && rank == leader; }
-  // the leader's cempty as a shared::cluster address (after the barriers exist)
-  __device__ __forceinline__ void map(std::uint64_t* cempty) {
-    if (on()) cempty0 = cluster_map(cempty, leader);
-  }
-};
-// The stage's two tiles (at st and st + kTileBytes) from maps a, b at (0 or c0, row, c2): by this CTA alone, or by
-// rank 0 for the cluster.
-__device__ __forceinline__ void issue_tiles(const Mcast& mc, std::uint8_t* st, std::uint64_t* bar, const CUtensorMap& a,
-                                            int a0, int a1, int a2, const CUtensorMap& b, int b0, int b1, int b2) {
-  if (!mc.on()) {
-    tma_load_3d(st, &a, bar, a0, a1, a2);
-    tma_load_3d(st + kTileBytes, &b, bar, b0, b1, b2);
-  } else if (mc.leads()) {
-    tma_load_3d_mcast(st, &a, bar, a0, a1, a2, mc.mask);
-    tma_load_3d_mcast(st + kTileBytes, &b, bar, b0, b1, b2, mc.mask);
-  }
-}
-// A consumer warp's release of stage s (lane 0): its CTA's empty barrier, and with multicast its leader's cempty.
-__device__ __forceinline__ void release_stage(const Mcast& mc, std::uint64_t* empty, int s, int lane) {
-  __syncwarp();
-  if (lane == 0) {
-    mbar_arrive(&empty[s]);
-    if (mc.on()) mbar_arrive_cluster(mc.cempty0 + 8u * static_cast<unsigned>(s));
-  }
-}
-// The leader's producer thread after its loop: waits for the arrivals on cempty of the last kStages blocks (s, phase:
-// the loop's next stage and phase).
-template <int kStages>
-__device__ __forceinline__ void drain_cempty(const Mcast& mc, std::uint64_t* cempty, int s, std::uint32_t phase) {
-  if (!mc.leads()) return;
-  for (int i = 0; i < kStages; ++i) {
-    mbar_wait<true>(&cempty[s], phase ^ 1);
-    if (++s == kStages) s = 0, phase ^= 1;
-  }
-}
 
 // attn::finish_dq for a consumer warpgroup, with δ·kDsScale at its padded row (rows past S get 0: the dK/dV kernel
 // reads whole 64-row blocks), then the epilogue.
@@ -713,15 +639,9 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
   constexpr bool kRedInTile = kLdQ != kLdP;  // the column-sum scratch in the consumer's dO tile after its loop
   constexpr int kSB = kRedInTile ? kStageBytesQ : kStageBytes;
   // full: thread 0's TMA arrival (+ every producer thread's cp.async arrival)
-  Mcast mc(p, ws_ctas_per_head(S));
-  const Bars<kStages, kSB, kRedInTile ? 0 : kRedBytes> bars(base, kTmaP ? 1 : kThreads + 1, nact,
-                                                            mc.leads() ? mc.ccount : 0u);
+  const Bars<kStages, kSB, kRedInTile ? 0 : kRedBytes> bars(base, kTmaP ? 1 : kThreads + 1, nact);
   std::uint64_t *full = bars.full, *empty = bars.empty, *dobar = bars.tiles;
-  mc.map(bars.cempty);
-  if (p.mcast > 1)
-    cluster_sync();  // (a cluster launch) every CTA's barriers initialised before any multicast or remote arrival
-  else
-    __syncthreads();
+  __syncthreads();
   if constexpr (kWait == kWaitGrid) griddep_launch_dependents();  // the dK/dV kernel may start on SMs left free
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
@@ -740,7 +660,6 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
       const int64_t k1 = kb * kRows;
       const int cols = static_cast<int>(S - k1 < kRows ? S - k1 : kRows);
       mbar_wait(&empty[s], phase ^ 1);
-      if (pt == 0 && mc.leads()) mbar_wait<true>(&bars.cempty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
         // trimmed boxes (p.trim_p): the narrow key block's 16 columns, or the head's last ≤ 68 rows
@@ -750,8 +669,8 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
                            : cut_cols ? 4 * kViewRowsQ * kLdN * 4
                                       : 4 * (cut_rows ? kTrimRowsQ : kViewRowsQ) * kLdQ * 4;
         mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + pbytes);
-        issue_tiles(mc, st, &full[s], mK, 0, static_cast<int>(k1), static_cast<int>(bh), mV, 0, static_cast<int>(k1),
-                    static_cast<int>(bh));
+        tma_load_3d(st, &mK, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
+        tma_load_3d(st + kTileBytes, &mV, &full[s], 0, static_cast<int>(k1), static_cast<int>(bh));
         if constexpr (kTmaP) {
           if (cut_cols)
             issue_p_view<kViewRowsQ, kLdN>(st + 2 * kTileBytes, &mPn, &full[s], bh * S + Q0, S, k1);
@@ -765,7 +684,6 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
       }
       if (++s == kStages) s = 0, phase ^= 1;
     }
-    if (pt == 0) drain_cempty<kStages>(mc, bars.cempty, s, phase);
     return;
   }
   // consumer warpgroups
@@ -821,7 +739,8 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
       to_afrag16(ap, pr);
       to_afrag16(aw, dp);
       rs_products16(y, ap, cK, x, aw, cK);
-      release_stage(mc, empty, s, lane);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
       if (++s == kStages) s = 0, phase ^= 1;
       continue;
     }
@@ -847,7 +766,8 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
     to_afrag(ap, pr);
     to_afrag(aw, dp);
     rs_products(y, ap, cK, x, aw, cK);
-    release_stage(mc, empty, s, lane);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[s]);
     if (++s == kStages) s = 0, phase ^= 1;
   }
   // kRedInTile: every product reading this warpgroup's dO tile was waited for in its last block
@@ -891,14 +811,9 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
   const int nact = S - K0 > kRows ? 2 : 1;
   const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
   constexpr int kSB = kTmaP ? kStageBytesWide : kStageBytes;
-  Mcast mc(p, ws_ctas_per_head(S));
-  const Bars<kStages, kSB> bars(base, kTmaP ? 1 : kThreads + 1, nact, mc.leads() ? mc.ccount : 0u);
+  const Bars<kStages, kSB> bars(base, kTmaP ? 1 : kThreads + 1, nact);
   std::uint64_t *full = bars.full, *empty = bars.empty, *vbar = bars.tiles;
-  mc.map(bars.cempty);
-  if (p.mcast > 1)
-    cluster_sync();  // (a cluster launch) every CTA's barriers initialised before any multicast or remote arrival
-  else
-    __syncthreads();
+  __syncthreads();
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
   constexpr int kP = 2 * kTileBytes, kDl = kP + (kTmaP ? 4 * kViewBoxK : kRows * kLdP2 * 4);  // P and δ in a stage
@@ -916,15 +831,14 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     for (int64_t qb = 0; qb < nq; ++qb) {
       const int64_t q1 = qb * kRows;
       mbar_wait(&empty[s], phase ^ 1);
-      if (pt == 0 && mc.leads()) mbar_wait<true>(&bars.cempty[s], phase ^ 1);
       std::uint8_t* st = base + kOffStages + s * kSB;
       if (pt == 0) {
         // trimmed boxes (p.trim_p): the narrow query block's 16 rows
         const bool cut_rows = kTmaP && p.trim_p != 0 && narrow_block(p, q1);
         mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 +
                                             (kTmaP ? 4 * (cut_rows ? kTrimRowsK : kViewRowsK) * kLdPV2 * 4 : 0));
-        issue_tiles(mc, st, &full[s], mQ, 0, static_cast<int>(q1), static_cast<int>(bh), mdO, h * kD,
-                    static_cast<int>(q1), b);
+        tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
+        tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
         if (kWait == kWaitNone || qb >= kStages)
           bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
         if constexpr (kTmaP)
@@ -953,7 +867,6 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
       }
       if (++s == kStages) s = 0, phase ^= 1;
     }
-    if (pt == 0) drain_cempty<kStages>(mc, bars.cempty, s, phase);
     return;
   }
   setmaxnreg_inc<232>();
@@ -994,7 +907,8 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
       ds_transposed(pt, dpt, cDl);
       to_afrag16(as, dpt);
       rs_products16(dv, ap, cdO, dk, as, cQ);
-      release_stage(mc, empty, s, lane);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
       if (++s == kStages) s = 0, phase ^= 1;
       continue;
     }
@@ -1016,7 +930,8 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
     ds_transposed(pt, dpt, cDl);  // the stage's δ is 16-byte aligned
     to_afrag(as, dpt);
     rs_products(dv, ap, cdO, dk, as, cQ);
-    release_stage(mc, empty, s, lane);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[s]);
     if (++s == kStages) s = 0, phase ^= 1;
   }
   mma16::scale_acc(dk, p.scale / kDsScale);
@@ -1189,36 +1104,6 @@ struct WsMaps {
   }
 };
 
-// One launch of a warp-specialised kernel: as clusters of `cluster` CTAs (> 1) and/or as a programmatic dependent of
-// the stream's previous kernel (pdl).
-template <class Kernel, class... Args>
-void launch_ws_kernel(Kernel kernel, unsigned grid, std::size_t smem, cudaStream_t stream, int cluster, bool pdl,
-                      const Args&... args) {
-  cudaLaunchAttribute attr[2];
-  unsigned n = 0;
-  if (cluster > 1) {
-    attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = static_cast<unsigned>(cluster);
-    attr[n].val.clusterDim.y = 1;
-    attr[n].val.clusterDim.z = 1;
-    ++n;
-  }
-  if (pdl) attr[n++] = programmatic_dependent_attribute();
-  if (n == 0) {  // a plain launch, as before the attributes
-    kernel<<<grid, ws::kThreads3, smem, stream>>>(args...);
-    ATTNBWD_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(ws::kThreads3);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = n;
-  ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
-}
-
 template <int kStages, bool kTmaQ, bool kTmaK, bool kWideQ = false, bool kPdl = false>
 void launch_ws(const AttnParams& p, cudaStream_t stream) {
   constexpr int kLdQ = kWideQ ? ws::kLdPQ : kLdP;
@@ -1231,12 +1116,23 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(ws::attn_dkv_ws<kStages, kTmaK, kPdl>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes_kv)));
   const auto grid = static_cast<unsigned>(p.B * p.H * ws_ctas_per_head(p.S));
-  const int cluster = p.mcast > 1 ? p.mcast : 1;  // a head's CTAs (grid: heads × ws_ctas_per_head, head-major)
-  launch_ws_kernel(ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl>, grid, bytes, stream, cluster, false, m.k, m.v, m.dO,
-                   m.Pq, m.Pqn, m.Pqr, p);
-  // with kPdl the dK/dV kernel as a programmatic dependent of the dQ kernel
-  launch_ws_kernel(ws::attn_dkv_ws<kStages, kTmaK, kPdl>, grid, bytes_kv, stream, cluster, kPdl, m.q, m.v, m.dO, m.Pk,
-                   m.Pkr, p);
+  ws::attn_dq_ws<kStages, kTmaQ, kLdQ, kPdl><<<grid, ws::kThreads3, bytes, stream>>>(m.k, m.v, m.dO, m.Pq, m.Pqn, m.Pqr,
+                                                                                      p);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+  if constexpr (kPdl) {  // the dK/dV kernel as a programmatic dependent of the dQ kernel
+    cudaLaunchAttribute attr[1] = {programmatic_dependent_attribute()};
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(ws::kThreads3);
+    cfg.dynamicSmemBytes = bytes_kv;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, m.q, m.v, m.dO, m.Pk, m.Pkr, p));
+  } else {
+    ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(m.q, m.v, m.dO, m.Pk, m.Pkr, p);
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+  }
 }
 }  // namespace
 
@@ -1258,9 +1154,6 @@ void attention_backward_sm90_ws(const AttnParams& p, bool tma_dq, bool tma_dkv, 
                                 bool pdl, bool fused) {
   const std::string why = attention_ws_unsupported(p);
   if (!why.empty()) fail("attention_backward_sm90_ws", __FILE__, __LINE__, why);
-  if (p.mcast != 0 && (fused || p.mcast < 2 || p.mcast > 8 || (p.B * p.H * ws_ctas_per_head(p.S)) % p.mcast != 0))
-    fail("attention_backward_sm90_ws", __FILE__, __LINE__,
-         "multicast is built for the two launches, with clusters of 2-8 CTAs that tile the grid");
   if (fused) {
     if (pdl || !(wide_dq && tma_dq && tma_dkv) || p.order == nullptr || p.lag < 1)
       fail("attention_backward_sm90_ws", __FILE__, __LINE__,

@@ -373,69 +373,6 @@ TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
                   480, body);
 }
 
-// The stage tiles multicast within clusters (ATTNBWD_CUDA_MHA_MCAST=on: a head's CTAs; pairs: clusters of 2) give
-// serial3's bits in every warp-specialised form, with the dK/dV launch dependent (PDL auto) or not, twice each (a
-// cluster's barriers start afresh), and match the oracle: clusters of 2 (S = 131, 200), 3 (S = 300), 5 (S = 577: one
-// and two consumer blocks per CTA) and 8 (S = 1000) CTAs, pairs inside a head and across two, with and without the
-// narrow tail and P's trims. Built in the fifty-third session; first run in a later one.
-TEST(CudaVisionMhaNorm, MulticastTilesGiveTheSerialBits) {
-  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
-  ATTNBWD_SEED_TRACE();
-  const auto body = [](const tools::TensorSet& in, const tools::Axes& axes, const HostCase<Args>& serial) {
-    for (const char* mode : {"on", "pairs"}) {
-      const ScopedEnv mcast("ATTNBWD_CUDA_MHA_MCAST", mode);
-      const std::string m = std::string("MCAST=") + mode;
-      for (const char* scheme : {"ws", "wstma", "wscp", "wstmaw"}) {
-        const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-        for (int run = 0; run < 2; ++run)
-          expect_run_gives(in, axes, serial,
-                           m + ", ATTNBWD_CUDA_MHA_WGMMA=" + scheme + ", run " + std::to_string(run));
-      }
-      {
-        const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
-        expect_run_gives(in, axes, serial, m + ", ATTNBWD_CUDA_MHA_PDL=off vs serial3");
-      }
-      {
-        const ScopedEnv tail("ATTNBWD_CUDA_MHA_TAIL", "full"), trim("ATTNBWD_CUDA_MHA_PTRIM", "off");
-        expect_run_gives(in, axes, serial, m + ", TAIL=full, PTRIM=off vs serial3");
-      }
-      if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));
-    }
-  };
-  // clusters of a head's 2, 5 and 8 CTAs (on); pairs within a head and across two (S = 577: 5 CTAs per head; S = 300:
-  // 3, B·H even)
-  against_serial3({{2, 131, 2, 64}, {1, 200, 4, 64}, {1, 577, 4, 64}, {2, 577, 16, 64}, {1, 1000, 2, 64},
-                   {1, 300, 2, 64}},
-                  520, body);
-}
-
-// ATTNBWD_CUDA_MHA_MCAST=on and pairs are built for the warp-specialised kernels' two launches (on: 2-8 CTAs per head;
-// pairs: 2 or more and an even grid): with the fused launch asked for, another scheme, S ≤ 128, S > 1024 (on) or an
-// odd grid (pairs) it is an Error naming the switch, as is a value it does not know; raised before any output is
-// written.
-TEST(CudaVisionMhaNorm, MulticastOutsideItsShapesIsAnError) {
-  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
-  struct Case {
-    std::int64_t S;
-    const char* scheme;
-    const char* fused;
-    const char* value;
-  };
-  for (const Case& k : {Case{131, "serial3", "auto", "on"}, Case{131, "auto", "on", "on"},
-                        Case{65, "auto", "auto", "on"}, Case{1100, "auto", "auto", "on"},
-                        Case{131, "serial3", "auto", "pairs"}, Case{131, "auto", "on", "pairs"},
-                        Case{65, "auto", "auto", "pairs"}, Case{300, "auto", "auto", "pairs"},
-                        Case{131, "auto", "auto", "yes"}}) {
-    SCOPED_TRACE(std::string("S=") + std::to_string(k.S) + " " + k.scheme + " FUSED=" + k.fused + " MCAST=" + k.value);
-    // one head at S = 300: 3 CTAs, an odd grid for pairs; else 4 heads
-    const tools::Axes axes = axes_of(1, k.S, k.S == 300 ? 1 : 4, 64);
-    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(530));
-    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", k.scheme), fused("ATTNBWD_CUDA_MHA_FUSED", k.fused);
-    const ScopedEnv mcast("ATTNBWD_CUDA_MHA_MCAST", k.value);
-    expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_MCAST");
-  }
-}
-
 // ATTNBWD_CUDA_MHA_TAIL=narrow is built for the warp-specialised kernels: with another scheme it is an Error naming
 // the switch, as is a value it does not know; raised before any output is written.
 TEST(CudaVisionMhaNorm, NarrowTailWithAnotherSchemeIsAnError) {

@@ -52,33 +52,17 @@ __device__ __forceinline__ void cp_async_mbar_arrive_noinc(std::uint64_t* bar) {
 __device__ __forceinline__ void mbar_arrive(std::uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
-// Blocks until the barrier's phase with the given parity has completed; kCluster: acquiring at cluster scope, for a
-// barrier other CTAs of the cluster arrive on (mbar_arrive_cluster).
-template <bool kCluster = false>
+// Blocks until the barrier's phase with the given parity has completed.
 __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t parity) {
   const std::uint32_t a = smem_addr(bar);
   std::uint32_t done = 0;
   do {
-    if constexpr (kCluster)
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-          "selp.u32 %0, 1, 0, p;\n}"
-          : "=r"(done)
-          : "r"(a), "r"(parity)
-          : "memory");
-    else
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-          : "=r"(done)
-          : "r"(a), "r"(parity)
-          : "memory");
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(a), "r"(parity)
+        : "memory");
   } while (!done);
-}
-
-// An arrival, released at cluster scope, on the barrier at shared::cluster address `remote` (a CTA of the cluster's,
-// from cluster_map: cluster.cuh).
-__device__ __forceinline__ void mbar_arrive_cluster(std::uint32_t remote) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 
 // ---- TMA -------------------------------------------------------------------------------------------
@@ -97,16 +81,6 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, s
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::
           "r"(smem_addr(dst)),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-}
-// tma_load_3d multicast to the CTAs of `mask` in the cluster (bit r: rank r): the tile lands at dst's offset in each
-// of them and completes its bytes on the barrier at bar's offset there.
-__device__ __forceinline__ void tma_load_3d_mcast(void* dst, const CUtensorMap* map, std::uint64_t* bar, int c0, int c1,
-                                                  int c2, std::uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%3, %4, %5}], [%2], %6;" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
       : "memory");
 }
 // Contiguous copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) global -> shared, completing on bar.
