@@ -1,7 +1,7 @@
 # Fifty-fourth session, call 6: call 2 hung in mha #4 (B = 2, the fused launch by auto) on 89db8b6, and call 5 three
 # times of five there (and not at FUSED=off, nor with 9dbc294's binary, three runs). Rounds of #4 alone under an 8 s
 # cap: 89db8b6's binary (perf-new) and this bundle's (MCAST removed, the review's refactor kept); 9dbc294's left out
-# PTRIM on as auto is now); then every mha test and the mha suite with this bundle.
+# (it fits no more in the 64 MiB the tool carries); then every mha test and the mha suite with this bundle.
 source perf/device/common.sh
 LIMIT=${LIMIT:-360}
 declare -A hung=()
