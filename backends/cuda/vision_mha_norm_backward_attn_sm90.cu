@@ -621,8 +621,12 @@ __device__ __forceinline__ void load_pt_ws(float (&pt)[J][4], const float* cP, c
   }
 }
 
-// The producer warpgroup's 127 threads without copies to issue follow the stage barriers with thread 0; a form where
-// they exit after setmaxnreg measured the same kernel times (ncu on #8, perf/NOTES.md thirteenth session; removed).
+// Where P comes by TMA, thread 0 issues every copy and the producer warpgroup's other 127 threads return after
+// setmaxnreg. They must not follow the stage barriers: nothing waits for them, so one of their warps could fall a
+// whole ring of stages behind, and a parity wait on an empty barrier that has since completed two more phases never
+// returns (the kernel then never ends): the likely cause of the fused launch's hangs at #4 in the fifty-fourth session
+// (perf/NOTES.md). Where P comes by cp.async, all 128 threads copy P rows and arrive on each full barrier, so the
+// consumers cannot pass them. (Thirteenth session: the exiting form measured the same times.)
 // How the dK/dV work learns that δ is complete: it is (the dQ kernel ran before: kWaitNone), the dQ kernel's grid
 // completing (programmatic dependent launch: kWaitGrid), or the head's counter in p.order reaching its 64-row query
 // blocks (the fused launch: kWaitFlag; the dQ work publishes each block's δ with a release of that counter).
@@ -649,6 +653,7 @@ __device__ __forceinline__ void dq_ws_body(const CUtensorMap& mK, const CUtensor
   if (threadIdx.x < kThreads) {  // producer warpgroup: thread 0 the TMA tiles, all 128 the P rows by cp.async
     setmaxnreg_dec<40>();
     const int pt = static_cast<int>(threadIdx.x);
+    if (kTmaP && pt != 0) return;  // thread 0 issues every copy (above: the others must not follow the barriers)
     if (pt == 0) {
       mbar_arrive_expect_tx(dobar, nact * kTileBytes);
       for (int i = 0; i < nact; ++i)
@@ -821,6 +826,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
   if (threadIdx.x < kThreads) {  // producer warpgroup, as in attn_dq_ws
     setmaxnreg_dec<40>();
     const int pt = static_cast<int>(threadIdx.x);
+    if (kTmaP && pt != 0) return;  // thread 0 issues every copy (above: the others must not follow the barriers)
     if (pt == 0) {
       mbar_arrive_expect_tx(vbar, nact * kTileBytes);
       for (int i = 0; i < nact; ++i)

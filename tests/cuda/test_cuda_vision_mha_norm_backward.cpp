@@ -429,6 +429,20 @@ TEST(CudaVisionMhaNorm, FusedLaunchGivesTheSerialBitsAtEveryLag) {
   against_serial3({{4, 131, 4, 64}, {2, 577, 8, 64}, {2, 577, 16, 64}}, 450, body);  // the last: auto fuses (H200)
 }
 
+// Call after call at #4's shape (B = 2, S = 577, 16 heads: the fused launch by auto, 2.4 waves of CTAs), each call
+// finishes with serial3's bits and leaves the counters zero. The fifty-fourth session saw this launch hang in 5 of 6
+// perf runs of #4 (~60 calls each) with a build whose producer threads without copies followed the stage barriers
+// (dq_ws_body, dkv_ws_body); a hang here shows as the test binary's timeout.
+TEST(CudaVisionMhaNorm, FusedLaunchFinishesCallAfterCall) {
+  if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
+  ATTNBWD_SEED_TRACE();
+  const auto body = [](const tools::TensorSet& in, const tools::Axes& axes, const HostCase<Args>& serial) {
+    for (int run = 0; run < 40; ++run) expect_run_gives(in, axes, serial, "call " + std::to_string(run));
+    expect_counters_zero(1 + 2 * axes.at("batch_size") * axes.at("num_heads"));
+  };
+  against_serial3({{2, 577, 16, 64}}, 455, body);
+}
+
 // The side stream's weight-gradient GEMMs sized for part of the SMs (ATTNBWD_CUDA_MHA_DWO_SMS and
 // ATTNBWD_CUDA_MHA_DWQKV_SMS: auto, 64, a few, every SM) match the oracle in both modes; a malformed value, 0 or one
 // above the SM count is an Error naming its switch, raised before any output is written.
