@@ -1,36 +1,25 @@
-# Next call: perf/device/s54-c1.sh (below, a copy); rebundle first (bash perf/device/bundle.sh).
-# Written in the fifty-third session for the next session's first call (bundle of HEAD): (1) the first GPU run of
-# ATTNBWD_CUDA_MHA_MCAST=on (built, never run: a hang is possible, so its tests go first, alone, under a 90 s cap),
-# (2) every CudaVisionMhaNorm test and the mha graph replays with TAIL = narrow and PTRIM = on by auto, (3) if (1)
-# passed, the A/B MCAST on and pairs vs off at five mha workloads and #8's timelines, (4) on an H200 the four suites (the issue
-# figures), elsewhere the mha suite.
+# Next call: perf/device/s55-c1.sh (below, a copy); rebundle first: bash perf/device/bundle.sh, with
+# --extra perf-prev=PATH (a perf binary of e6a3883, e.g. built in a git worktree) for step (3); skipped without.
+# Fifty-fifth session's first call (bundle of b8c2251 or later + perf-prev = e6a3883's perf binary, MCAST removed but
+# the producer's idle threads still following the empty barriers): (1) every mha test with the producer fix (b8c2251,
+# never run on a GPU), FusedLaunchFinishesCallAfterCall among them; (2) #4 alone 20 times under 8 s caps with the fix
+# (the fused launch hung in 6 of 12 perf runs with 89db8b6's build, 0 of 36 with e6a3883's); (3) the A/B of the fix
+# against perf-prev at #4, #8, #13, #10 (thirteenth session: the exiting form measured the same times); (4) on an H200
+# the four suites twice (the issue figures; mha's first with PTRIM on an H200).
 source perf/device/common.sh
-LIMIT=${LIMIT:-420}
-L=$M/attnbwd_perf
-P=$L
-ok && timeout "$(tmo 90)" "$M/attnbwd_tests" --gtest_filter='CudaVisionMhaNorm.Multicast*' > "$R/tests-mcast.txt" 2>&1
-echo "mcast tests rc=$? t=$SECONDS"; grep -E "PASSED|FAILED|OK \]" "$R/tests-mcast.txt" | tail -8
-mc_ok=0; grep -q "PASSED.*2 tests" "$R/tests-mcast.txt" && mc_ok=1
-shards 'CudaVisionMhaNorm.*:CudaGraphs.VisionMha*:-CudaVisionMhaNorm.Multicast*' 100
+LIMIT=${LIMIT:-480}
+P=$M/attnbwd_perf
+shards 'CudaVisionMhaNorm.*:CudaGraphs.VisionMha*' 120
 grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
-if [ $mc_ok = 1 ]; then
-  abrun vision_mha_norm_backward 13,8,11,4,10 3 mcast 130 off="$L" on="$L,ATTNBWD_CUDA_MHA_MCAST=on" \
-    pairs="$L,ATTNBWD_CUDA_MHA_MCAST=pairs"
-  timeline vision_mha_norm_backward 8 mha-8-mcast ATTNBWD_CUDA_MHA_MCAST=on
-  timeline vision_mha_norm_backward 8 mha-8-pairs ATTNBWD_CUDA_MHA_MCAST=pairs
-  timeline vision_mha_norm_backward 8 mha-8-auto
-fi
-# gqa's large-S attention kernels at #6 (B = 1, S = 2048): L2-bound like mha's? (SOL, memory, scheduler sections)
-for k in gqa_kv_attn_ws gqa_dp_softmax; do
-  ok && timeout "$(tmo 60)" ncu --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
-    --clock-control none --kernel-name "regex:$k" --launch-skip 2 --launch-count 1 \
-    "$P" --backend=cuda --ops=gqa_rope_backward --workloads=6 --clock=events > "$R/ncu-$k-6.txt" 2>&1
-  echo "ncu $k rc=$? t=$SECONDS"
-  grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Issue Slots|L2 Hit|No Eligible" \
-    "$R/ncu-$k-6.txt" | head -12
+n=0
+for i in $(seq 1 20); do
+  ok && { timeout 8 "$P" --backend=cuda --ops=vision_mha_norm_backward --workloads=4 > "$R/r4-$i.log" 2>&1 ||
+    n=$((n + 1)); }
 done
+echo "#4 with the fix: $n of 20 did not finish t=$SECONDS"
+[ -x "$M/perf-prev" ] && abrun vision_mha_norm_backward 4,8,13,10 3 producer 120 prev="$M/perf-prev" fix="$P"
 case $GPU in
-  *H200*) suites 1 ;;
+  *H200*) suites 2 ;;
   *) ok && PB suite-vision_mha_norm_backward-1 "$P" vision_mha_norm_backward all; suite_e "$R"/suite-*.json ;;
 esac
 fin
