@@ -3,7 +3,7 @@
 # Fifty-fifth session's first call (bundle of b8c2251 or later + perf-prev = e6a3883's perf binary, MCAST removed but
 # the producer's idle threads still following the empty barriers): (1) every mha test with the producer fix (b8c2251,
 # never run on a GPU), FusedLaunchFinishesCallAfterCall among them; (2) #4 alone 20 times under 8 s caps with the fix
-# (the fused launch hung in 6 of 12 perf runs with 89db8b6's build, 0 of 36 with e6a3883's); (3) the A/B of the fix
+# (the fused launch hung in 9 of 15 runs with 89db8b6's build, 0 of 25 with e6a3883's); (3) the A/B of the fix
 # against perf-prev at #4, #8, #13, #10 (thirteenth session: the exiting form measured the same times); (4) on an H200
 # the four suites twice (the issue figures; mha's first with PTRIM on an H200).
 source perf/device/common.sh
