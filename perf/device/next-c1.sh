@@ -1,25 +1,3 @@
-# Next call: perf/device/s55-c1.sh (below, a copy); rebundle first: bash perf/device/bundle.sh, with
-# --extra perf-prev=PATH (a perf binary of e6a3883, e.g. built in a git worktree) for step (3); skipped without.
-# Fifty-fifth session's first call (bundle of b8c2251 or later + perf-prev = e6a3883's perf binary, MCAST removed but
-# the producer's idle threads still following the empty barriers): (1) every mha test with the producer fix (b8c2251,
-# never run on a GPU), FusedLaunchFinishesCallAfterCall among them; (2) #4 alone 20 times under 8 s caps with the fix
-# (the fused launch hung in 9 of 15 runs with 89db8b6's build, 0 of 25 with e6a3883's); (3) the A/B of the fix
-# against perf-prev at #4, #8, #13, #10 (thirteenth session: the exiting form measured the same times); (4) on an H200
-# the four suites twice (the issue figures; mha's first with PTRIM on an H200).
-source perf/device/common.sh
-LIMIT=${LIMIT:-480}
-P=$M/attnbwd_perf
-shards 'CudaVisionMhaNorm.*:CudaGraphs.VisionMha*' 120
-grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
-n=0
-for i in $(seq 1 20); do
-  ok && { timeout 8 "$P" --backend=cuda --ops=vision_mha_norm_backward --workloads=4 > "$R/r4-$i.log" 2>&1 ||
-    n=$((n + 1)); }
-done
-echo "#4 with the fix: $n of 20 did not finish t=$SECONDS"
-[ -x "$M/perf-prev" ] && abrun vision_mha_norm_backward 4,8,13,10 3 producer 120 prev="$M/perf-prev" fix="$P"
-case $GPU in
-  *H200*) suites 2 ;;
-  *) ok && PB suite-vision_mha_norm_backward-1 "$P" vision_mha_norm_backward all; suite_e "$R"/suite-*.json ;;
-esac
-fin
+# Next call: perf/device/s55-c1.sh (its header says what it runs and why); rebundle first: bash perf/device/bundle.sh,
+# with --extra perf-prev=PATH (a perf binary of e6a3883, e.g. built in a git worktree) for its step (3).
+exec bash perf/device/s55-c1.sh "$@"
