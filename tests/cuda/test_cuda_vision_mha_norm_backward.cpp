@@ -317,43 +317,32 @@ TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   ATTNBWD_SEED_TRACE();
   const auto body = [](const tools::TensorSet& in, const tools::Axes& axes, const HostCase<Args>& serial) {
-    const ScopedEnv tail("ATTNBWD_CUDA_MHA_TAIL", "narrow");
-    for (const char* scheme : {"ws", "wstma", "wscp", "wstmaw"}) {
-      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-      expect_run_gives(in, axes, serial, std::string("TAIL=narrow, ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
-    }
-    {
-      const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
-      expect_run_gives(in, axes, serial, "TAIL=narrow, ATTNBWD_CUDA_MHA_PDL=off vs serial3");
-    }
-    {
-      const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
-      for (int run = 0; run < 2; ++run) {
-        expect_run_gives(in, axes, serial, "TAIL=narrow, ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " +
-                                               std::to_string(run));
-        expect_counters_zero(1 + 2 * axes.at("batch_size") * axes.at("num_heads"));
-      }
-    }
-    if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));  // the oracle (the last shape: bits only)
-    {  // P's boxes trimmed to what lies inside S: the narrow blocks' columns and rows, the head's last rows
-      const ScopedEnv trim("ATTNBWD_CUDA_MHA_PTRIM", "on");
-      for (const char* scheme : {"ws", "wstma", "wstmaw"}) {
+    // serial3's bits in each warp-specialised scheme, with PDL off, the fused launch twice (its counters left zero),
+    // then the oracle (the last shape: bits only); `label` names the switches set around it
+    const auto every_form = [&](const std::string& label, std::initializer_list<const char*> schemes) {
+      for (const char* scheme : schemes) {
         const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-        expect_run_gives(in, axes, serial, std::string("PTRIM=on, ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
+        expect_run_gives(in, axes, serial, label + ", ATTNBWD_CUDA_MHA_WGMMA=" + scheme + " vs serial3");
       }
       {
         const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
-        expect_run_gives(in, axes, serial, "PTRIM=on, ATTNBWD_CUDA_MHA_PDL=off vs serial3");
+        expect_run_gives(in, axes, serial, label + ", ATTNBWD_CUDA_MHA_PDL=off vs serial3");
       }
       {
         const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
         for (int run = 0; run < 2; ++run) {
-          expect_run_gives(in, axes, serial, "PTRIM=on, ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " +
-                                                 std::to_string(run));
+          expect_run_gives(in, axes, serial,
+                           label + ", ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " + std::to_string(run));
           expect_counters_zero(1 + 2 * axes.at("batch_size") * axes.at("num_heads"));
         }
       }
       if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));
+    };
+    const ScopedEnv tail("ATTNBWD_CUDA_MHA_TAIL", "narrow");
+    every_form("TAIL=narrow", {"ws", "wstma", "wscp", "wstmaw"});
+    {  // P's boxes trimmed to what lies inside S: the narrow blocks' columns and rows, the head's last rows
+      const ScopedEnv trim("ATTNBWD_CUDA_MHA_PTRIM", "on");
+      every_form("PTRIM=on", {"ws", "wstma", "wstmaw"});  // wscp takes P by cp.async: PTRIM=on is an Error there
       const ScopedEnv full("ATTNBWD_CUDA_MHA_TAIL", "full");  // the rows trim alone
       expect_run_gives(in, axes, serial, "PTRIM=on, TAIL=full vs serial3");
     }
@@ -373,20 +362,27 @@ TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
                   480, body);
 }
 
+// `var`=`value` with each ATTNBWD_CUDA_MHA_WGMMA scheme of `schemes`, and `var`=`unknown`, are each an Error naming
+// `var`, raised before any output is written (B = 1, S = 131, 4 heads; inputs of fresh_seed(tag)).
+void expect_refused_with(const char* var, const char* value, std::initializer_list<const char*> schemes,
+                         const char* unknown, std::uint64_t tag) {
+  const tools::Axes axes = axes_of(1, 131, 4, 64);
+  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(tag));
+  for (const char* scheme : schemes) {
+    SCOPED_TRACE(scheme);
+    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+    const ScopedEnv env(var, value);
+    expect_error_writes_nothing(in, axes, 0, var);
+  }
+  const ScopedEnv env(var, unknown);
+  expect_error_writes_nothing(in, axes, 0, var);
+}
+
 // ATTNBWD_CUDA_MHA_TAIL=narrow is built for the warp-specialised kernels: with another scheme it is an Error naming
 // the switch, as is a value it does not know; raised before any output is written.
 TEST(CudaVisionMhaNorm, NarrowTailWithAnotherSchemeIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
-  const tools::Axes axes = axes_of(1, 131, 4, 64);
-  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(490));
-  for (const char* scheme : {"serial3", "occ3", "legacy"}) {
-    SCOPED_TRACE(scheme);
-    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-    const ScopedEnv tail("ATTNBWD_CUDA_MHA_TAIL", "narrow");
-    expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_TAIL");
-  }
-  const ScopedEnv tail("ATTNBWD_CUDA_MHA_TAIL", "thin");
-  expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_TAIL");
+  expect_refused_with("ATTNBWD_CUDA_MHA_TAIL", "narrow", {"serial3", "occ3", "legacy"}, "thin", 490);
 }
 
 // ATTNBWD_CUDA_MHA_PTRIM=on trims P's TMA boxes: with a scheme that takes P by cp.async in both kernels (wscp) or
@@ -394,16 +390,7 @@ TEST(CudaVisionMhaNorm, NarrowTailWithAnotherSchemeIsAnError) {
 // is written.
 TEST(CudaVisionMhaNorm, PTrimWithoutTmaIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
-  const tools::Axes axes = axes_of(1, 131, 4, 64);
-  const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(495));
-  for (const char* scheme : {"wscp", "serial3", "legacy"}) {
-    SCOPED_TRACE(scheme);
-    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-    const ScopedEnv trim("ATTNBWD_CUDA_MHA_PTRIM", "on");
-    expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_PTRIM");
-  }
-  const ScopedEnv trim("ATTNBWD_CUDA_MHA_PTRIM", "yes");
-  expect_error_writes_nothing(in, axes, 0, "ATTNBWD_CUDA_MHA_PTRIM");
+  expect_refused_with("ATTNBWD_CUDA_MHA_PTRIM", "on", {"wscp", "serial3", "legacy"}, "yes", 495);
 }
 
 // The fused launch (ATTNBWD_CUDA_MHA_FUSED=on) orders the dQ and dK/dV work of many heads by tickets, each head's
