@@ -1,0 +1,19 @@
+# Fifty-sixth session's first call (any bundle of 4d9b038 or later; rebundle first: bash perf/device/bundle.sh):
+# (1) the key-split lead's first count: perf/probes/cluster_delta_exchange.cu, built here, at mha #8's 368 heads with
+#     work 0, 256 and 1024 (what a per-block exchange of δ's partial sums across a head's cluster of 5 costs, lags 0-3;
+#     the fifty-fifth session's NOTES say what each answer means);
+# (2) on an H200 the four suites twice (the issue figures: mha's first with PTRIM and the producer fix on an H200),
+#     elsewhere the mha suite once;
+# (3) racecheck of the mha ws tests with cuBLASLt kept out (ATTNBWD_CUDA_SANITIZE_GEMM=plain), as far as time allows.
+source perf/device/common.sh
+LIMIT=${LIMIT:-480}
+P=$M/attnbwd_perf
+ok && nvcc -std=c++17 -O2 -arch=sm_90a -o /tmp/cde perf/probes/cluster_delta_exchange.cu &&
+  timeout "$(tmo 90)" /tmp/cde 368 0 256 1024 2>&1 | tee "$R/probe-delta-exchange.txt"
+echo "probe t=$SECONDS"
+case $GPU in
+  *H200*) suites 2 ;;
+  *) ok && PB suite-vision_mha_norm_backward-1 "$P" vision_mha_norm_backward all; suite_e "$R"/suite-*.json ;;
+esac
+sanitize racecheck 'CudaVisionMhaNorm.WarpSpecialised*' ws 150 ATTNBWD_CUDA_SANITIZE_GEMM=plain
+fin
