@@ -4,7 +4,7 @@
 #     the fifty-fifth session's NOTES say what each answer means);
 # (2) on an H200 the four suites twice (the issue figures: mha's first with PTRIM and the producer fix on an H200),
 #     elsewhere the mha suite once;
-# (3) racecheck of the mha ws tests with cuBLASLt kept out (ATTNBWD_CUDA_SANITIZE_GEMM=plain), as far as time allows.
+# (3) racecheck on mha's default path at #10 and #4 with cuBLASLt kept out (ATTNBWD_CUDA_SANITIZE_GEMM=plain).
 source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
@@ -15,5 +15,15 @@ case $GPU in
   *H200*) suites 2 ;;
   *) ok && PB suite-vision_mha_norm_backward-1 "$P" vision_mha_norm_backward all; suite_e "$R"/suite-*.json ;;
 esac
-sanitize racecheck 'CudaVisionMhaNorm.WarpSpecialised*' ws 150 ATTNBWD_CUDA_SANITIZE_GEMM=plain
+# racecheck on mha's default path (never run since the ws kernels became the default: the last racecheck of mha
+# workloads is of 2026-12-01): #10 (B = 1, two ws launches with PDL) and #4 (B = 2, the fused launch), GEMMs plain
+for w in 10 4; do
+  ok || break
+  "$M/attnbwd" gen vision_mha_norm_backward --workload "$w" -o "/tmp/mha-$w.safetensors" > /dev/null 2>&1
+  ATTNBWD_CUDA_SANITIZE_GEMM=plain timeout "$(tmo 100)" compute-sanitizer --tool racecheck --print-limit 200 \
+    "$M/attnbwd" run vision_mha_norm_backward -i "/tmp/mha-$w.safetensors" -o "/tmp/mha-$w-out.safetensors" \
+    > "$R/racecheck-mha-$w.txt" 2>&1
+  echo "racecheck mha #$w rc=$? t=$SECONDS"; grep -E "RACECHECK SUMMARY|Race reported" "$R/racecheck-mha-$w.txt" |
+    sed 's/+0x[0-9a-f]*//' | sort | uniq -c | head -8
+done
 fin
