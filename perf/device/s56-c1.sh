@@ -15,8 +15,8 @@ case $GPU in
   *H200*) suites 2 ;;
   *) ok && PB suite-vision_mha_norm_backward-1 "$P" vision_mha_norm_backward all; suite_e "$R"/suite-*.json ;;
 esac
-# racecheck on mha's default path (never run since the ws kernels became the default: the last racecheck of mha
-# workloads is of 2026-12-01): #10 (B = 1, two ws launches with PDL) and #4 (B = 2, the fused launch), GEMMs plain
+# racecheck on mha's default path (the device records hold no racecheck of an mha workload after 2026-12-01, before
+# the fused launch and the P trims): #10 (B = 1, two ws launches with PDL) and #4 (B = 2, the fused launch)
 for w in 10 4; do
   ok || break
   "$M/attnbwd" gen vision_mha_norm_backward --workload "$w" -o "/tmp/mha-$w.safetensors" > /dev/null 2>&1
