@@ -1,7 +1,7 @@
 # Fifty-sixth session's first call (any bundle of 4d9b038 or later; rebundle first: bash perf/device/bundle.sh):
 # (1) the key-split lead's first count: perf/probes/cluster_delta_exchange.cu, built here, at mha #8's 368 heads with
-#     work 0, 256 and 1024 (what a per-block exchange of δ's partial sums across a head's cluster of 5 costs, lags 0-3;
-#     the fifty-fifth session's NOTES say what each answer means);
+#     work 0, 256 and 1024, and at #10's 16 heads (what a per-block exchange of δ's partial sums across a head's
+#     cluster of 5 costs, lags 0-3; the fifty-fifth session's NOTES say what each answer means);
 # (2) on an H200 the four suites twice (the issue figures: mha's first with PTRIM and the producer fix on an H200),
 #     elsewhere the mha suite once;
 # (3) racecheck on mha's default path at #10 and #4 with cuBLASLt kept out (ATTNBWD_CUDA_SANITIZE_GEMM=plain).
@@ -9,7 +9,8 @@ source perf/device/common.sh
 LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
 ok && nvcc -std=c++17 -O2 -arch=sm_90a -o /tmp/cde perf/probes/cluster_delta_exchange.cu &&
-  timeout "$(tmo 90)" /tmp/cde 368 0 256 1024 2>&1 | tee "$R/probe-delta-exchange.txt"
+  { timeout "$(tmo 90)" /tmp/cde 368 0 256 1024; timeout "$(tmo 30)" /tmp/cde 16 0 256; } 2>&1 |
+  tee "$R/probe-delta-exchange.txt"
 echo "probe t=$SECONDS"
 case $GPU in
   *H200*) suites 2 ;;
