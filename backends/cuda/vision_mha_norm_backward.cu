@@ -187,8 +187,13 @@ int mha_tail_switch() { return env_switch("ATTNBWD_CUDA_MHA_TAIL", {"auto", "ful
 // of L2 (perf/NOTES.md). Measured (H100, fifty-third session): the dQ kernel −5.2 %, the dK/dV kernel −3.2 %, the call
 // 1.009-1.023x at B = 1-56. auto = on where the warp-specialised kernels take P by TMA; on there needs P by TMA in the
 // kernel it trims (ws: the dQ kernel alone; wstma, wstmaw, the fused launch: both) and the narrow tail for the narrow
-// blocks' boxes; on with a scheme without TMA for P is an Error. Returns 0 auto, 1 off, 2 on.
-int mha_ptrim_switch() { return env_switch("ATTNBWD_CUDA_MHA_PTRIM", {"auto", "off", "on"}); }
+// blocks' boxes; on with a scheme without TMA for P is an Error. cols (by name; not measured yet, fifty-fifth
+// session): on, and the dK/dV kernel's boxes 72 floats wide instead of 136 where the CTA's keys inside S fit them
+// (≤ 69: the head's last CTA at S = 577 holds 65), ~−6 % of that kernel's bytes asked of L2 at S = 577; the same bits
+// (the columns it no longer copies reach only dK/dV rows of keys past S, which are not stored). cols needs the dK/dV
+// kernel to take P by TMA (wstma, wstmaw, the fused launch); elsewhere it is an Error. Returns 0 auto, 1 off, 2 on,
+// 3 cols.
+int mha_ptrim_switch() { return env_switch("ATTNBWD_CUDA_MHA_PTRIM", {"auto", "off", "on", "cols"}); }
 int64_t mha_lag_switch() {
   constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
   return lags[env_switch("ATTNBWD_CUDA_MHA_LAG", {"auto", "4", "8", "12", "16", "24", "32", "48"})];
@@ -216,7 +221,7 @@ void refuse_wgmma_switches(int cc, MhaAttn attn) {
   if (mha_pdl_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_PDL", here);
   if (mha_fused_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_FUSED", here);
   if (mha_tail_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_TAIL", here);
-  if (mha_ptrim_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_PTRIM", here);
+  if (mha_ptrim_switch() >= 2) throw Error("ATTNBWD_CUDA_MHA_PTRIM", here);
   (void)mha_lag_switch();  // checked
 }
 
@@ -280,7 +285,8 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   const int64_t attn_ctas = BH * mha::attn_blocks(S);
   int split = 1, copy = 0;
   WgmmaScheme wgmma{3, 2};
-  bool pdl = false, fused = false, narrow_tail = false, trim_p = false;
+  bool pdl = false, fused = false, narrow_tail = false;
+  int trim_p = 0;  // AttnParams::trim_p: 0 whole boxes, 1 trimmed, 2 trimmed and the dK/dV boxes' columns cut
   int64_t lag = 0;
   if (wgmma_attn) {
     split = mha_split_switch();
@@ -316,7 +322,10 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (ptrim_word == 2 && !p_by_tma)
       throw Error("ATTNBWD_CUDA_MHA_PTRIM", "on is built for the warp-specialised kernels that take P by TMA "
                                             "(ATTNBWD_CUDA_MHA_WGMMA auto where they run, wstma, ws or wstmaw)");
-    trim_p = p_by_tma && ptrim_word != 1;
+    if (ptrim_word == 3 && !(wgmma.ws && wgmma.tma_dkv))
+      throw Error("ATTNBWD_CUDA_MHA_PTRIM", "cols is built for the warp-specialised dK/dV kernel that takes P by TMA "
+                                            "(ATTNBWD_CUDA_MHA_WGMMA auto where it runs, wstma or wstmaw)");
+    trim_p = !p_by_tma || ptrim_word == 1 ? 0 : ptrim_word == 3 ? 2 : 1;
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
@@ -446,7 +455,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (split == 2) p.split_ws = f32(o_split), p.split_count = ctx.counters(2 * attn_ctas, stream);
     if (fused) p.order = ctx.counters(1 + 2 * BH, stream), p.lag = lag;
     p.narrow_tail = narrow_tail ? 1 : 0;
-    p.trim_p = trim_p ? 1 : 0;
+    p.trim_p = trim_p;
     if (wgmma_attn && wgmma.ws) {
       mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl, fused);
     } else if (wgmma_attn) {

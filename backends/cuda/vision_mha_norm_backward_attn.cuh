@@ -56,6 +56,8 @@ struct AttnParams {
   // The warp-specialised kernels with P by TMA: P's boxes trimmed to what lies inside S — the dQ kernel's narrow last
   // key block 20 floats wide, its head's last ≤ 68 rows in boxes of 17 view rows (not 32), the dK/dV kernel's narrow
   // last query block in boxes of 4 view rows (not 16): fewer bytes asked of L2, the same bits (ATTNBWD_CUDA_MHA_PTRIM).
+  // 1 = those trims; 2 = those and the dK/dV kernel's boxes 72 floats wide (not 136) in CTAs whose keys inside S fit
+  // them (PTRIM=cols); 0 = whole boxes.
   int trim_p = 0;
 };
 constexpr int kSplitFloats = 66;  // per thread and half: two 64-float accumulators and two row sums

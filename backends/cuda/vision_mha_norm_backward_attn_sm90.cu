@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "check.hpp"
 #include "linear_backward_sm90.hpp"
@@ -99,6 +100,11 @@ static_assert(smem(4, kStageBytesQ, 0) <= 232448, "four wide dQ stages fit the S
 // the dQ work of a head's last ≤ 68 rows in boxes of kTrimRowsQ view rows (the same slots, rows past 4·kTrimRowsQ not
 // copied), and the dK/dV kernel's narrow last query block in boxes of kTrimRowsK view rows (16 queries).
 constexpr int kLdN = 20, kTrimRowsQ = 17, kTrimRowsK = 4;
+// AttnParams::trim_p == 2 (ATTNBWD_CUDA_MHA_PTRIM=cols) also cuts the dK/dV kernel's boxes to kLdK floats where the
+// CTA's keys inside S fit with any phase (≤ kLdK − 3 of them: the head's last CTA at S = 577 holds 65): its slots then
+// hold rows of kLdK floats. kLdK ≡ kLdPV2 (mod 32), so each lane's shared-memory banks stay those of the full rows.
+constexpr int kLdK = 72;
+static_assert(kLdK % 32 == kLdPV2 % 32 && (kViewRowsK * kLdK * 4) % 128 == 0, "cut dK/dV slots: banks, alignment");
 static_assert((kViewRowsQ * kLdN * 4) % 128 == 0, "narrow slots 128-byte aligned in shared memory");
 }  // namespace ws
 
@@ -598,19 +604,18 @@ __device__ __forceinline__ void issue_p_view(std::uint8_t* dst, const CUtensorMa
 // stage's P tile), columns the block's first 8·J queries (query block at q1 of head bh) — by TMA (kTmaP: view rows of
 // kLdPV2 floats in four slots, query 8j + 2t + e in slot 2(t & 1) + e at box row 2j + t / 2) or from the producer's
 // cp.async rows of kLdP2 floats, each query's row at its own 16-byte phase (keys from K0).
-template <bool kTmaP, int J>
+template <bool kTmaP, int kLdV, int J>
 __device__ __forceinline__ void load_pt_ws(float (&pt)[J][4], const float* cP, const float* Pbh, int64_t bh, int64_t S,
                                            int64_t q1, int64_t K0, int col0, int t) {
-  if constexpr (kTmaP) {
+  if constexpr (kTmaP) {  // view rows of kLdV floats (kLdPV2, or kLdK in a CTA whose boxes are cut)
     const int64_t R = bh * S + q1;
-    const float* q0 =
-        cP + (2 * (t & 1)) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1), S);
+    const float* q0 = cP + (2 * (t & 1)) * kViewRowsK * kLdV + (t >> 1) * kLdV + col0 + view_phase(R, 2 * (t & 1), S);
     const float* q1p =
-        cP + (2 * (t & 1) + 1) * kViewRowsK * kLdPV2 + (t >> 1) * kLdPV2 + col0 + view_phase(R, 2 * (t & 1) + 1, S);
+        cP + (2 * (t & 1) + 1) * kViewRowsK * kLdV + (t >> 1) * kLdV + col0 + view_phase(R, 2 * (t & 1) + 1, S);
 #pragma unroll
     for (int j = 0; j < J; ++j)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) pt[j][r] = ((r & 1) ? q1p : q0)[2 * j * kLdPV2 + 8 * (r >> 1)];
+      for (int r = 0; r < 4; ++r) pt[j][r] = ((r & 1) ? q1p : q0)[2 * j * kLdV + 8 * (r >> 1)];
   } else {
     const int sh0 = row_shift(Pbh, (q1 + 2 * t) * S + K0), sh1 = row_shift(Pbh, (q1 + 2 * t + 1) * S + K0);
 #pragma unroll
@@ -808,13 +813,17 @@ __global__ void __launch_bounds__(kThreads3, 1)
 }
 
 // The dK/dV work of keys [K0, K0 + 128) of head bh (a CTA of attn_dkv_ws, or a dK/dV item of attn_fused_ws).
+// mPk, mPkr: P's boxes kLdK wide (the whole view rows, and the narrow query block's kTrimRowsK), used where
+// p.trim_p == 2 and the CTA's keys fit them (cut_keys).
 template <int kStages, bool kTmaP, int kWait>
 __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtensorMap& mV, const CUtensorMap& mdO,
-                                            const CUtensorMap& mP, const CUtensorMap& mPr, const AttnParams& p,
-                                            int64_t bh, int64_t K0, std::uint8_t* base) {
+                                            const CUtensorMap& mP, const CUtensorMap& mPr, const CUtensorMap& mPk,
+                                            const CUtensorMap& mPkr, const AttnParams& p, int64_t bh, int64_t K0,
+                                            std::uint8_t* base) {
   const int64_t S = p.S, nq = attn_blocks(S);
   const int nact = S - K0 > kRows ? 2 : 1;
   const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
+  const bool cut_keys = kTmaP && p.trim_p == 2 && kcols <= kLdK - 3;  // the CTA's keys fit kLdK with any phase
   constexpr int kSB = kTmaP ? kStageBytesWide : kStageBytes;
   const Bars<kStages, kSB> bars(base, kTmaP ? 1 : kThreads + 1, nact);
   std::uint64_t *full = bars.full, *empty = bars.empty, *vbar = bars.tiles;
@@ -842,13 +851,19 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
         // trimmed boxes (p.trim_p): the narrow query block's 16 rows
         const bool cut_rows = kTmaP && p.trim_p != 0 && narrow_block(p, q1);
         mbar_arrive_expect_tx(&full[s], 2 * kTileBytes + kRows * 4 +
-                                            (kTmaP ? 4 * (cut_rows ? kTrimRowsK : kViewRowsK) * kLdPV2 * 4 : 0));
+                                            (kTmaP ? 4 * (cut_rows ? kTrimRowsK : kViewRowsK) *
+                                                         (cut_keys ? kLdK : kLdPV2) * 4
+                                                   : 0));
         tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
         if (kWait == kWaitNone || qb >= kStages)
           bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
-        if constexpr (kTmaP)
-          issue_p_view<kViewRowsK, kLdPV2>(st + kP, cut_rows ? &mPr : &mP, &full[s], bh * S + q1, S, K0);
+        if constexpr (kTmaP) {
+          if (cut_keys)
+            issue_p_view<kViewRowsK, kLdK>(st + kP, cut_rows ? &mPkr : &mPk, &full[s], bh * S + q1, S, K0);
+          else
+            issue_p_view<kViewRowsK, kLdPV2>(st + kP, cut_rows ? &mPr : &mP, &full[s], bh * S + q1, S, K0);
+        }
         // kWaitGrid, kWaitFlag: δ comes from dQ work that may still run: the first stages' Q, dO and P are in flight
         // before the wait for it, then their δ (stage i holds block i)
         if (kWait != kWaitNone && qb == (nq < kStages ? nq : kStages) - 1) {
@@ -882,79 +897,93 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
   const Cta c = wg_block(p, bh, K0, wgi);
   const std::uint8_t* sV = base + wgi * kTileBytes;
   const int col0 = kRows * wgi + w * 16 + g;  // this lane's first key column in the stage's P tile
-  float dk[8][4], dv[8][4];
-  mma16::zero(dk);
-  mma16::zero(dv);
-  mbar_wait(vbar, 0);
-  // the block's V·kDsScale as the A operand of every dPᵀ product, as dO in attn_dq_ws
-  std::uint32_t av[4][4];
-  afrag_of_tile(av, sV, w, lane);
-  int s = 0;
-  std::uint32_t phase = 0;
-  for (int64_t qb = 0; qb < nq; ++qb) {
-    const int64_t q1 = qb * kRows;
-    mbar_wait(&full[s], phase);
-    const std::uint8_t* cQ = base + kOffStages + s * kSB;
-    const std::uint8_t* cdO = cQ + kTileBytes;
-    const float* cP = reinterpret_cast<const float*>(cQ + kP);
-    const float* cDl = reinterpret_cast<const float*>(cQ + kDl);
-    std::uint32_t a[4][4];
-    afrag_copy(a, av);
-    if (narrow_block(p, q1)) {  // queries q1 .. q1 + 15 alone
-      float dpt[2][4], pt[2][4];
-      dp16_issue(dpt, a, cdO);
-      load_pt_ws<kTmaP>(pt, cP, Pbh, bh, S, q1, K0, col0, t);
-      zero_past(pt, t, static_cast<int>(S - q1));
-      std::uint32_t ap[4], as[4];
-      to_afrag16(ap, pt);
+  // the consumers' whole work, with the stage's P rows kLdV floats apart: kLdK where this CTA's boxes are cut
+  // (cut_keys), else kLdPV2; one instantiation per row stride, chosen once per CTA
+  const auto consume = [&](auto ld_v) {
+    constexpr int kLdV = decltype(ld_v)::value;
+    float dk[8][4], dv[8][4];
+    mma16::zero(dk);
+    mma16::zero(dv);
+    mbar_wait(vbar, 0);
+    // the block's V·kDsScale as the A operand of every dPᵀ product, as dO in attn_dq_ws
+    std::uint32_t av[4][4];
+    afrag_of_tile(av, sV, w, lane);
+    int s = 0;
+    std::uint32_t phase = 0;
+    for (int64_t qb = 0; qb < nq; ++qb) {
+      const int64_t q1 = qb * kRows;
+      mbar_wait(&full[s], phase);
+      const std::uint8_t* cQ = base + kOffStages + s * kSB;
+      const std::uint8_t* cdO = cQ + kTileBytes;
+      const float* cP = reinterpret_cast<const float*>(cQ + kP);
+      const float* cDl = reinterpret_cast<const float*>(cQ + kDl);
+      std::uint32_t a[4][4];
+      afrag_copy(a, av);
+      if (narrow_block(p, q1)) {  // queries q1 .. q1 + 15 alone
+        float dpt[2][4], pt[2][4];
+        dp16_issue(dpt, a, cdO);
+        load_pt_ws<kTmaP, kLdV>(pt, cP, Pbh, bh, S, q1, K0, col0, t);
+        zero_past(pt, t, static_cast<int>(S - q1));
+        std::uint32_t ap[4], as[4];
+        to_afrag16(ap, pt);
+        wgmma_wait<0>();
+        fence_acc(dpt);
+        fence_afrag(a);
+        ds_transposed(pt, dpt, cDl);
+        to_afrag16(as, dpt);
+        rs_products16(dv, ap, cdO, dk, as, cQ);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        if (++s == kStages) s = 0, phase ^= 1;
+        continue;
+      }
+      float dpt[8][4];
+      mma16::zero(dpt);
+      fence_acc(dpt);
+      wgmma_fence();
+  #pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_rs<0>(dpt, a[kk], kmajor(cdO, kk), kk);
+      wgmma_commit();
+      float pt[8][4];  // attn::p_transposed on the CTA's 128-key rows
+      load_pt_ws<kTmaP, kLdV>(pt, cP, Pbh, bh, S, q1, K0, col0, t);
+      zero_past(pt, t, static_cast<int>(S - q1));  // query rows past S
+      std::uint32_t ap[4][4], as[4][4];
+      to_afrag(ap, pt);
       wgmma_wait<0>();
       fence_acc(dpt);
       fence_afrag(a);
-      ds_transposed(pt, dpt, cDl);
-      to_afrag16(as, dpt);
-      rs_products16(dv, ap, cdO, dk, as, cQ);
+      ds_transposed(pt, dpt, cDl);  // the stage's δ is 16-byte aligned
+      to_afrag(as, dpt);
+      rs_products(dv, ap, cdO, dk, as, cQ);
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
       if (++s == kStages) s = 0, phase ^= 1;
-      continue;
     }
-    float dpt[8][4];
-    mma16::zero(dpt);
-    fence_acc(dpt);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_rs<0>(dpt, a[kk], kmajor(cdO, kk), kk);
-    wgmma_commit();
-    float pt[8][4];  // attn::p_transposed on the CTA's 128-key rows
-    load_pt_ws<kTmaP>(pt, cP, Pbh, bh, S, q1, K0, col0, t);
-    zero_past(pt, t, static_cast<int>(S - q1));  // query rows past S
-    std::uint32_t ap[4][4], as[4][4];
-    to_afrag(ap, pt);
-    wgmma_wait<0>();
-    fence_acc(dpt);
-    fence_afrag(a);
-    ds_transposed(pt, dpt, cDl);  // the stage's δ is 16-byte aligned
-    to_afrag(as, dpt);
-    rs_products(dv, ap, cdO, dk, as, cQ);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[s]);
-    if (++s == kStages) s = 0, phase ^= 1;
+    mma16::scale_acc(dk, p.scale / kDsScale);
+    float* red = reinterpret_cast<float*>(base + off_red(kStages, kSB) + wgi * 2048);
+    store_part_wg(p, dk, c, 1, red, ct, wgi);
+    store_part_wg(p, dv, c, 2, red + 4 * kD, ct, wgi);
+  };
+  if constexpr (kTmaP) {
+    if (cut_keys) {
+      consume(std::integral_constant<int, kLdK>{});
+      return;
+    }
   }
-  mma16::scale_acc(dk, p.scale / kDsScale);
-  float* red = reinterpret_cast<float*>(base + off_red(kStages, kSB) + wgi * 2048);
-  store_part_wg(p, dk, c, 1, red, ct, wgi);
-  store_part_wg(p, dv, c, 2, red + 4 * kD, ct, wgi);
+  consume(std::integral_constant<int, kLdPV2>{});
 }
 
 template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                 const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
-                const __grid_constant__ CUtensorMap mPr, const __grid_constant__ AttnParams p) {
+                const __grid_constant__ CUtensorMap mPr, const __grid_constant__ CUtensorMap mPk,
+                const __grid_constant__ CUtensorMap mPkr, const __grid_constant__ AttnParams p) {
   int64_t bh, K0;
   ws_cta(p.S, bh, K0);
   extern __shared__ float4 smem4[];
-  dkv_ws_body<kStages, kTmaP, kPdl ? kWaitGrid : kWaitNone>(mQ, mV, mdO, mP, mPr, p, bh, K0, align_smem_1024(smem4));
+  dkv_ws_body<kStages, kTmaP, kPdl ? kWaitGrid : kWaitNone>(mQ, mV, mdO, mP, mPr, mPk, mPkr, p, bh, K0,
+                                                            align_smem_1024(smem4));
 }
 
 // The work item of ticket t in the fused launch: heads' dQ items (n per head) and dK/dV items (n per head) in slots
@@ -988,7 +1017,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
                   const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mPq,
                   const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mPk,
                   const __grid_constant__ CUtensorMap mPqn, const __grid_constant__ CUtensorMap mPqr,
-                  const __grid_constant__ CUtensorMap mPkr, const __grid_constant__ AttnParams p) {
+                  const __grid_constant__ CUtensorMap mPkr, const __grid_constant__ CUtensorMap mPkk,
+                  const __grid_constant__ CUtensorMap mPkkr, const __grid_constant__ AttnParams p) {
   __shared__ unsigned ticket;
   const int64_t n = ws_ctas_per_head(p.S), BH = p.B * p.H;
   if (threadIdx.x == 0) {
@@ -1005,7 +1035,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   if (dq) {
     dq_ws_body<kStages, true, kLdPQ, kWaitFlag>(mK, mV, mdO, mPq, mPqn, mPqr, p, bh, blk * 2 * kRows, base);
   } else {
-    dkv_ws_body<kStages, true, kWaitFlag>(mQ, mV, mdO, mPk, mPkr, p, bh, blk * 2 * kRows, base);
+    dkv_ws_body<kStages, true, kWaitFlag>(mQ, mV, mdO, mPk, mPkr, mPkk, mPkkr, p, bh, blk * 2 * kRows, base);
   }
 }
 
@@ -1027,11 +1057,13 @@ __global__ void attn_dq_ws(const __grid_constant__ CUtensorMap, const __grid_con
 template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ AttnParams) {
   __trap();
 }
 template <int kStages>
 __global__ void attn_fused_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                              const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                               const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                               const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                               const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
@@ -1094,6 +1126,7 @@ namespace {
 // kernel (kLdPV2), each only where that kernel takes P by TMA.
 struct WsMaps {
   CUtensorMap q{}, k{}, v{}, dO{}, Pq{}, Pk{}, Pqn{}, Pqr{}, Pkr{};  // Pqn, Pqr, Pkr: the trimmed boxes (p.trim_p)
+  CUtensorMap Pkk{}, Pkkr{};  // the dK/dV kernel's boxes kLdK wide (p.trim_p == 2: cut_keys)
   WsMaps(const AttnParams& p, bool tma_dq, bool tma_dkv, int ldq) {
     const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
     const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
@@ -1107,6 +1140,10 @@ struct WsMaps {
     }
     if (tma_dkv && p.trim_p != 0)
       Pkr = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdPV2, ws::kTrimRowsK);
+    if (tma_dkv && p.trim_p == 2) {
+      Pkk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdK, ws::kViewRowsK);
+      Pkkr = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdK, ws::kTrimRowsK);
+    }
   }
 };
 
@@ -1134,9 +1171,11 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, m.q, m.v, m.dO, m.Pk, m.Pkr, p));
+    ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, m.q, m.v, m.dO, m.Pk, m.Pkr,
+                                          m.Pkk, m.Pkkr, p));
   } else {
-    ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(m.q, m.v, m.dO, m.Pk, m.Pkr, p);
+    ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(m.q, m.v, m.dO, m.Pk, m.Pkr,
+                                                                                     m.Pkk, m.Pkkr, p);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
 }
@@ -1151,7 +1190,7 @@ void launch_fused(const AttnParams& p, cudaStream_t stream) {
                                           static_cast<int>(bytes)));
   const auto grid = static_cast<unsigned>(2 * p.B * p.H * ws_ctas_per_head(p.S));
   ws::attn_fused_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(m.k, m.v, m.dO, m.Pq, m.q, m.Pk, m.Pqn, m.Pqr,
-                                                                     m.Pkr, p);
+                                                                     m.Pkr, m.Pkk, m.Pkkr, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace

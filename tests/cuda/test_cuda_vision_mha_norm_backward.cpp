@@ -310,9 +310,11 @@ TEST(CudaVisionMhaNorm, WarpSpecialisedAttentionGivesTheSerialBits) {
 // streamed sequence's last block lie inside S, its products on those 16 alone) gives serial3's bits in every
 // warp-specialised form, the dependent and the fused launches included (twice: counters left zero), and matches the
 // oracle; so does the full block (TAIL=full), and so do both with P's boxes trimmed (ATTNBWD_CUDA_MHA_PTRIM=on, auto
-// where the ws kernels take P by TMA) and untrimmed (off).
+// where the ws kernels take P by TMA), trimmed with the dK/dV boxes' columns cut (cols) and untrimmed (off).
 // Tails of 1 (S = 577 and S = 1, where the only block is narrow), 3, 8 and 16 rows take the narrow block; 17 rows
-// (S = 81) keep the full one; the head's last CTA has 1 (S = 577), 3, 8 (S = 200), 16, 17 or 65 rows.
+// (S = 81) keep the full one; the head's last CTA has 1 (S = 577), 3, 8 (S = 200), 16, 17 or 65 rows. With cols the
+// last CTA's boxes are cut where it holds ≤ 69 keys: 65 (S = 577), 3 (S = 131), 69 (S = 197), 1 (S = 1); not with 70
+// (S = 198), 72 (S = 200), 80 or 81.
 TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   ATTNBWD_SEED_TRACE();
@@ -346,6 +348,12 @@ TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
       const ScopedEnv full("ATTNBWD_CUDA_MHA_TAIL", "full");  // the rows trim alone
       expect_run_gives(in, axes, serial, "PTRIM=on, TAIL=full vs serial3");
     }
+    {  // and the dK/dV kernel's boxes cut to 72 columns where the CTA's keys fit (ws: that kernel takes P by cp.async)
+      const ScopedEnv trim("ATTNBWD_CUDA_MHA_PTRIM", "cols");
+      every_form("PTRIM=cols", {"wstma", "wstmaw"});
+      const ScopedEnv full("ATTNBWD_CUDA_MHA_TAIL", "full");
+      expect_run_gives(in, axes, serial, "PTRIM=cols, TAIL=full vs serial3");
+    }
     {  // P's whole boxes
       const ScopedEnv untrimmed("ATTNBWD_CUDA_MHA_PTRIM", "off");
       expect_run_gives(in, axes, serial, "PTRIM=off vs serial3");
@@ -358,7 +366,7 @@ TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
     expect_run_gives(in, axes, serial, "TAIL=full, ATTNBWD_CUDA_MHA_FUSED=on vs serial3");
   };
   against_serial3({{1, 577, 4, 64}, {2, 131, 2, 64}, {1, 200, 4, 64}, {1, 80, 4, 64}, {1, 81, 4, 64}, {4, 1, 1, 64},
-                   {2, 577, 16, 64}},
+                   {2, 577, 16, 64}, {1, 197, 2, 64}, {1, 198, 2, 64}},
                   480, body);
 }
 
@@ -386,11 +394,13 @@ TEST(CudaVisionMhaNorm, NarrowTailWithAnotherSchemeIsAnError) {
 }
 
 // ATTNBWD_CUDA_MHA_PTRIM=on trims P's TMA boxes: with a scheme that takes P by cp.async in both kernels (wscp) or
-// with the serial kernels it is an Error naming the switch, as is a value it does not know; raised before any output
-// is written.
+// with the serial kernels it is an Error naming the switch, as is a value it does not know; so is cols where the
+// dK/dV kernel takes P by cp.async (ws too); raised before any output is written.
 TEST(CudaVisionMhaNorm, PTrimWithoutTmaIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   expect_refused_with("ATTNBWD_CUDA_MHA_PTRIM", "on", {"wscp", "serial3", "legacy"}, "yes", 495);
+  // cols cuts the dK/dV kernel's boxes: ws takes P by cp.async there
+  expect_refused_with("ATTNBWD_CUDA_MHA_PTRIM", "cols", {"ws", "wscp", "serial3", "legacy"}, "yes", 496);
 }
 
 // The fused launch (ATTNBWD_CUDA_MHA_FUSED=on) orders the dQ and dK/dV work of many heads by tickets, each head's
