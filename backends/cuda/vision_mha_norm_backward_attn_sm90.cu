@@ -941,7 +941,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
       mma16::zero(dpt);
       fence_acc(dpt);
       wgmma_fence();
-  #pragma unroll
+#pragma unroll
       for (int kk = 0; kk < 4; ++kk) wgmma_m64n64k16_f16_rs<0>(dpt, a[kk], kmajor(cdO, kk), kk);
       wgmma_commit();
       float pt[8][4];  // attn::p_transposed on the CTA's 128-key rows
