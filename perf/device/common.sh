@@ -44,6 +44,17 @@ shards() {
   wait
   echo "tests t=$SECONDS"; grep -hE '^\[ +(PASSED|FAILED) +\]|FAILED  \]' "$R"/tests-*.txt
 }
+# soak OP WORKLOAD N: N perf runs of $P on one workload, each under an 8 s cap (a hang shows as a run cut there), logs
+# in $R/soak-OP-WORKLOAD-i.log; then how many did not finish. Stops early once past $LIMIT (the count says how many ran).
+soak() {
+  local op=$1 wl=$2 runs=$3 i n=0 ran=0
+  for ((i = 1; i <= runs; ++i)); do
+    ok || break
+    ran=$((ran + 1))
+    timeout 8 "$P" --backend=cuda --ops="$op" --workloads="$wl" > "$R/soak-$op-$wl-$i.log" 2>&1 || n=$((n + 1))
+  done
+  echo "soak $op #$wl: $n of $ran runs did not finish t=$SECONDS"
+}
 # suite_e JSON...: for each suite JSON that exists, one line: its name, workload count, geomean E and the smallest E
 suite_e() {
   local f

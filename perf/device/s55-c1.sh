@@ -10,12 +10,7 @@ LIMIT=${LIMIT:-480}
 P=$M/attnbwd_perf
 shards 'CudaVisionMhaNorm.*:CudaGraphs.VisionMha*' 120
 grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
-n=0
-for i in $(seq 1 20); do
-  ok && { timeout 8 "$P" --backend=cuda --ops=vision_mha_norm_backward --workloads=4 > "$R/r4-$i.log" 2>&1 ||
-    n=$((n + 1)); }
-done
-echo "#4 with the fix: $n of 20 did not finish t=$SECONDS"
+soak vision_mha_norm_backward 4 20
 ok && PB suite-vision_mha_norm_backward-1 "$P" vision_mha_norm_backward all
 [ -x "$M/perf-prev" ] && abrun vision_mha_norm_backward 4,8,13,10 3 producer 120 prev="$M/perf-prev" fix="$P"
 case $GPU in

@@ -17,12 +17,7 @@ LIMIT=${LIMIT:-540}
 P=$M/attnbwd_perf
 shards 'CudaVisionMhaNorm.*:CudaGraphs.VisionMha*' 120
 grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
-n=0
-for i in $(seq 1 10); do
-  ok && { timeout 8 "$P" --backend=cuda --ops=vision_mha_norm_backward --workloads=4 > "$R/r4-$i.log" 2>&1 ||
-    n=$((n + 1)); }
-done
-echo "#4: $n of 10 did not finish t=$SECONDS"
+soak vision_mha_norm_backward 4 10
 if [ -x "$M/perf-prev" ]; then
   abrun vision_mha_norm_backward 8,13,4,10 3 cols 150 prev="$M/perf-prev" auto="$P" \
     cols="$P,ATTNBWD_CUDA_MHA_PTRIM=cols"
