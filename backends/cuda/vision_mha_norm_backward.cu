@@ -185,14 +185,14 @@ int mha_tail_switch() { return env_switch("ATTNBWD_CUDA_MHA_TAIL", {"auto", "ful
 // columns no valid output reads. The same bits. Why: ncu on #8 (H200, fifty-third session) has both kernels at 85-90 %
 // of L2 throughput, and at S = 577 these boxes are ~12 % of the dQ kernel's and ~5 % of the dK/dV kernel's bytes asked
 // of L2 (perf/NOTES.md). Measured (H100, fifty-third session): the dQ kernel −5.2 %, the dK/dV kernel −3.2 %, the call
-// 1.009-1.023x at B = 1-56. auto = on where the warp-specialised kernels take P by TMA; on there needs P by TMA in the
-// kernel it trims (ws: the dQ kernel alone; wstma, wstmaw, the fused launch: both) and the narrow tail for the narrow
-// blocks' boxes; on with a scheme without TMA for P is an Error. cols (by name; not measured yet, fifty-fifth
-// session): on, and the dK/dV kernel's boxes 72 floats wide instead of 136 where the CTA's keys inside S fit them
-// (≤ 69: the head's last CTA at S = 577 holds 65), ~−6 % of that kernel's bytes asked of L2 at S = 577; the same bits
-// (the columns it no longer copies reach only dK/dV rows of keys past S, which are not stored). cols needs the dK/dV
-// kernel to take P by TMA (wstma, wstmaw, the fused launch); elsewhere it is an Error. Returns 0 auto, 1 off, 2 on,
-// 3 cols.
+// 1.009-1.023x at B = 1-56. on needs P by TMA in the kernel it trims (ws: the dQ kernel alone; wstma, wstmaw, the fused
+// launch: both) and the narrow tail for the narrow blocks' boxes; on with a scheme without TMA for P is an Error. cols:
+// on, and the dK/dV kernel's boxes 72 floats wide instead of 136 where the CTA's keys inside S fit them (≤ 69: the
+// head's last CTA at S = 577 holds 65), ~−6 % of that kernel's bytes asked of L2 at S = 577; the same bits (the
+// columns it no longer copies reach only dK/dV rows of keys past S, which are not stored); measured (H200,
+// fifty-sixth session, three rounds against on): the call 1.004-1.008x at B = 1-56. cols needs the dK/dV kernel to
+// take P by TMA (wstma, wstmaw, the fused launch); elsewhere it is an Error. auto = cols where the dK/dV kernel takes
+// P by TMA, on where only the dQ kernel does (ws), off elsewhere. Returns 0 auto, 1 off, 2 on, 3 cols.
 int mha_ptrim_switch() { return env_switch("ATTNBWD_CUDA_MHA_PTRIM", {"auto", "off", "on", "cols"}); }
 int64_t mha_lag_switch() {
   constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
@@ -325,7 +325,8 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (ptrim_word == 3 && !(wgmma.ws && wgmma.tma_dkv))
       throw Error("ATTNBWD_CUDA_MHA_PTRIM", "cols is built for the warp-specialised dK/dV kernel that takes P by TMA "
                                             "(ATTNBWD_CUDA_MHA_WGMMA auto where it runs, wstma or wstmaw)");
-    trim_p = !p_by_tma || ptrim_word == 1 ? 0 : ptrim_word == 3 ? 2 : 1;
+    // auto: cols where the dK/dV kernel takes P by TMA (wstma, wstmaw, the fused launch), else on (ws)
+    trim_p = !p_by_tma || ptrim_word == 1 ? 0 : ptrim_word == 3 || (ptrim_word == 0 && wgmma.tma_dkv) ? 2 : 1;
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
