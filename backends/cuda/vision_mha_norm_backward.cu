@@ -194,6 +194,13 @@ int mha_tail_switch() { return env_switch("ATTNBWD_CUDA_MHA_TAIL", {"auto", "ful
 // take P by TMA (wstma, wstmaw, the fused launch); elsewhere it is an Error. auto = cols where the dK/dV kernel takes
 // P by TMA, on where only the dQ kernel does (ws), off elsewhere. Returns 0 auto, 1 off, 2 on, 3 cols.
 int mha_ptrim_switch() { return env_switch("ATTNBWD_CUDA_MHA_PTRIM", {"auto", "off", "on", "cols"}); }
+// ATTNBWD_CUDA_MHA_DELTA=auto|bulk|tma: how the warp-specialised dK/dV kernel copies each stage's δ (64 floats) into
+// shared memory: a plain bulk copy (cp.async.bulk; auto) or a TMA tensor copy through a [B·H][delta_ld] map. The same
+// bytes, barrier and bits. Why tma: compute-sanitizer racecheck reports the bulk copy's writes against the consumers'
+// reads of δ (fifty-sixth session, mha #10 and #4), though the stage's barriers order them; it does not report the
+// same ring's tensor copies of P (perf/probes/racecheck_bulk_mbarrier.cu tests the tool on one ring filled each way).
+// tma needs the warp-specialised kernels; elsewhere it is an Error. Returns 0 auto, 1 bulk, 2 tma.
+int mha_delta_switch() { return env_switch("ATTNBWD_CUDA_MHA_DELTA", {"auto", "bulk", "tma"}); }
 int64_t mha_lag_switch() {
   constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
   return lags[env_switch("ATTNBWD_CUDA_MHA_LAG", {"auto", "4", "8", "12", "16", "24", "32", "48"})];
@@ -222,6 +229,7 @@ void refuse_wgmma_switches(int cc, MhaAttn attn) {
   if (mha_fused_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_FUSED", here);
   if (mha_tail_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_TAIL", here);
   if (mha_ptrim_switch() >= 2) throw Error("ATTNBWD_CUDA_MHA_PTRIM", here);
+  if (mha_delta_switch() == 2) throw Error("ATTNBWD_CUDA_MHA_DELTA", here);
   (void)mha_lag_switch();  // checked
 }
 
@@ -287,6 +295,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
   WgmmaScheme wgmma{3, 2};
   bool pdl = false, fused = false, narrow_tail = false;
   int trim_p = 0;  // AttnParams::trim_p: 0 whole boxes, 1 trimmed, 2 trimmed and the dK/dV boxes' columns cut
+  bool delta_tma = false;
   int64_t lag = 0;
   if (wgmma_attn) {
     split = mha_split_switch();
@@ -327,6 +336,10 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
                                             "(ATTNBWD_CUDA_MHA_WGMMA auto where it runs, wstma or wstmaw)");
     // auto: cols where the dK/dV kernel takes P by TMA (wstma, wstmaw, the fused launch), else on (ws)
     trim_p = !p_by_tma || ptrim_word == 1 ? 0 : ptrim_word == 3 || (ptrim_word == 0 && wgmma.tma_dkv) ? 2 : 1;
+    delta_tma = mha_delta_switch() == 2;
+    if (delta_tma && !wgmma.ws)
+      throw Error("ATTNBWD_CUDA_MHA_DELTA", "tma is built for the warp-specialised dK/dV kernel "
+                                            "(ATTNBWD_CUDA_MHA_WGMMA auto where it runs, ws, wstma, wscp or wstmaw)");
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||
                                       (wgmma.stages == 3 && wgmma.min_blocks == 2))))
       throw Error("ATTNBWD_CUDA_MHA_SPLIT", "split blocks run with ATTNBWD_CUDA_MHA_WGMMA occ3 or serial3 and "
@@ -457,6 +470,7 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
     if (fused) p.order = ctx.counters(1 + 2 * BH, stream), p.lag = lag;
     p.narrow_tail = narrow_tail ? 1 : 0;
     p.trim_p = trim_p;
+    p.delta_tma = delta_tma ? 1 : 0;
     if (wgmma_attn && wgmma.ws) {
       mha::attention_backward_sm90_ws(p, wgmma.tma_dq, wgmma.tma_dkv, stream, wgmma.wide_dq, pdl, fused);
     } else if (wgmma_attn) {

@@ -818,8 +818,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
 template <int kStages, bool kTmaP, int kWait>
 __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtensorMap& mV, const CUtensorMap& mdO,
                                             const CUtensorMap& mP, const CUtensorMap& mPr, const CUtensorMap& mPk,
-                                            const CUtensorMap& mPkr, const AttnParams& p, int64_t bh, int64_t K0,
-                                            std::uint8_t* base) {
+                                            const CUtensorMap& mPkr, const CUtensorMap& mDl, const AttnParams& p,
+                                            int64_t bh, int64_t K0, std::uint8_t* base) {
   const int64_t S = p.S, nq = attn_blocks(S);
   const int nact = S - K0 > kRows ? 2 : 1;
   const int kcols = static_cast<int>(S - K0 < 2 * kRows ? S - K0 : 2 * kRows);  // keys of the CTA inside S
@@ -831,11 +831,19 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
   const float* Pbh = p.P + bh * S * S;
   const int b = static_cast<int>(bh / p.H), h = static_cast<int>(bh - static_cast<int64_t>(b) * p.H);
   constexpr int kP = 2 * kTileBytes, kDl = kP + (kTmaP ? 4 * kViewBoxK : kRows * kLdP2 * 4);  // P and δ in a stage
+  static_assert(kDl % 128 == 0, "δ's TMA box 128-byte aligned in shared memory");
 
   if (threadIdx.x < kThreads) {  // producer warpgroup, as in attn_dq_ws
     setmaxnreg_dec<40>();
     const int pt = static_cast<int>(threadIdx.x);
     if (kTmaP && pt != 0) return;  // thread 0 issues every copy (above: the others must not follow the barriers)
+    // block i's δ (kRows floats) into dst, completing on bar: a tensor copy or a bulk copy (p.delta_tma)
+    const auto load_delta = [&](std::uint8_t* dst, int64_t i, std::uint64_t* bar) {
+      if (p.delta_tma)
+        tma_load_2d(dst, &mDl, bar, static_cast<int>(i * kRows), static_cast<int>(bh));
+      else
+        bulk_load(dst, p.delta + bh * p.delta_ld + i * kRows, kRows * 4, bar);
+    };
     if (pt == 0) {
       mbar_arrive_expect_tx(vbar, nact * kTileBytes);
       for (int i = 0; i < nact; ++i)
@@ -856,8 +864,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
                                                    : 0));
         tma_load_3d(st, &mQ, &full[s], 0, static_cast<int>(q1), static_cast<int>(bh));
         tma_load_3d(st + kTileBytes, &mdO, &full[s], h * kD, static_cast<int>(q1), b);
-        if (kWait == kWaitNone || qb >= kStages)
-          bulk_load(st + kDl, p.delta + bh * p.delta_ld + q1, kRows * 4, &full[s]);
+        if (kWait == kWaitNone || qb >= kStages) load_delta(st + kDl, qb, &full[s]);
         if constexpr (kTmaP) {
           if (cut_keys)
             issue_p_view<kViewRowsK, kLdK>(st + kP, cut_rows ? &mPkr : &mPk, &full[s], bh * S + q1, S, K0);
@@ -878,8 +885,7 @@ __device__ __forceinline__ void dkv_ws_body(const CUtensorMap& mQ, const CUtenso
               atomicExch(done + bh, 0u);
             }
           }
-          for (int64_t i = 0; i <= qb; ++i)
-            bulk_load(base + kOffStages + i * kSB + kDl, p.delta + bh * p.delta_ld + i * kRows, kRows * 4, &full[i]);
+          for (int64_t i = 0; i <= qb; ++i) load_delta(base + kOffStages + i * kSB + kDl, i, &full[i]);
         }
       }
       if constexpr (!kTmaP) {
@@ -978,11 +984,12 @@ __global__ void __launch_bounds__(kThreads3, 1)
     attn_dkv_ws(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                 const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
                 const __grid_constant__ CUtensorMap mPr, const __grid_constant__ CUtensorMap mPk,
-                const __grid_constant__ CUtensorMap mPkr, const __grid_constant__ AttnParams p) {
+                const __grid_constant__ CUtensorMap mPkr, const __grid_constant__ CUtensorMap mDl,
+                const __grid_constant__ AttnParams p) {
   int64_t bh, K0;
   ws_cta(p.S, bh, K0);
   extern __shared__ float4 smem4[];
-  dkv_ws_body<kStages, kTmaP, kPdl ? kWaitGrid : kWaitNone>(mQ, mV, mdO, mP, mPr, mPk, mPkr, p, bh, K0,
+  dkv_ws_body<kStages, kTmaP, kPdl ? kWaitGrid : kWaitNone>(mQ, mV, mdO, mP, mPr, mPk, mPkr, mDl, p, bh, K0,
                                                             align_smem_1024(smem4));
 }
 
@@ -1018,7 +1025,8 @@ __global__ void __launch_bounds__(kThreads3, 1)
                   const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mPk,
                   const __grid_constant__ CUtensorMap mPqn, const __grid_constant__ CUtensorMap mPqr,
                   const __grid_constant__ CUtensorMap mPkr, const __grid_constant__ CUtensorMap mPkk,
-                  const __grid_constant__ CUtensorMap mPkkr, const __grid_constant__ AttnParams p) {
+                  const __grid_constant__ CUtensorMap mPkkr, const __grid_constant__ CUtensorMap mDl,
+                  const __grid_constant__ AttnParams p) {
   __shared__ unsigned ticket;
   const int64_t n = ws_ctas_per_head(p.S), BH = p.B * p.H;
   if (threadIdx.x == 0) {
@@ -1035,7 +1043,7 @@ __global__ void __launch_bounds__(kThreads3, 1)
   if (dq) {
     dq_ws_body<kStages, true, kLdPQ, kWaitFlag>(mK, mV, mdO, mPq, mPqn, mPqr, p, bh, blk * 2 * kRows, base);
   } else {
-    dkv_ws_body<kStages, true, kWaitFlag>(mQ, mV, mdO, mPk, mPkr, mPkk, mPkkr, p, bh, blk * 2 * kRows, base);
+    dkv_ws_body<kStages, true, kWaitFlag>(mQ, mV, mdO, mPk, mPkr, mPkk, mPkkr, mDl, p, bh, blk * 2 * kRows, base);
   }
 }
 
@@ -1058,7 +1066,8 @@ template <int kStages, bool kTmaP, bool kPdl = false>
 __global__ void attn_dkv_ws(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                             const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                            const __grid_constant__ CUtensorMap, const __grid_constant__ AttnParams) {
+                            const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                            const __grid_constant__ AttnParams) {
   __trap();
 }
 template <int kStages>
@@ -1067,7 +1076,8 @@ __global__ void attn_fused_ws(const __grid_constant__ CUtensorMap, const __grid_
                               const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                               const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                               const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                              const __grid_constant__ CUtensorMap, const __grid_constant__ AttnParams) {
+                              const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                              const __grid_constant__ AttnParams) {
   __trap();
 }
 }  // namespace ws
@@ -1127,6 +1137,7 @@ namespace {
 struct WsMaps {
   CUtensorMap q{}, k{}, v{}, dO{}, Pq{}, Pk{}, Pqn{}, Pqr{}, Pkr{};  // Pqn, Pqr, Pkr: the trimmed boxes (p.trim_p)
   CUtensorMap Pkk{}, Pkkr{};  // the dK/dV kernel's boxes kLdK wide (p.trim_p == 2: cut_keys)
+  CUtensorMap dl{};           // δ as [B·H][delta_ld] fp32, boxes of one block's kRows (p.delta_tma)
   WsMaps(const AttnParams& p, bool tma_dq, bool tma_dkv, int ldq) {
     const std::int64_t BH = p.B * p.H, S = p.S, E = static_cast<std::int64_t>(p.H) * kD;
     const auto head_map = [&](const __half* t) { return sm90::tensor_map_3d_f16(t, kD, S, BH, kD, S * kD, kRows); };
@@ -1144,6 +1155,7 @@ struct WsMaps {
       Pkk = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdK, ws::kViewRowsK);
       Pkkr = sm90::tensor_map_2d_f32(p.P, 4 * S, BH * S / 4, 4 * S, ws::kLdK, ws::kTrimRowsK);
     }
+    if (p.delta_tma) dl = sm90::tensor_map_2d_f32(p.delta, p.delta_ld, BH, p.delta_ld, kRows, 1);
   }
 };
 
@@ -1172,10 +1184,10 @@ void launch_ws(const AttnParams& p, cudaStream_t stream) {
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     ATTNBWD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, ws::attn_dkv_ws<kStages, kTmaK, kPdl>, m.q, m.v, m.dO, m.Pk, m.Pkr,
-                                          m.Pkk, m.Pkkr, p));
+                                          m.Pkk, m.Pkkr, m.dl, p));
   } else {
     ws::attn_dkv_ws<kStages, kTmaK, kPdl><<<grid, ws::kThreads3, bytes_kv, stream>>>(m.q, m.v, m.dO, m.Pk, m.Pkr,
-                                                                                     m.Pkk, m.Pkkr, p);
+                                                                                     m.Pkk, m.Pkkr, m.dl, p);
     ATTNBWD_CUDA_CHECK_LAUNCH();
   }
 }
@@ -1190,7 +1202,7 @@ void launch_fused(const AttnParams& p, cudaStream_t stream) {
                                           static_cast<int>(bytes)));
   const auto grid = static_cast<unsigned>(2 * p.B * p.H * ws_ctas_per_head(p.S));
   ws::attn_fused_ws<kStages><<<grid, ws::kThreads3, bytes, stream>>>(m.k, m.v, m.dO, m.Pq, m.q, m.Pk, m.Pqn, m.Pqr,
-                                                                     m.Pkr, m.Pkk, m.Pkkr, p);
+                                                                     m.Pkr, m.Pkk, m.Pkkr, m.dl, p);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 }  // namespace
