@@ -18,45 +18,27 @@
 //   nvcc -std=c++17 -O2 -arch=sm_90a -o rb perf/probes/racecheck_bulk_mbarrier.cu -lcuda
 //   for m in bulk tensor generic; do compute-sanitizer --tool racecheck ./rb $m; done
 #include <cuda.h>
-#include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "probe_check.cuh"
 
 namespace {
 
 constexpr int kStages = 2, kBlocks = 16, kFloats = 64, kConsumerWarps = 4, kCtas = 8;
 constexpr int kThreads = 32 * (1 + kConsumerWarps);
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
-
-__device__ __forceinline__ std::uint32_t saddr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void bar_init(std::uint64_t* b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(saddr(b)), "r"(count) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sa(b)), "r"(count) : "memory");
 }
 __device__ __forceinline__ void bar_arrive(std::uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(saddr(b)) : "memory");
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(b)) : "memory");
 }
 __device__ __forceinline__ void bar_expect(std::uint64_t* b, std::uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(saddr(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bar_wait(std::uint64_t* b, std::uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}" ::"r"(saddr(b)),
-      "r"(parity)
-      : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(b)), "r"(bytes) : "memory");
 }
 
 enum Mode { kBulk = 0, kTensor = 1, kGeneric = 2 };
@@ -84,14 +66,14 @@ __global__ void __launch_bounds__(kThreads) ring(const __grid_constant__ CUtenso
         bar_expect(&full[s], kFloats * 4);
         if (mode == kBulk)
           asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                           saddr(stage[s])),
-                       "l"(mine + i * kFloats), "r"(kFloats * 4), "r"(saddr(&full[s]))
+                           sa(stage[s])),
+                       "l"(mine + i * kFloats), "r"(kFloats * 4), "r"(sa(&full[s]))
                        : "memory");
         else
           asm volatile(
               "cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];" ::
-                  "r"(saddr(stage[s])),
-              "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(saddr(&full[s])),
+                  "r"(sa(stage[s])),
+              "l"(reinterpret_cast<std::uint64_t>(&map)), "r"(sa(&full[s])),
               "r"(static_cast<int>((blockIdx.x * kBlocks + i) * kFloats))
               : "memory");
       }
@@ -124,10 +106,10 @@ int main(int argc, char** argv) {
   std::vector<float> h(n), got(nout);
   for (std::size_t i = 0; i < n; ++i) h[i] = static_cast<float>((i * 2654435761u) % 1000) / 64.f;
   float *src = nullptr, *out = nullptr;
-  CHECK(cudaMalloc(&src, n * 4));
-  CHECK(cudaMalloc(&out, nout * 4));
-  CHECK(cudaMemcpy(src, h.data(), n * 4, cudaMemcpyHostToDevice));
-  CHECK(cudaMemset(out, 0xff, nout * 4));
+  CK(cudaMalloc(&src, n * 4));
+  CK(cudaMalloc(&out, nout * 4));
+  CK(cudaMemcpy(src, h.data(), n * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemset(out, 0xff, nout * 4));
   CUtensorMap map;
   std::memset(&map, 0, sizeof map);
   const cuuint64_t dims[1] = {n};
@@ -139,9 +121,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   ring<<<kCtas, kThreads>>>(map, src, out, mode);
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
-  CHECK(cudaMemcpy(got.data(), out, nout * 4, cudaMemcpyDeviceToHost));
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemcpy(got.data(), out, nout * 4, cudaMemcpyDeviceToHost));
   int bad = 0;
   for (int c = 0; c < kCtas; ++c)
     for (int w = 0; w < kConsumerWarps; ++w)
@@ -154,7 +136,7 @@ int main(int argc, char** argv) {
         bad += got[(static_cast<std::size_t>(c) * kConsumerWarps + w) * 32 + l] != want;
       }
   std::printf("mode %s: %d of %zu sums differ from the host's\n", names[mode], bad, nout);
-  CHECK(cudaFree(src));
-  CHECK(cudaFree(out));
+  CK(cudaFree(src));
+  CK(cudaFree(out));
   return bad != 0;
 }
