@@ -195,11 +195,12 @@ int mha_tail_switch() { return env_switch("ATTNBWD_CUDA_MHA_TAIL", {"auto", "ful
 // P by TMA, on where only the dQ kernel does (ws), off elsewhere. Returns 0 auto, 1 off, 2 on, 3 cols.
 int mha_ptrim_switch() { return env_switch("ATTNBWD_CUDA_MHA_PTRIM", {"auto", "off", "on", "cols"}); }
 // ATTNBWD_CUDA_MHA_DELTA=auto|bulk|tma: how the warp-specialised dK/dV kernel copies each stage's δ (64 floats) into
-// shared memory: a plain bulk copy (cp.async.bulk; auto) or a TMA tensor copy through a [B·H][delta_ld] map. The same
-// bytes, barrier and bits. Why tma: compute-sanitizer racecheck reports the bulk copy's writes against the consumers'
-// reads of δ (fifty-sixth session, mha #10 and #4), though the stage's barriers order them; it does not report the
-// same ring's tensor copies of P (perf/probes/racecheck_bulk_mbarrier.cu tests the tool on one ring filled each way).
-// tma needs the warp-specialised kernels; elsewhere it is an Error. Returns 0 auto, 1 bulk, 2 tma.
+// shared memory: a plain bulk copy (cp.async.bulk) or a TMA tensor copy through a [B·H][delta_ld] map (auto). The
+// same bytes, barrier and bits. Why tma: compute-sanitizer racecheck reports the bulk copy's writes against the
+// consumers' reads of δ (fifty-sixth session, mha #10 and #4, one report each), though the stage's barriers order
+// them, and reports nothing with tma (0 hazards at #10 and #4); tma measured 0.999-1.011x the bulk form's time per call
+// (H100, #4 #8 #10 #13). tma needs the warp-specialised kernels; elsewhere it is an Error. Returns 0 auto, 1 bulk,
+// 2 tma.
 int mha_delta_switch() { return env_switch("ATTNBWD_CUDA_MHA_DELTA", {"auto", "bulk", "tma"}); }
 int64_t mha_lag_switch() {
   constexpr int64_t lags[] = {16, 4, 8, 12, 16, 24, 32, 48};
@@ -336,8 +337,9 @@ void enqueue_op(Context& ctx, const VisionMhaShape& s, const VisionMhaArgs& a, c
                                             "(ATTNBWD_CUDA_MHA_WGMMA auto where it runs, wstma or wstmaw)");
     // auto: cols where the dK/dV kernel takes P by TMA (wstma, wstmaw, the fused launch), else on (ws)
     trim_p = !p_by_tma || ptrim_word == 1 ? 0 : ptrim_word == 3 || (ptrim_word == 0 && wgmma.tma_dkv) ? 2 : 1;
-    delta_tma = mha_delta_switch() == 2;
-    if (delta_tma && !wgmma.ws)
+    const int delta_word = mha_delta_switch();
+    delta_tma = wgmma.ws && delta_word != 1;
+    if (delta_word == 2 && !wgmma.ws)
       throw Error("ATTNBWD_CUDA_MHA_DELTA", "tma is built for the warp-specialised dK/dV kernel "
                                             "(ATTNBWD_CUDA_MHA_WGMMA auto where it runs, ws, wstma, wscp or wstmaw)");
     if (split == 2 && !(copy == 0 && ((wgmma.stages == 2 && wgmma.min_blocks == 3) ||

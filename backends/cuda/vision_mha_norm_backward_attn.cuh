@@ -59,8 +59,8 @@ struct AttnParams {
   // 1 = those trims; 2 = those and the dK/dV kernel's boxes 72 floats wide (not 136) in CTAs whose keys inside S fit
   // them (PTRIM=cols); 0 = whole boxes.
   int trim_p = 0;
-  // The warp-specialised dK/dV kernel's δ per stage: 1 = by a TMA tensor copy through a [B·H][delta_ld] map, 0 = by a
-  // plain bulk copy (cp.async.bulk). The same bytes, bits and barrier (ATTNBWD_CUDA_MHA_DELTA).
+  // The warp-specialised dK/dV kernel's δ per stage: 1 = by a TMA tensor copy through a [B·H][delta_ld] map (the op's
+  // default), 0 = by a plain bulk copy (cp.async.bulk). The same bytes, bits and barrier (ATTNBWD_CUDA_MHA_DELTA).
   int delta_tma = 0;
 };
 constexpr int kSplitFloats = 66;  // per thread and half: two 64-float accumulators and two row sums

@@ -1,4 +1,7 @@
-# Fifty-sixth session's second call. Rebundle first with 0db8e88's perf binary as perf-prev (PTRIM auto = on):
+# Fifty-sixth session's second call (ran as call 17 on an H100; afterwards the probe of step 2 was removed: its
+# 1-D tensor map did not encode, so it never ran, and the library's own racecheck with DELTA=tma answered it).
+# Its tests DeltaByTensorMap* are now DeltaCopiesGiveTheSerialBits and DeltaTmaWithAnotherSchemeIsAnError.
+# Rebundle first with 0db8e88's perf binary as perf-prev (PTRIM auto = on):
 #   bash perf/device/bundle.sh --extra perf-prev=/work/prev/perf-0db8e88
 # (1) every mha test: PTRIM auto = cols where the dK/dV kernel takes P by TMA (call 1: cols 1.004-1.008x against on,
 #     H200), and NarrowTailGivesTheSerialBits with B = 2 at S = 197 (call 1 threw there: B·H·S = 394, not a

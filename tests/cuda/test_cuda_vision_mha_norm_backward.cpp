@@ -403,40 +403,43 @@ TEST(CudaVisionMhaNorm, PTrimWithoutTmaIsAnError) {
   expect_refused_with("ATTNBWD_CUDA_MHA_PTRIM", "cols", {"ws", "wscp", "serial3", "legacy"}, "yes", 496);
 }
 
-// ATTNBWD_CUDA_MHA_DELTA=tma: the dK/dV kernel copies each stage's δ through a TMA tensor map instead of a bulk copy;
-// serial3's bits in every warp-specialised form (P by TMA and by cp.async), with PDL off, and in the fused launch
-// twice (δ then arrives after the flag wait, the first stages' copies issued late), and the oracle; at S = 577 (a
-// narrow last block), 131 and 1 (one block: every δ copy issued after the wait), 2 × 577 × 16 (auto fuses).
-TEST(CudaVisionMhaNorm, DeltaByTensorMapGivesTheSerialBits) {
+// ATTNBWD_CUDA_MHA_DELTA: the dK/dV kernel copies each stage's δ through a TMA tensor map (tma, auto) or by a bulk copy
+// (bulk); serial3's bits both ways in every warp-specialised form (P by TMA and by cp.async), with PDL off, and in the
+// fused launch twice (δ then arrives after the flag wait, the first stages' copies issued late), and the oracle; at
+// S = 577 (a narrow last block), 131 and 1 (one block: every δ copy issued after the wait), 2 × 577 × 16 (auto fuses).
+TEST(CudaVisionMhaNorm, DeltaCopiesGiveTheSerialBits) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   ATTNBWD_SEED_TRACE();
   const auto body = [](const tools::TensorSet& in, const tools::Axes& axes, const HostCase<Args>& serial) {
-    const ScopedEnv delta("ATTNBWD_CUDA_MHA_DELTA", "tma");
-    expect_run_gives(in, axes, serial, "ATTNBWD_CUDA_MHA_DELTA=tma (auto scheme) vs serial3");
-    for (const char* scheme : {"ws", "wstma", "wscp", "wstmaw"}) {
-      const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-      expect_run_gives(in, axes, serial, std::string("DELTA=tma, ATTNBWD_CUDA_MHA_WGMMA=") + scheme + " vs serial3");
-    }
-    {
-      const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
-      expect_run_gives(in, axes, serial, "DELTA=tma, ATTNBWD_CUDA_MHA_PDL=off vs serial3");
-    }
-    {
-      const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
-      for (int run = 0; run < 2; ++run) {
-        expect_run_gives(in, axes, serial,
-                         "DELTA=tma, ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " + std::to_string(run));
-        expect_counters_zero(1 + 2 * axes.at("batch_size") * axes.at("num_heads"));
+    for (const char* how : {"tma", "bulk"}) {
+      const ScopedEnv delta("ATTNBWD_CUDA_MHA_DELTA", how);
+      const std::string label = std::string("ATTNBWD_CUDA_MHA_DELTA=") + how;
+      expect_run_gives(in, axes, serial, label + " (auto scheme) vs serial3");
+      for (const char* scheme : {"ws", "wstma", "wscp", "wstmaw"}) {
+        const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+        expect_run_gives(in, axes, serial, label + ", ATTNBWD_CUDA_MHA_WGMMA=" + scheme + " vs serial3");
       }
+      {
+        const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
+        expect_run_gives(in, axes, serial, label + ", ATTNBWD_CUDA_MHA_PDL=off vs serial3");
+      }
+      {
+        const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
+        for (int run = 0; run < 2; ++run) {
+          expect_run_gives(in, axes, serial,
+                           label + ", ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " + std::to_string(run));
+          expect_counters_zero(1 + 2 * axes.at("batch_size") * axes.at("num_heads"));
+        }
+      }
+      if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));
     }
-    if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));
   };
   against_serial3({{1, 577, 4, 64}, {2, 131, 2, 64}, {4, 1, 1, 64}, {2, 577, 16, 64}}, 500, body);
 }
 
 // ATTNBWD_CUDA_MHA_DELTA=tma is built for the warp-specialised dK/dV kernel: with another scheme it is an Error naming
 // the switch, as is a value it does not know; raised before any output is written.
-TEST(CudaVisionMhaNorm, DeltaByTensorMapWithAnotherSchemeIsAnError) {
+TEST(CudaVisionMhaNorm, DeltaTmaWithAnotherSchemeIsAnError) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   expect_refused_with("ATTNBWD_CUDA_MHA_DELTA", "tma", {"serial3", "occ3", "legacy"}, "tensor", 505);
 }
