@@ -117,6 +117,21 @@ sanitize() {
     --gtest_filter="$filter" > "$R/$tool-$name.txt" 2>&1
   echo "$tool $name rc=$? t=$SECONDS"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$R/$tool-$name.txt" | tail -3
 }
+# race_cli OP WORKLOAD SECONDS [VAR=value...]: racecheck on one workload of OP through the CLI ($M/attnbwd: gen, then
+# run), the library's GEMMs on the plain kernel (ATTNBWD_CUDA_SANITIZE_GEMM=plain: racecheck cannot leave cuBLASLt's
+# nvjet kernels out, above), into $R/racecheck-OP-WORKLOAD.txt; then its summary and the kernels of any report.
+race_cli() {
+  local op=$1 wl=$2 secs=$3
+  shift 3
+  ok || return 0
+  "$M/attnbwd" gen "$op" --workload "$wl" -o "/tmp/$op-$wl.safetensors" > /dev/null 2>&1
+  env ATTNBWD_CUDA_SANITIZE_GEMM=plain "$@" timeout "$(tmo "$secs")" compute-sanitizer --tool racecheck \
+    --print-limit 200 "$M/attnbwd" run "$op" -i "/tmp/$op-$wl.safetensors" -o "/tmp/$op-$wl-out.safetensors" \
+    > "$R/racecheck-$op-$wl.txt" 2>&1
+  echo "racecheck $op #$wl rc=$? t=$SECONDS"
+  grep -E "RACECHECK SUMMARY|Race reported" "$R/racecheck-$op-$wl.txt" | sed 's/+0x[0-9a-f]*//' | sort | uniq -c |
+    head -8
+}
 # stamps BINARY NAME [VAR=value...]: one perf run of a probe build (perf/probes/graph_effect_probe*.patch) at gqa
 # #11: its dp_softmax stamp lines into $R/stamps-NAME.txt, its stderr (the graph dump, if asked for) into
 # $R/stderr-NAME.txt; perf/scripts/stamps.py summarises them.

@@ -9,15 +9,8 @@ P=$M/attnbwd_perf
 shards 'Cuda*:*Cuda*' 240
 grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
 soak vision_mha_norm_backward 4 10
-for w in 10 4; do
-  ok || break
-  "$M/attnbwd" gen vision_mha_norm_backward --workload "$w" -o "/tmp/mha-$w.safetensors" > /dev/null 2>&1
-  ATTNBWD_CUDA_SANITIZE_GEMM=plain timeout "$(tmo 40)" compute-sanitizer --tool racecheck --print-limit 200 \
-    "$M/attnbwd" run vision_mha_norm_backward -i "/tmp/mha-$w.safetensors" -o "/tmp/mha-$w-out.safetensors" \
-    > "$R/racecheck-mha-$w.txt" 2>&1
-  echo "racecheck mha #$w rc=$? t=$SECONDS"
-  grep -E "RACECHECK SUMMARY|Race reported" "$R/racecheck-mha-$w.txt" | sed 's/+0x[0-9a-f]*//' | sort | uniq -c | head -8
-done
+race_cli vision_mha_norm_backward 10 40
+race_cli vision_mha_norm_backward 4 40
 case $GPU in
   *H200*) suites 2 ;;
   *) ok && PB suite-vision_mha_norm_backward-1 "$P" vision_mha_norm_backward all; suite_e "$R"/suite-*.json ;;

@@ -275,6 +275,28 @@ void expect_run_gives(const tools::TensorSet& in, const tools::Axes& axes, const
   expect_same_bits(got, want, label);
 }
 
+// serial3's bits (`serial`) in each warp-specialised scheme of `schemes`, with PDL off, and in the fused launch twice
+// (its counters left zero), then the oracle where H ≤ 4 (else bits only); `label` names the switches set around it.
+void expect_every_ws_form(const tools::TensorSet& in, const tools::Axes& axes, const HostCase<Args>& serial,
+                          const std::string& label, std::initializer_list<const char*> schemes) {
+  for (const char* scheme : schemes) {
+    const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
+    expect_run_gives(in, axes, serial, label + ", ATTNBWD_CUDA_MHA_WGMMA=" + scheme + " vs serial3");
+  }
+  {
+    const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
+    expect_run_gives(in, axes, serial, label + ", ATTNBWD_CUDA_MHA_PDL=off vs serial3");
+  }
+  {
+    const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
+    for (int run = 0; run < 2; ++run) {
+      expect_run_gives(in, axes, serial, label + ", ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " + std::to_string(run));
+      expect_counters_zero(1 + 2 * axes.at("batch_size") * axes.at("num_heads"));
+    }
+  }
+  if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));
+}
+
 // The warp-specialised wgmma kernels (ATTNBWD_CUDA_MHA_WGMMA=wstmaw, the default on sm_90 where they run: P by TMA
 // through a view of rows of 4·S floats for both kernels; wstma: with narrower dQ view rows; ws: by cp.async for
 // dK/dV; wscp: cp.async for both) compute the same products in the same order as
@@ -319,38 +341,18 @@ TEST(CudaVisionMhaNorm, NarrowTailGivesTheSerialBits) {
   if (!is_sm90()) GTEST_SKIP() << "the wgmma kernels run on sm_90 only";
   ATTNBWD_SEED_TRACE();
   const auto body = [](const tools::TensorSet& in, const tools::Axes& axes, const HostCase<Args>& serial) {
-    // serial3's bits in each warp-specialised scheme, with PDL off, the fused launch twice (its counters left zero),
-    // then the oracle (the last shape: bits only); `label` names the switches set around it
-    const auto every_form = [&](const std::string& label, std::initializer_list<const char*> schemes) {
-      for (const char* scheme : schemes) {
-        const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-        expect_run_gives(in, axes, serial, label + ", ATTNBWD_CUDA_MHA_WGMMA=" + scheme + " vs serial3");
-      }
-      {
-        const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
-        expect_run_gives(in, axes, serial, label + ", ATTNBWD_CUDA_MHA_PDL=off vs serial3");
-      }
-      {
-        const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
-        for (int run = 0; run < 2; ++run) {
-          expect_run_gives(in, axes, serial,
-                           label + ", ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " + std::to_string(run));
-          expect_counters_zero(1 + 2 * axes.at("batch_size") * axes.at("num_heads"));
-        }
-      }
-      if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));
-    };
     const ScopedEnv tail("ATTNBWD_CUDA_MHA_TAIL", "narrow");
-    every_form("TAIL=narrow", {"ws", "wstma", "wscp", "wstmaw"});
+    expect_every_ws_form(in, axes, serial, "TAIL=narrow", {"ws", "wstma", "wscp", "wstmaw"});
     {  // P's boxes trimmed to what lies inside S: the narrow blocks' columns and rows, the head's last rows
       const ScopedEnv trim("ATTNBWD_CUDA_MHA_PTRIM", "on");
-      every_form("PTRIM=on", {"ws", "wstma", "wstmaw"});  // wscp takes P by cp.async: PTRIM=on is an Error there
+      // wscp takes P by cp.async: PTRIM=on is an Error there
+      expect_every_ws_form(in, axes, serial, "PTRIM=on", {"ws", "wstma", "wstmaw"});
       const ScopedEnv full("ATTNBWD_CUDA_MHA_TAIL", "full");  // the rows trim alone
       expect_run_gives(in, axes, serial, "PTRIM=on, TAIL=full vs serial3");
     }
     {  // and the dK/dV kernel's boxes cut to 72 columns where the CTA's keys fit (ws: that kernel takes P by cp.async)
       const ScopedEnv trim("ATTNBWD_CUDA_MHA_PTRIM", "cols");
-      every_form("PTRIM=cols", {"wstma", "wstmaw"});
+      expect_every_ws_form(in, axes, serial, "PTRIM=cols", {"wstma", "wstmaw"});
       const ScopedEnv full("ATTNBWD_CUDA_MHA_TAIL", "full");
       expect_run_gives(in, axes, serial, "PTRIM=cols, TAIL=full vs serial3");
     }
@@ -415,23 +417,7 @@ TEST(CudaVisionMhaNorm, DeltaCopiesGiveTheSerialBits) {
       const ScopedEnv delta("ATTNBWD_CUDA_MHA_DELTA", how);
       const std::string label = std::string("ATTNBWD_CUDA_MHA_DELTA=") + how;
       expect_run_gives(in, axes, serial, label + " (auto scheme) vs serial3");
-      for (const char* scheme : {"ws", "wstma", "wscp", "wstmaw"}) {
-        const ScopedEnv depth("ATTNBWD_CUDA_MHA_WGMMA", scheme);
-        expect_run_gives(in, axes, serial, label + ", ATTNBWD_CUDA_MHA_WGMMA=" + scheme + " vs serial3");
-      }
-      {
-        const ScopedEnv pdl("ATTNBWD_CUDA_MHA_PDL", "off");
-        expect_run_gives(in, axes, serial, label + ", ATTNBWD_CUDA_MHA_PDL=off vs serial3");
-      }
-      {
-        const ScopedEnv fused("ATTNBWD_CUDA_MHA_FUSED", "on");
-        for (int run = 0; run < 2; ++run) {
-          expect_run_gives(in, axes, serial,
-                           label + ", ATTNBWD_CUDA_MHA_FUSED=on vs serial3, run " + std::to_string(run));
-          expect_counters_zero(1 + 2 * axes.at("batch_size") * axes.at("num_heads"));
-        }
-      }
-      if (axes.at("num_heads") <= 4) check(in, axes, smallest_atol(kOp));
+      expect_every_ws_form(in, axes, serial, label, {"ws", "wstma", "wscp", "wstmaw"});
     }
   };
   against_serial3({{1, 577, 4, 64}, {2, 131, 2, 64}, {4, 1, 1, 64}, {2, 577, 16, 64}}, 500, body);
