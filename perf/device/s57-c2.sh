@@ -3,7 +3,8 @@
 # and synccheck on all 16, racecheck and initcheck on the smallest, #10; ATTNBWD_SANITIZE_VENDOR=auto: racecheck with
 # the plain GEMMs, initcheck and synccheck with cuBLASLt's kernels left uninstrumented), six jobs at a time.
 # Resumable: a later call passes the committed sanitize-workloads.txt of this one as DONE=path (its "ok" jobs skipped).
-# The large workloads under memcheck take minutes each; the whole matrix may need two calls.
+# It ran in the fifty-seventh session's call 16: 34 of 34 jobs in 37 s on an H100 (the slow tools are slow only on
+# cuBLASLt's instrumented kernels, which VENDOR=auto leaves out), so one call holds the whole matrix.
 source perf/device/common.sh
 LIMIT=${LIMIT:-540}
 done_arg=()
