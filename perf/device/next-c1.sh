@@ -1,3 +1,2 @@
-# Next call: perf/device/s57-c1.sh (its header says what it runs and why); rebundle first:
-#   bash perf/device/bundle.sh
-exec bash perf/device/s57-c1.sh "$@"
+# Next call: perf/device/s58-c2.sh (its header says what it runs and why).
+exec bash perf/device/s58-c2.sh "$@"
