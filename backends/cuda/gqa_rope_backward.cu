@@ -603,16 +603,6 @@ DaPath da_path() {
 // the grouped launch's 1.009x at #7 (fortieth session, three interleaved rounds; #12, without it, 0.996x).
 int pdl_switch() { return env_switch("ATTNBWD_CUDA_GQA_PDL", {"auto", "off", "thin"}); }
 
-// ATTNBWD_CUDA_GQA_THIN_MCAST=auto|off|2|4: the thin q/k/v launch (T <= 256) in clusters of 2 or 4 slices of one range
-// whose CTAs load dY's tiles once between them (each a part, multicast to all: sm90::linear_thin_multicast) instead of
-// once each; ncu (fifty-eighth session, H100) puts that kernel's L2 at 69-80 % of peak with the tensor pipe at 35-55 %,
-// and dY's tiles are a third to half of what its CTAs read from L2. auto = off until measured; 2 or 4 where the plan
-// cannot take it is an Error naming the switch. The same bits (the same products in the same order).
-int thin_mcast_switch() {
-  static constexpr int kM[] = {1, 1, 2, 4};
-  return kM[env_switch("ATTNBWD_CUDA_GQA_THIN_MCAST", {"auto", "off", "2", "4"})];
-}
-
 // ATTNBWD_CUDA_GQA_SMALL_PDL=auto|on|off|late: the small attention path's second kernel (small_dkdv_kernel) as a
 // programmatic dependent of the first (on; auto): its CTAs start under the first kernel and do dV (P and dO only)
 // before their griddepcontrol.wait; or a plain launch after the first ends (off); late below. The same bits. Why off
@@ -939,9 +929,6 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
         throw Error("ATTNBWD_CUDA_GQA_QKV", "thin sm90 launch cannot take this call: " + thin_why);
       thin = true;
       gj.p = q, thin_plan = sm90::linear_thin_plan(q, ctx.sm_count());
-      if (const int m = thin_mcast_switch(); m > 1)
-        if (const std::string why = sm90::linear_thin_multicast(thin_plan, m); !why.empty())
-          throw Error("ATTNBWD_CUDA_GQA_THIN_MCAST", "the thin q/k/v launch cannot multicast: " + why);
     } else {
       const std::string why = ctx.cc() != 90 ? "not an sm_90 device" : sm90::linear_backward_unsupported(q);
       if (!why.empty() && qkv == QkvPath::Grouped)

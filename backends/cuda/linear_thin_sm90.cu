@@ -79,12 +79,10 @@ struct Params {
   int rows_per_b, cols_per_h;    //   (t % S)·D + n % D, with S = rows_per_b, D = cols_per_h
   float* partial;                // [slices][ranges][MB · 16 · 128] float4
   int cluster;                   // the ranges of a slice are one cluster
-  int mcast;                     // 1, or a cluster of `mcast` slices of one range sharing A's tiles (multicast)
 };
 
 struct Maps {
   CUtensorMap a, x, w[kMaxSegments], dw[kMaxSegments];
-  CUtensorMap a_part;  // with mcast > 1: A's tile as `mcast` boxes of 64·MB / mcast rows (t), one per CTA
 };
 
 // The CTA's shared-memory rings: slot s of A at a + s·kABytes, of W at w + s·kWBytes; full barriers complete on the
@@ -95,16 +93,6 @@ struct Rings {
 };
 
 #if defined(ATTNBWD_SM90_DEVICE)
-
-// A consumer warpgroup's release of A's slot s: with mcast > 1 on the slot's empty barrier in every CTA of the cluster
-// (each CTA's producer refills the slot in all of them), else on its own.
-__device__ __forceinline__ void release_a(const Params& p, const Rings& rg, int s) {
-  if (p.mcast > 1) {
-    for (int q = 0; q < p.mcast; ++q) mbar_arrive_cluster(cluster_map(&rg.empty_a[s], static_cast<unsigned>(q)));
-  } else {
-    mbar_arrive(&rg.empty_a[s]);
-  }
-}
 
 // The segment of out row `row` (segments start at multiples of 64: a k-block lies in one).
 __device__ __forceinline__ int segment_of(const Params& p, int row) {
@@ -224,7 +212,7 @@ __device__ __forceinline__ void consume_dw(const Maps& maps, const Params& p, st
   };
   auto finish = [&](float(&aw)[64], int i) {  // k-block i's products are done
     if (t == 0) {
-      release_a(p, rg, i % C::kAStages);
+      mbar_arrive(&rg.empty_a[i % C::kAStages]);
       if constexpr (kDx) mbar_arrive(&rg.empty_w[i % C::kWStages]);
     }
     fence_regs(aw);
@@ -283,7 +271,7 @@ __device__ __forceinline__ void consume_dx(const Params& p, const Rings& rg, int
     wgmma_commit();
     wgmma_wait<1>();  // every product of k-block i − 1 is done: release its slot
     if (i > 0 && t == 0) {
-      release_a(p, rg, (i - 1) % C::kAStages);
+      mbar_arrive(&rg.empty_a[(i - 1) % C::kAStages]);
       mbar_arrive(&rg.empty_w[(i - 1) % C::kWStages]);
     }
   }
@@ -348,10 +336,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   rg.full_w = rg.empty_a + C::kAStages;
   rg.empty_w = rg.full_w + C::kWStages;
 
-  // CTA x: with mcast = m, group g = x / m of the m consecutive CTAs (one cluster; rank x % m) takes range g % ranges
-  // of slices m·(g / ranges) .. + m − 1, one each (m = 1: slice x / ranges, range x % ranges).
-  const int m = p.mcast, crank = static_cast<int>(blockIdx.x) % m, g = static_cast<int>(blockIdx.x) / m;
-  const int range = g % p.ranges, slice = g / p.ranges * m + crank;
+  const int slice = static_cast<int>(blockIdx.x) / p.ranges, range = static_cast<int>(blockIdx.x) % p.ranges;
   const int n0 = slice * kBN;
   const int kb0 = range * p.kb_per_range, kb1 = min(kb0 + p.kb_per_range, p.kb_total);
   const int nkb = kb1 - kb0;
@@ -360,7 +345,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(x_full, 1);
     for (int s = 0; s < C::kAStages; ++s) {
       mbar_init(&rg.full_a[s], 1);
-      mbar_init(&rg.empty_a[s], (kWg0 ? 2 : 1) * m);  // one arrival per consumer warpgroup of the cluster
+      mbar_init(&rg.empty_a[s], kWg0 ? 2 : 1);  // one arrival per consumer warpgroup
     }
     for (int s = 0; s < C::kWStages; ++s) {
       mbar_init(&rg.full_w[s], 1);
@@ -369,7 +354,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init_fence();
   }
   __syncthreads();
-  if (m > 1) cluster_sync();  // the peers' barriers are initialised before any multicast or remote arrival
   // The partials' sum (a programmatic dependent launch, where there is one) may be scheduled once every CTA of this
   // grid is resident: it waits for this grid's end before reading anything.
   griddep_launch_dependents();
@@ -388,19 +372,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       griddep_wait();
       for (int i = 0; i < nkb; ++i) {
         const int s = i % C::kAStages, kb = kb0 + i;
-        if (m > 1) {
-          // The slot is free in every CTA of the cluster; this CTA loads its part (rows crank·64·MB/m of the tile)
-          // into all of them, and its full barrier expects the whole tile (the peers' parts may land first).
-          mbar_wait_cluster(&rg.empty_a[s], ((i / C::kAStages) & 1) ^ 1);
-          mbar_arrive_expect_tx(&rg.full_a[s], C::kABytes);
-          const int rows = 64 * MB / m;
-          tma_load_2d_mcast(rg.a + s * C::kABytes + crank * rows * 128, &maps.a_part, &rg.full_a[s], kb * kBK,
-                            crank * rows, static_cast<std::uint16_t>((1u << m) - 1u));
-        } else {
-          mbar_wait(&rg.empty_a[s], ((i / C::kAStages) & 1) ^ 1);
-          mbar_arrive_expect_tx(&rg.full_a[s], C::kABytes);
-          tma_load_2d(rg.a + s * C::kABytes, &maps.a, &rg.full_a[s], kb * kBK, 0);  // box {64 out, 64·MB t}
-        }
+        mbar_wait(&rg.empty_a[s], ((i / C::kAStages) & 1) ^ 1);
+        mbar_arrive_expect_tx(&rg.full_a[s], C::kABytes);
+        tma_load_2d(rg.a + s * C::kABytes, &maps.a, &rg.full_a[s], kb * kBK, 0);  // box {64 out, 64·MB t}
       }
     } else if (threadIdx.x == 32) {
       for (int i = 0; i < nkb; ++i) {
@@ -414,7 +388,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     if (p.ranges > 1 && p.cluster) cluster_sync();  // every thread of the cluster takes part
-    if (m > 1) cluster_sync();  // no CTA leaves while its peers may still arrive on its barriers
   } else {
     setmaxnreg_inc<232>();
     if (threadIdx.x < 256) {
@@ -434,7 +407,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       reduce_units<MB>(p, slice, range, p.ranges, n0);
     }
     // Not a cluster: linear_thin_reduce_kernel, launched next on the stream, sums the partials.
-    if (m > 1) cluster_sync();
   }
 }
 
@@ -537,7 +509,6 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
   const std::int64_t T = p.tokens(), out = p.out_features, in = p.in_features;
   Maps maps{};
   maps.a = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, 64 * MB);  // dY as [t][out]: boxes {64 out, 64·MB t}
-  if (plan.mcast > 1) maps.a_part = tensor_map(p.grad_output, T, out, p.ld_dy(), 64, 64 * MB / plan.mcast);
   if (DW) maps.x = tensor_map(p.input, T, in, p.ld_x(), 64, 64 * MB);  // X as [t][in]: boxes {64 n, 64·MB t}
   Params prm{};
   for (int s = 0; s < kMaxSegments; ++s) prm.seg[s] = INT_MAX;
@@ -562,13 +533,10 @@ void launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cuda
   prm.stride_b = p.heads * p.seq_len * p.head_dim, prm.stride_h = p.seq_len * p.head_dim;
   prm.partial = static_cast<float*>(workspace);
   prm.cluster = plan.cluster;
-  prm.mcast = plan.mcast;
   // With plan.cluster the ranges of a slice (consecutive CTAs) are one cluster: co-scheduled, they meet at a cluster
   // barrier.
   cudaLaunchAttribute attr[2];
-  // With plan.mcast = m the CTAs of one range and m slices (consecutive CTAs) are one cluster sharing dY's tiles.
-  cudaLaunchConfig_t cfg =
-      cluster_config<MB, DW>(plan.cluster ? plan.ranges : plan.mcast, plan.grid, stream, attr[0]);
+  cudaLaunchConfig_t cfg = cluster_config<MB, DW>(plan.cluster ? plan.ranges : 1, plan.grid, stream, attr[0]);
   if (pdl) {  // a programmatic dependent of the caller's previous kernel (linear_thin_launch's contract)
     attr[1] = programmatic_dependent_attribute();
     cfg.attrs = attr, cfg.numAttrs = 2;
@@ -619,19 +587,6 @@ ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only) {
   return plan;
 }
 
-std::string linear_thin_multicast(ThinPlan& plan, int m) {
-  if (m != 2 && m != 4) return "multicast to " + std::to_string(m) + " CTAs (2 or 4)";
-  if (plan.cluster) return "its ranges are a cluster";
-  if (plan.slices % m != 0) return std::to_string(plan.slices) + " slices, not a multiple of " + std::to_string(m);
-  const int clusters =
-      with_form(plan.mb, plan.dx_only, [&](auto mb, auto dw) { return resident_clusters<mb, dw>(m); });
-  if (clusters * m < plan.grid)
-    return std::to_string(plan.grid) + " CTAs, but only " + std::to_string(clusters) + " clusters of " +
-           std::to_string(m) + " resident at once";
-  plan.mcast = m;
-  return {};
-}
-
 void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* workspace, cudaStream_t stream,
                         bool after_own_kernel) {
   if (const std::string why = linear_thin_unsupported(p); !why.empty()) throw Error("linear_thin", why);
@@ -640,8 +595,7 @@ void linear_thin_launch(const LinearBackward& p, const ThinPlan& plan, void* wor
   if (plan.mb != (p.tokens() + 63) / 64 || plan.ranges < 1 || plan.ranges > kMaxRanges || plan.kb_per_range < 1 ||
       (plan.ranges - 1) * plan.kb_per_range >= kb_total || plan.ranges * plan.kb_per_range < kb_total ||
       plan.slices != (p.in_features + kBN - 1) / kBN || plan.grid != plan.slices * plan.ranges ||
-      (plan.ranges > 1 && workspace == nullptr) ||
-      (plan.mcast != 1 && ((plan.mcast != 2 && plan.mcast != 4) || plan.cluster || plan.slices % plan.mcast != 0)))
+      (plan.ranges > 1 && workspace == nullptr))
     fail("linear_thin_launch", __FILE__, __LINE__, "a plan that is not linear_thin_plan's for this problem");
   with_form(plan.mb, plan.dx_only, [&](auto mb, auto dw) { launch<mb, dw>(p, plan, workspace, stream, after_own_kernel); });
 }

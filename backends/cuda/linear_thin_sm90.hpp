@@ -32,8 +32,6 @@ struct ThinPlan {
   int kb_per_range = 0;
   int grid = 0;      // slices × ranges CTAs
   std::size_t workspace_bytes = 0;  // dX partials (fp32) when ranges > 1
-  int mcast = 1;     // 1, or 2 / 4: clusters of that many slices of one range, each CTA loading a part of every dY
-                     // tile into all of them (TMA multicast; linear_thin_multicast)
 };
 
 // Why this kernel cannot take the problem (empty: it can): linear_backward_unsupported's conditions and T ≤ 256.
@@ -42,10 +40,6 @@ std::string linear_thin_unsupported(const LinearBackward& p);
 // The work split on a GPU with `sms` multiprocessors: as many k-ranges per slice (at most 8) as fill the SMs once.
 // dx_only: the launch computes dX = dY·W alone (a streaming GEMM that reads W once: gqa's dA at T ≤ 256).
 ThinPlan linear_thin_plan(const LinearBackward& p, int sms, bool dx_only = false);
-// Sets plan.mcast = m (2 or 4: the CTAs of one range and m neighbouring slices read every dY tile from L2 once between
-// them, as m parts multicast to all) and returns "", or returns why the plan cannot take it (its ranges are a
-// cluster, the slices are not a multiple of m, or the clusters of m cannot all be resident at once) and leaves it.
-std::string linear_thin_multicast(ThinPlan& plan, int m);
 
 // Enqueues the kernel on `stream` (and, where the ranges are not a cluster, the partials' sum after it, a programmatic
 // dependent launch). `workspace` holds plan.workspace_bytes. `after_own_kernel`: the kernel is launched as a

@@ -65,25 +65,6 @@ __device__ __forceinline__ void mbar_wait(std::uint64_t* bar, std::uint32_t pari
   } while (!done);
 }
 
-// An arrival, released at cluster scope, on the barrier at shared::cluster address `remote` (this or another CTA of
-// the cluster: cluster_map, cluster.cuh).
-__device__ __forceinline__ void mbar_arrive_cluster(std::uint32_t remote) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-}
-// mbar_wait acquiring at cluster scope: for a barrier that other CTAs of the cluster arrive on.
-__device__ __forceinline__ void mbar_wait_cluster(std::uint64_t* bar, std::uint32_t parity) {
-  const std::uint32_t a = smem_addr(bar);
-  std::uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(a), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
 // ---- TMA -------------------------------------------------------------------------------------------
 // 2-D tile load global -> shared, completing `bytes` on `bar`. c0 is the innermost coordinate.
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, std::uint64_t* bar, int c0, int c1) {
@@ -91,16 +72,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, s
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::
           "r"(smem_addr(dst)),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1)
-      : "memory");
-}
-// tma_load_2d multicast to the CTAs of `mask` in the cluster (bit r: rank r): the tile lands at dst's offset in each
-// of them and completes its bytes on the barrier at bar's offset there.
-__device__ __forceinline__ void tma_load_2d_mcast(void* dst, const CUtensorMap* map, std::uint64_t* bar, int c0, int c1,
-                                                  std::uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "h"(mask)
       : "memory");
 }
 // 3-D tile load global -> shared, completing `bytes` on `bar` (coordinates outside the tensor read as zeros).
