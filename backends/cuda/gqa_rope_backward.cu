@@ -724,6 +724,14 @@ int dx_sum_switch() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3
 // it; so auto stays off. on where the form does not run is an Error.
 bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "on"}) == 2; }
 
+// ATTNBWD_CUDA_GQA_KVDQ=auto|off|on: on the key-major path's warp-specialised form (S % 128 == 0), r and dQ from one
+// query-major pass over P (gqa_dp_softmax's dQ form: dQ = scaling·((P⊙dP)·K − r·(P·K)), the identity that needs no
+// dS) in place of O = P·V, the row kernel and the dQ GEMM over dSᵀ; the key-major kernel then writes no dSᵀ. P is
+// read twice instead of twice plus dS written and read (at #6 1.07 GB → 0.54 GB) for +34 GFLOP (perf/NOTES.md,
+// fifty-eighth session). dQ rounded once from an fp32 sum (the reference rounds dS twice first); r = Σ P·dP in the
+// reference's order (the path's default takes r = Σ dO⊙O). auto = off until measured; on elsewhere has no effect.
+bool kvdq_switch() { return env_switch("ATTNBWD_CUDA_GQA_KVDQ", {"auto", "off", "on"}) == 2; }
+
 // ATTNBWD_CUDA_GQA_DKDV=auto|apart|batch, the padded GEMM attention path (S % 8 != 0; dK32 and dV32 on one stream):
 // dK32 = dSᵀ·Q and dV32 = Pᵀ·dO (P's padded copy, dO's padded head split) are the same problem (Sp x D from Sp x Sp
 // transposed times Sp x D, every leading dimension and head stride equal), so with the scratch laid out dS | Pp,
@@ -839,6 +847,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool kvw_early = kvw_under();
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
+  const bool kvdq_on = kvdq_switch();
   const int dkdv = dkdv_switch();  // 0 auto, 1 apart, 2 batch
   const int small_pdl_mode = small_pdl_switch();
   const int small_pdl = small_pdl_mode == 2 ? 0 : small_pdl_mode == 3 ? 2 : 1;  // GqaSmallAttn::pdl
@@ -1275,17 +1284,32 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   } else if (use_kv) {
     // 3-5 key-major: O = bf16(P·V) (into dK32, free until the kernel writes it), r = Σ dO⊙O, then the kernel
     // (dSᵀ into dS, dK32, dV32), then dQ = dS·K = (dSᵀ)ᵀ·K.
+    // ATTNBWD_CUDA_GQA_KVDQ (ws form only): r and dQ by one query-major pass, no dSᵀ, no dQ GEMM below.
+    const bool kvdq = kvdq_on && use_ws;
     if (pv_on_side)
       stages.wait_side_mark(ctx);  // O, queued on the side stream at the op's start
-    else
+    else if (!kvdq)
       pv_gemm(0, stream, 0);
-    const int threads = 256;
-    row_dot128<<<blocks_for(BH * S, threads / 32), threads, 0, stream>>>(kv.dO, kv.do_ld, kv.do_head, dK32, rbuf,
-                                                                         BH * S, S);
-    ATTNBWD_CUDA_CHECK_LAUNCH();
-    stages.mark("r");
+    GqaKvAttn kvw = kv;
+    if (kvdq) {
+      GqaDpSoftmax dq;
+      dq.dO = kv.dO, dq.do_ld = kv.do_ld, dq.do_head = kv.do_head, dq.V = kv.V, dq.P = kv.P;
+      dq.BH = BH, dq.S = S, dq.Sp = S, dq.D = D, dq.ld_ds = S, dq.scaling = scaling, dq.wide = true;
+      dq.K = K, dq.dQ = dQ32, dq.r_out = rbuf;
+      if (const std::string why = gqa_dp_softmax_unsupported(dq, ctx.cc()); !why.empty())
+        throw Error("ATTNBWD_CUDA_GQA_KVDQ", "the dQ pass cannot take this call: " + why);
+      gqa_dp_softmax_launch(dq, stream);
+      stages.mark("r_dQ");
+      kvw.dS_t = nullptr;
+    } else {
+      const int threads = 256;
+      row_dot128<<<blocks_for(BH * S, threads / 32), threads, 0, stream>>>(kv.dO, kv.do_ld, kv.do_head, dK32, rbuf,
+                                                                           BH * S, S);
+      ATTNBWD_CUDA_CHECK_LAUNCH();
+      stages.mark("r");
+    }
     if (use_ws)
-      gqa_kv_attn_ws_launch(kv, stream);
+      gqa_kv_attn_ws_launch(kvw, stream);
     else
       gqa_kv_attn_launch(kv, stream);
     stages.mark("kv");
@@ -1299,11 +1323,13 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       dw_gemm(QP + KP, KP, a.grad_v_weight.data, kvw_target);
       stages.mark("dW_kv");
     }
-    Gemm g = per_head();
-    g.trans_a = true;
-    g.sm_target = dq_sms;
-    gemm(ctx, 0, stream, g, dS, K, dQ32);
-    stages.mark("dQ");
+    if (!kvdq) {
+      Gemm g = per_head();
+      g.trans_a = true;
+      g.sm_target = dq_sms;
+      gemm(ctx, 0, stream, g, dS, K, dQ32);
+      stages.mark("dQ");
+    }
   } else {
     // 3-5 run on two streams unless ATTNBWD_CUDA_GQA_OVERLAP=off: dV32 = Pᵀ·dO (side, after dO exists)
     // under dP and the softmax backward (main), then dK32 = dSᵀ·Q (side, after dS exists) under dQ = dS·K

@@ -64,7 +64,7 @@ constexpr std::size_t kWsSmem = kWsOffBar + (2 * kWsStages + 1) * 8 + 1024;
 // chunks, no padding; the pair reads of a warp's 8 rows fall in 8 distinct bank quads where S % 8 == 0, and are 2-way
 // conflicted otherwise, as with 160-byte rows), staging rows of 64 elements with their 16-byte chunks XOR-swizzled by
 // the row (conflict-free writes of a column pair per lane and reads of a row's chunks).
-template <int WG, int CTAS = 2 / WG>
+template <int WG, int CTAS = 2 / WG, bool DQ = false>
 struct DpsmLayout {
   static_assert((WG == 1 && (CTAS == 2 || CTAS == 3)) || (WG == 2 && CTAS == 1), "the kernel's forms");
   static constexpr int kRows = kBlk * WG, kThreads = kWgThreads * WG, kCtasPerSm = CTAS;  // as launch_bounds
@@ -76,12 +76,15 @@ struct DpsmLayout {
   static constexpr int kOffV = WG * kTile;  // after dO
   static constexpr int kOffP = kOffV + kStages * kTile;
   static constexpr int kOffDs = kOffP + kStages * kPStage;  // 4·WG warps × 16 rows × kDsRow
-  static constexpr std::size_t kSmem = kOffDs + 4 * WG * 16 * kDsRow * 2 + 1024;
+  // DQ (ATTNBWD_CUDA_GQA_KVDQ: wide only): K's tiles, kStages of them, after the staging rows
+  static constexpr int kOffK = kOffDs + 4 * WG * 16 * kDsRow * 2;
+  static constexpr std::size_t kSmem = kOffK + (DQ ? kStages * kTile : 0) + 1024;
   // element offset of (row, 16-byte chunk c) in a warp's staging rows
   __host__ __device__ static constexpr int ds_at(int row, int c) {
     return row * kDsRow + (kSwizzledDs ? (c ^ (row & 7)) : c) * 8;
   }
   static_assert(CTAS * (kSmem + 1024) <= 228 * 1024, "CTAS CTAs per SM (1 KB reserved per CTA)");
+  static_assert(!DQ || (WG == 2 && kOffK % 1024 == 0), "the dQ pass: wide form, K's tiles 1024-byte aligned");
 };
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -166,6 +169,7 @@ __device__ __forceinline__ void rs_n128(float (&acc)[2][8][4], const std::uint32
 // the warp's staging rows sDs to dSᵀ's rows (dS_c: this lane's chunk; q_at: the block's first query), then
 // dK += dSᵀ·Q; returns with every product done. dV: V's K-major descriptor; dOk, dOn, dQn: the block's dO
 // (K- and N-major) and Q (N-major) descriptors at head_dim half 0.
+template <bool kDs = true>  // false: dSᵀ is not stored (the dQ pass of ATTNBWD_CUDA_GQA_KVDQ made dQ without it)
 __device__ __forceinline__ void kv_block(std::uint32_t (&ap)[4][4], const float2 (&rq)[8], std::uint64_t dV,
                                          std::uint64_t dOk, std::uint64_t dOn, std::uint64_t dQn, float scaling,
                                          bf* sDs, bf* dS_c, int64_t S, int64_t q_at, float (&dk)[2][8][4],
@@ -201,15 +205,17 @@ __device__ __forceinline__ void kv_block(std::uint32_t (&ap)[4][4], const float2
         const std::uint32_t x = pack(lo16(pp) * (lo16(dp) - rq[j].x), hi16(pp) * (hi16(dp) - rq[j].y));
         const std::uint32_t ds = pack(lo16(x) * scaling, hi16(x) * scaling);
         as[kc][2 * jj + h] = ds;
-        *reinterpret_cast<std::uint32_t*>(sDs + (g + 8 * h) * kDsLd + 8 * j + 2 * t) = ds;
+        if constexpr (kDs) *reinterpret_cast<std::uint32_t*>(sDs + (g + 8 * h) * kDsLd + 8 * j + 2 * t) = ds;
       }
     }
-  __syncwarp();
+  if constexpr (kDs) {
+    __syncwarp();
 #pragma unroll
-  for (int u = 0; u < 4; ++u)
-    *reinterpret_cast<uint4*>(dS_c + 4 * u * S + q_at) =
-        *reinterpret_cast<const uint4*>(sDs + ((lane >> 3) + 4 * u) * kDsLd + (lane & 7) * 8);
-  __syncwarp();  // read before the next block's writes
+    for (int u = 0; u < 4; ++u)
+      *reinterpret_cast<uint4*>(dS_c + 4 * u * S + q_at) =
+          *reinterpret_cast<const uint4*>(sDs + ((lane >> 3) + 4 * u) * kDsLd + (lane & 7) * 8);
+    __syncwarp();  // read before the next block's writes
+  }
   // dK += dSᵀ·Q
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) fence_acc(dk[hf]);
@@ -327,6 +333,7 @@ __device__ __forceinline__ void do_coords(const GqaKvAttn& p, bool view, int bh,
   c1 = view ? q0 : static_cast<int>(bh * p.S) + q0;
 }
 
+template <bool kDs>  // false: no dSᵀ (p.dS_t null: ATTNBWD_CUDA_GQA_KVDQ's dQ pass made dQ)
 __global__ void __launch_bounds__(kWsThreads, 1)
     gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                           const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
@@ -386,7 +393,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const int w = ct >> 5, lane = ct & 31, t = lane & 3;
     const int64_t k0 = kc0 + kBlk * wgi;
     bf* sDs = reinterpret_cast<bf*>(base + kWsOffDs) + (wgi * 4 + w) * 16 * kDsLd;
-    bf* dS_c = p.dS_t + (bh * S + k0 + 16 * w + (lane >> 3)) * S + (lane & 7) * 8;
+    bf* dS_c = kDs ? p.dS_t + (bh * S + k0 + 16 * w + (lane >> 3)) * S + (lane & 7) * 8 : nullptr;
     const std::uint64_t dV = kmajor(sV + wgi * kTile, 0), dOk = kmajor(stages + kTile, 0),
                         dOn = nmajor(stages + kTile, 0), dQn = nmajor(stages, 0);
     // ldmatrix.trans source of this lane in a swizzled P half: row (lane & 7) + 8·(lane ≥ 16) (+16 per k step),
@@ -414,7 +421,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       const float* cR = sR + s * kBlk;
 #pragma unroll
       for (int j = 0; j < 8; ++j) rq[j] = *reinterpret_cast<const float2*>(cR + 8 * j + 2 * t);
-      kv_block(ap, rq, dV, dOk + bdo, dOn + bdo, dQn + bdo, scaling, sDs, dS_c, S, static_cast<int64_t>(i) * kBlk,
+      kv_block<kDs>(ap, rq, dV, dOk + bdo, dOn + bdo, dQn + bdo, scaling, sDs, dS_c, S, static_cast<int64_t>(i) * kBlk,
                dk, dv);
       named_barrier(1 + wgi, kWgThreads);  // every warp of this warpgroup is done with stage s
       if (ct == 0) mbar_arrive(&empty[s]);
@@ -438,6 +445,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 // P comes from DRAM once (pass 2's tiles are L2 hits while the CTA's rows are in flight); dP is never written.
 // RO (p.O given, ATTNBWD_CUDA_GQA_PV=side): r = Σ_d dO·O from O = bf16(P·V), which the op computes beside its dA GEMM,
 // before the stream; pass 2 alone (half the products and one read of P).
+// DQ (p.dQ given, ATTNBWD_CUDA_GQA_KVDQ; wide form, the key-major path's unpadded buffers): pass 1 alone, and beside
+// r it accumulates X = (P⊙dP)·K and Y = P·K (wgmma, A = bf16(P⊙dP) and P from registers, B = the key tile of K), so that
+// dQ = bf16(scaling·(X − r·Y)) = bf16(Σ_k scaling·P(dP − r)·K) comes out at the end with r (into r_out, for the
+// key-major kernel), without dS: one read of P for r and dQ instead of P·V, r and the dQ GEMM over dSᵀ. dQ's rounding:
+// one, of an fp32 sum (the reference rounds dS twice, then dQ).
 
 // Per pair of columns (8j + 2t, +1) of a row: the two bf16 of P (lo, hi) from the staged row, whose elements start at
 // byte `off` (even): words w = (off + 4t) / 4 + 4j and w + 1, bytes chosen by sel = pair_sel(off); the kernel masks pad
@@ -447,9 +459,9 @@ struct PRow {
   std::uint32_t sel;
 };
 
-template <int WG, int CTAS, bool RO = false>
+template <int WG, int CTAS, bool RO = false, bool DQ = false>
 __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(const GqaDpSoftmax p) {
-  using L = DpsmLayout<WG, CTAS>;
+  using L = DpsmLayout<WG, CTAS, DQ>;
   constexpr int kRows = L::kRows, kThreads = L::kThreads, kPStage = L::kPStage, kPRow = L::kPRow;
   const int S = static_cast<int>(p.S), Sp = static_cast<int>(p.Sp);
   const int64_t bh = blockIdx.y;
@@ -504,6 +516,16 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
   const int v_row = tid >> 4, v_c = tid & 15;
   const bf* v_src = vsrc + v_row * kD + v_c * 8;
   const std::uint32_t v_dst = smem_addr(sV) + (v_c >> 3) * kSub + v_row * 128 + (((v_c & 7) ^ (v_row & 7)) << 4);
+  // DQ: K's tiles as V's (the same chunks of the same rows), into their own stages
+  std::uint8_t* sK = sdO + L::kOffK;
+  const bf* ksrc = DQ ? p.K + bh * static_cast<int64_t>(Sp) * kD : nullptr;
+  const bf* k_src = DQ ? ksrc + v_row * kD + v_c * 8 : nullptr;
+  const std::uint32_t k_dst = smem_addr(sK) + (v_c >> 3) * kSub + v_row * 128 + (((v_c & 7) ^ (v_row & 7)) << 4);
+  float xq[2][8][4], yq[2][8][4];  // DQ: (P⊙dP)·K and P·K of the warpgroup's 64 rows
+  if constexpr (DQ) {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) mma16::zero(xq[hf]), mma16::zero(yq[hf]);
+  }
   const std::uint64_t dOk = kmajor(sdO + wg * kTile, 0), dVk = kmajor(sV, 0);
   // the accumulator rows row_a + 8h (the warpgroup's m64 layout: warp w % 4 holds its rows 16(w % 4)..): staged P
   // words and byte selectors, valid-row flags
@@ -562,7 +584,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
   const float scaling = p.scaling;
   int step = RO ? nt : 0;
   mma16::stream_blocks_deep<kBlk, L::kStages, true>(
-      RO ? static_cast<int64_t>(nt) * kBlk : 0, 2 * static_cast<int64_t>(nt) * kBlk,
+      RO ? static_cast<int64_t>(nt) * kBlk : 0, (DQ ? 1 : 2) * static_cast<int64_t>(nt) * kBlk,
       [&](int64_t s0, int, int buf) {
         const int st = static_cast<int>(s0 / kBlk);  // the step (< 2·nt): tile st, then st − nt
         const int k0 = (st < nt ? st : st - nt) * kBlk;
@@ -572,6 +594,15 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
         for (int u = 0; u < kBlk / kVRowStep; ++u) {
           const bool ok = k0 + v_row + kVRowStep * u < Sp;
           mma16::cp_async16(vd + kVRowStep * 128 * u, ok ? vs + kVRowStep * kD * u : vsrc, ok);
+        }
+        if constexpr (DQ) {
+          const bf* ks = k_src + static_cast<int64_t>(k0) * kD;
+          const std::uint32_t kd = k_dst + buf * kTile;
+#pragma unroll
+          for (int u = 0; u < kBlk / kVRowStep; ++u) {
+            const bool ok = k0 + v_row + kVRowStep * u < Sp;
+            mma16::cp_async16(kd + kVRowStep * 128 * u, ok ? ks + kVRowStep * kD * u : ksrc, ok);
+          }
         }
         const int n2 = 2 * (S - k0 < kBlk ? S - k0 : kBlk);  // the tile's bytes per row (n ≥ 1: k0 < S, Sp − S < 8)
 #pragma unroll
@@ -626,6 +657,39 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
         }
         wgmma_wait<0>();
         fence_acc(acc);
+        if constexpr (DQ) {
+          // r as pass 1 (the same order), and the A fragments of bf16(P⊙dP) and of P: register 2·jj + h of k step kc
+          // holds columns 8(2kc + jj) + 2t, +1 of rows g + 8h (the accumulator's pairs)
+          std::uint32_t ax[4][4], ap[4][4];
+#pragma unroll
+          for (int kc = 0; kc < 4; ++kc)
+#pragma unroll
+            for (int jj = 0; jj < 2; ++jj) {
+              const int j = 2 * kc + jj;
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const std::uint32_t pv = pp[h][j];
+                const std::uint32_t dp = pack(acc[j][2 * h], acc[j][2 * h + 1]);  // bf16 dP
+                r[h] += lo16(pv) * lo16(dp);
+                r[h] += hi16(pv) * hi16(dp);
+                ax[kc][2 * jj + h] = pack(lo16(pv) * lo16(dp), hi16(pv) * hi16(dp));
+                ap[kc][2 * jj + h] = pv;
+              }
+            }
+          const std::uint64_t kn = nmajor(sK, 0) + static_cast<std::uint64_t>(buf) * (kTile >> 4);
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) fence_acc(xq[hf]), fence_acc(yq[hf]);
+          wgmma_fence();
+          rs_n128(xq, ax, kn);
+          rs_n128(yq, ap, kn);
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_frag(ax);
+          fence_frag(ap);
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) fence_acc(xq[hf]), fence_acc(yq[hf]);
+          return;
+        }
         if (!RO && !second) {
 #pragma unroll
           for (int h = 0; h < 2; ++h)
@@ -682,13 +746,32 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
         }
         __syncwarp();  // read before the next tile's staging writes
       });
+  if constexpr (DQ) {  // r over the row's quad, then dQ's rows and r
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      r[h] += __shfl_xor_sync(0xffffffffu, r[h], 1);
+      r[h] += __shfl_xor_sync(0xffffffffu, r[h], 2);
+      const int q = q0 + row_a + 8 * h;
+      if (q >= S) continue;
+      if (t == 0) p.r_out[bh * p.S + q] = r[h];
+      bf* out = p.dQ + (bh * p.S + q) * kD + 2 * t;
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          *reinterpret_cast<std::uint32_t*>(out + 64 * hf + 8 * j) =
+              pack(scaling * (xq[hf][j][2 * h] - r[h] * yq[hf][j][2 * h]),
+                   scaling * (xq[hf][j][2 * h + 1] - r[h] * yq[hf][j][2 * h + 1]));
+    }
+  }
 }
 
 #else  // other passes of the fatbin: never launched there (the caller runs this on sm_90 devices only)
 
 __global__ void gqa_kv_attn_kernel(const GqaKvAttn) { __trap(); }
-template <int WG, int CTAS, bool RO = false>
+template <int WG, int CTAS, bool RO = false, bool DQ = false>
 __global__ void gqa_dp_softmax_kernel(const GqaDpSoftmax) { __trap(); }
+template <bool kDs>
 __global__ void gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                       const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                       const __grid_constant__ GqaKvAttn, const int) {
@@ -742,10 +825,11 @@ void gqa_kv_attn_ws_launch(const GqaKvAttn& p, cudaStream_t stream) {
   const CUtensorMap mQ = map2(p.Q, p.BH * p.S, kD, kD), mV = map2(p.V, p.BH * p.S, kD, kD);
   const CUtensorMap mdO = split ? map2(p.dO, p.BH * p.S, kD, kD) : map2(p.dO, p.S, p.do_ld, p.do_ld);
   const CUtensorMap mP = map2(p.P, p.BH * p.S, p.S, p.S);
-  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(gqa_kv_attn_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kWsSmem)));
+  const auto kern = p.dS_t != nullptr ? gqa_kv_attn_ws_kernel<true> : gqa_kv_attn_ws_kernel<false>;
+  ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kern),
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWsSmem)));
   const dim3 grid(static_cast<unsigned>(p.S / (2 * kBlk)), static_cast<unsigned>(p.BH));
-  gqa_kv_attn_ws_kernel<<<grid, kWsThreads, kWsSmem, stream>>>(mQ, mV, mdO, mP, p, split ? 0 : 1);
+  kern<<<grid, kWsThreads, kWsSmem, stream>>>(mQ, mV, mdO, mP, p, split ? 0 : 1);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
@@ -761,6 +845,12 @@ std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc) {
       (p.Pp != nullptr && !aligned16(p.Pp)) || (p.O != nullptr && !aligned16(p.O)) || p.do_ld % 8 != 0 ||
       p.do_head % 8 != 0)
     return "tensors or dO rows not 16-byte aligned";
+  if (p.dQ != nullptr) {  // the dQ pass (ATTNBWD_CUDA_GQA_KVDQ)
+    if (p.Sp != p.S || p.S % kBlk != 0) return "the dQ pass takes S a multiple of 64 (no padding)";
+    if (p.Pp != nullptr || p.O != nullptr || !p.wide) return "the dQ pass is the wide form, with no P copy and no O";
+    if (p.K == nullptr || p.r_out == nullptr || !aligned16(p.K) || !aligned16(p.dQ) || !aligned16(p.r_out))
+      return "K, dQ or r missing or not 16-byte aligned";
+  }
   return {};
 }
 
@@ -781,6 +871,17 @@ bool gqa_dp_softmax_one_wave(const GqaDpSoftmax& p, int sms) {
 }
 
 void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream) {
+  if (p.dQ != nullptr) {  // the dQ pass: wide form only
+    using L = DpsmLayout<2, 1, true>;
+    static_assert(L::kCtasPerSm == 1, "one CTA per SM");
+    const auto kern = gqa_dp_softmax_kernel<2, 1, false, true>;
+    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kern),
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kSmem)));
+    const dim3 grid(static_cast<unsigned>(dpsm_row_blocks<2>(p)), static_cast<unsigned>(p.BH));
+    kern<<<grid, L::kThreads, L::kSmem, stream>>>(p);
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const auto go = [&](auto wg, auto ctas) {
     constexpr int WG = decltype(wg)::value, CTAS = decltype(ctas)::value;
     using L = DpsmLayout<WG, CTAS>;

@@ -536,6 +536,34 @@ TEST(CudaGqaRope, KeyMajorKernelIsDeterministicAndRefusesOddShapes) {
   expect_refused(axes_of(1, 131, 4, 1, 128, 64), fresh_seed(331), "ATTNBWD_CUDA_GQA_ATTN", "the kv kernel at S = 131");
 }
 
+// ATTNBWD_CUDA_GQA_KVDQ=on: the key-major path's r and dQ by one query-major pass over P (dQ = scaling·((P⊙dP)·K −
+// r·(P·K)), no dSᵀ, no dQ GEMM) against the oracle on the warp-specialised form at S = 128, 256, 384 and 1024 (one to
+// sixteen 64-key tiles per row, 128-row CTAs with a part-filled last one at S = 384 and B = 2, groups of 1, 2 and 4
+// query heads); twice, the same bits (no atomics); and not the bits of off (the pass ran: dQ is rounded once, not
+// after dS's two roundings). A malformed value is an Error naming the switch.
+TEST(CudaGqaRope, KeyMajorDqPassMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the key-major kernels run on sm_90 only";
+  struct Case {
+    int64_t B, S, Hq, Hkv, hidden;
+  };
+  std::uint64_t tag = 0;
+  for (const Case& c : {Case{2, 128, 4, 1, 64}, Case{1, 256, 8, 2, 64}, Case{2, 384, 4, 4, 128}, Case{1, 1024, 8, 2, 64}}) {
+    const tools::Axes axes = axes_of(c.B, c.S, c.Hq, c.Hkv, 128, c.hidden);
+    SCOPED_TRACE(tools::axes_to_string(axes));
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(5820 + tag++), tools::default_scalars(kOp));
+    const auto off = outputs_with(in, axes, kKvWs, "ATTNBWD_CUDA_GQA_KVDQ", "off");
+    const auto on = outputs_with(in, axes, kKvWs, "ATTNBWD_CUDA_GQA_KVDQ", "on");
+    expect_same_outputs(outputs_with(in, axes, kKvWs, "ATTNBWD_CUDA_GQA_KVDQ", "on"), on, "KVDQ=on twice");
+    EXPECT_FALSE(on == off) << "ATTNBWD_CUDA_GQA_KVDQ=on gave off's bits: the dQ pass did not run";
+    const ScopedEnv kvdq("ATTNBWD_CUDA_GQA_KVDQ", "on");
+    check(in, axes, smallest_atol(kOp), {kKvWs});
+  }
+  UseMode mode(kKvWs);
+  const ScopedEnv bad("ATTNBWD_CUDA_GQA_KVDQ", "maybe");
+  expect_refused(axes_of(1, 128, 4, 1, 128, 64), fresh_seed(5830), "ATTNBWD_CUDA_GQA_KVDQ", "KVDQ=maybe");
+}
+
 // The GEMM attention path's dP + softmax kernel, 64 query rows per CTA (ATTNBWD_CUDA_GQA_DPSM=on) and 128 (wide), and
 // the cuBLASLt dP GEMM + row kernel (off) against the oracle: workload #7 (S = 293, padded, B = 1) and the attention
 // shapes of #1 and #0 with small projections (B = 2, S = 449: padded, dO a head-split copy; S = 691, padded; B = 3,
