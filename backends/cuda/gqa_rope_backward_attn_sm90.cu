@@ -76,11 +76,9 @@ struct DpsmLayout {
   static constexpr int kOffV = WG * kTile;  // after dO
   static constexpr int kOffP = kOffV + kStages * kTile;
   static constexpr int kOffDs = kOffP + kStages * kPStage;  // 4·WG warps × 16 rows × kDsRow
-  // DQ (ATTNBWD_CUDA_GQA_KVDQ: wide only): no staging rows; K's tiles in a ring of kKStages (one more than the stages,
-  // so that a tile's K is not refilled while the products of the tile before, left running across the barrier, read it)
-  static constexpr int kKStages = kStages + 1;
-  static constexpr int kOffK = kOffDs + (DQ ? 0 : 4 * WG * 16 * kDsRow * 2);
-  static constexpr std::size_t kSmem = kOffK + (DQ ? kKStages * kTile : 0) + 1024;
+  // DQ (ATTNBWD_CUDA_GQA_KVDQ: wide only): K's tiles, kStages of them, after the staging rows
+  static constexpr int kOffK = kOffDs + 4 * WG * 16 * kDsRow * 2;
+  static constexpr std::size_t kSmem = kOffK + (DQ ? kStages * kTile : 0) + 1024;
   // element offset of (row, 16-byte chunk c) in a warp's staging rows
   __host__ __device__ static constexpr int ds_at(int row, int c) {
     return row * kDsRow + (kSwizzledDs ? (c ^ (row & 7)) : c) * 8;
@@ -524,9 +522,6 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
   const bf* k_src = DQ ? ksrc + v_row * kD + v_c * 8 : nullptr;
   const std::uint32_t k_dst = smem_addr(sK) + (v_c >> 3) * kSub + v_row * 128 + (((v_c & 7) ^ (v_row & 7)) << 4);
   float xq[2][8][4], yq[2][8][4];  // DQ: (P⊙dP)·K and P·K of the warpgroup's 64 rows
-  // DQ: the A fragments of bf16(P⊙dP) and of P, kept across tiles: a tile's products still read them while the next
-  // tile's dP is issued (they are rewritten only after that tile's wait, which the products precede)
-  std::uint32_t ax[4][4], ap[4][4];
   if constexpr (DQ) {
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) mma16::zero(xq[hf]), mma16::zero(yq[hf]);
@@ -602,7 +597,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
         }
         if constexpr (DQ) {
           const bf* ks = k_src + static_cast<int64_t>(k0) * kD;
-          const std::uint32_t kd = k_dst + (st % L::kKStages) * kTile;
+          const std::uint32_t kd = k_dst + buf * kTile;
 #pragma unroll
           for (int u = 0; u < kBlk / kVRowStep; ++u) {
             const bool ok = k0 + v_row + kVRowStep * u < Sp;
@@ -664,8 +659,8 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
         fence_acc(acc);
         if constexpr (DQ) {
           // r as pass 1 (the same order), and the A fragments of bf16(P⊙dP) and of P: register 2·jj + h of k step kc
-          // holds columns 8(2kc + jj) + 2t, +1 of rows g + 8h (the accumulator's pairs). The wait above also covered
-          // the previous tile's products (wgmma groups complete in order), which read ax and ap.
+          // holds columns 8(2kc + jj) + 2t, +1 of rows g + 8h (the accumulator's pairs)
+          std::uint32_t ax[4][4], ap[4][4];
 #pragma unroll
           for (int kc = 0; kc < 4; ++kc)
 #pragma unroll
@@ -681,15 +676,18 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
                 ap[kc][2 * jj + h] = pv;
               }
             }
-          const std::uint64_t kn = nmajor(sK, 0) + static_cast<std::uint64_t>(kt % L::kKStages) * (kTile >> 4);
-          fence_frag(ax);
-          fence_frag(ap);
+          const std::uint64_t kn = nmajor(sK, 0) + static_cast<std::uint64_t>(buf) * (kTile >> 4);
 #pragma unroll
           for (int hf = 0; hf < 2; ++hf) fence_acc(xq[hf]), fence_acc(yq[hf]);
           wgmma_fence();
           rs_n128(xq, ax, kn);
           rs_n128(yq, ap, kn);
-          wgmma_commit();  // left running: the next tile's wait (or the end's) covers it; K's ring keeps its tile
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_frag(ax);
+          fence_frag(ap);
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf) fence_acc(xq[hf]), fence_acc(yq[hf]);
           return;
         }
         if (!RO && !second) {
@@ -748,12 +746,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
         }
         __syncwarp();  // read before the next tile's staging writes
       });
-  if constexpr (DQ) {  // the last tile's products, r over the row's quad, then dQ's rows and r
-    wgmma_wait<0>();
-    fence_frag(ax);
-    fence_frag(ap);
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) fence_acc(xq[hf]), fence_acc(yq[hf]);
+  if constexpr (DQ) {  // r over the row's quad, then dQ's rows and r
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       r[h] += __shfl_xor_sync(0xffffffffu, r[h], 1);
