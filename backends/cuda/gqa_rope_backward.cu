@@ -730,7 +730,8 @@ bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "o
 // read twice instead of twice plus dS written and read (at #6 1.07 GB → 0.54 GB) for +34 GFLOP (perf/NOTES.md,
 // fifty-eighth session). dQ rounded once from an fp32 sum (the reference rounds dS twice first); r = Σ P·dP in the
 // reference's order (the path's default takes r = Σ dO⊙O). auto = off until measured; on elsewhere has no effect.
-bool kvdq_switch() { return env_switch("ATTNBWD_CUDA_GQA_KVDQ", {"auto", "off", "on"}) == 2; }
+// ws: the same pass warp-specialised (a TMA producer, two consumer warpgroups on mbarriers; the same bits).
+int kvdq_switch() { return env_switch("ATTNBWD_CUDA_GQA_KVDQ", {"auto", "off", "on", "ws"}); }
 
 // ATTNBWD_CUDA_GQA_DKDV=auto|apart|batch, the padded GEMM attention path (S % 8 != 0; dK32 and dV32 on one stream):
 // dK32 = dSᵀ·Q and dV32 = Pᵀ·dO (P's padded copy, dO's padded head split) are the same problem (Sp x D from Sp x Sp
@@ -847,7 +848,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool kvw_early = kvw_under();
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
-  const bool kvdq_on = kvdq_switch();
+  const int kvdq_form = kvdq_switch();
+  const bool kvdq_on = kvdq_form >= 2;
   const int dkdv = dkdv_switch();  // 0 auto, 1 apart, 2 batch
   const int small_pdl_mode = small_pdl_switch();
   const int small_pdl = small_pdl_mode == 2 ? 0 : small_pdl_mode == 3 ? 2 : 1;  // GqaSmallAttn::pdl
@@ -1295,7 +1297,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       GqaDpSoftmax dq;
       dq.dO = kv.dO, dq.do_ld = kv.do_ld, dq.do_head = kv.do_head, dq.V = kv.V, dq.P = kv.P;
       dq.BH = BH, dq.S = S, dq.Sp = S, dq.D = D, dq.ld_ds = S, dq.scaling = scaling, dq.wide = true;
-      dq.K = K, dq.dQ = dQ32, dq.r_out = rbuf;
+      dq.K = K, dq.dQ = dQ32, dq.r_out = rbuf, dq.dq_ws = kvdq_form == 3;
       if (const std::string why = gqa_dp_softmax_unsupported(dq, ctx.cc()); !why.empty())
         throw Error("ATTNBWD_CUDA_GQA_KVDQ", "the dQ pass cannot take this call: " + why);
       gqa_dp_softmax_launch(dq, stream);

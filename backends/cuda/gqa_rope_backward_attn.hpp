@@ -65,6 +65,9 @@ struct GqaDpSoftmax {
   const __nv_bfloat16* K = nullptr;
   __nv_bfloat16* dQ = nullptr;
   float* r_out = nullptr;
+  // The dQ pass's warp-specialised form (ATTNBWD_CUDA_GQA_KVDQ=ws: a TMA producer thread, two consumer warpgroups on
+  // mbarriers; S % 128 == 0, dO head-split or a view of dA): the same bits.
+  bool dq_ws = false;
 };
 // Why the kernel cannot take the call ("" when it can): an sm_90 device, head_dim 128, Sp = S rounded up to 8 and
 // ld_ds = Sp, at most 65535 (batch, head) pairs, 16-byte aligned tensors and dO rows (and O, where given).

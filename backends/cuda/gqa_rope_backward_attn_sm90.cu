@@ -56,6 +56,12 @@ constexpr int kWsOffR = kWsOffStages + kWsStages * kWsStage;              // [kW
 constexpr int kWsOffDs = kWsOffR + kWsStages * kBlk * 4;                  // 8 consumer warps × 16 rows
 constexpr int kWsOffBar = kWsOffDs + 8 * 16 * kDsLd * 2;                  // full[], empty[], V
 constexpr std::size_t kWsSmem = kWsOffBar + (2 * kWsStages + 1) * 8 + 1024;
+// The warp-specialised dQ pass (gqa_dq_ws_kernel below): the two warpgroups' dO tiles, then kDqStages stages.
+constexpr int kDqStages = 3;
+constexpr int kDqStage = 3 * kTile;  // V | K | P (two warpgroups' 64 × 64 boxes): 48 KB
+constexpr int kDqOffStages = 2 * kTile;  // after the two warpgroups' dO tiles
+constexpr int kDqOffBar = kDqOffStages + kDqStages * kDqStage;
+constexpr std::size_t kDqSmem = kDqOffBar + (2 * kDqStages + 1) * 8 + 1024;
 // The dP + softmax kernel's shared memory (below), for WG warpgroups of 64 query rows each and CTAS CTAs per SM: WG dO
 // tiles, kStages stages of V and of P's tile (rows of kPRow bytes: the 9 16-byte chunks that hold a row's 64 elements
 // at any even byte), the dS staging rows (16 per warp). WG = 1, CTAS = 2: 104 KB, three stages, P rows of 160 bytes,
@@ -766,9 +772,161 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
   }
 }
 
+// ---- the dQ pass, warp-specialised (ATTNBWD_CUDA_GQA_KVDQ=ws; S % 128 == 0, no padding) ----------------------------
+// The DQ form of gqa_dp_softmax_kernel's math (r = Σ P·bf16(dP) in the same order, X = (P⊙dP)·K, Y = P·K, dQ =
+// bf16(scaling·(X − r·Y))) in the key-major ws kernel's structure: a producer thread streams each 64-key tile's V, K
+// (two 64-column halves each) and the CTA's 128 rows of P (one {64 keys, 64 rows} box per warpgroup, 128-byte swizzled)
+// by TMA through kDqStages stages on mbarriers; two consumer warpgroups of 64 query rows each take them at their own
+// pace (no CTA barrier per tile), each with its dO rows resident. The same products in the same order as the DQ form:
+// the same bits.
+
+__global__ void __launch_bounds__(kWsThreads, 1)
+    gqa_dq_ws_kernel(const __grid_constant__ CUtensorMap mV, const __grid_constant__ CUtensorMap mK,
+                     const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
+                     const __grid_constant__ GqaDpSoftmax p, const int do_view) {
+  const int S = static_cast<int>(p.S);
+  const int bh = static_cast<int>(blockIdx.y), q0 = static_cast<int>(blockIdx.x) * 2 * kBlk;
+  extern __shared__ float4 smem4[];
+  std::uint8_t* base = align_smem_1024(smem4);
+  std::uint8_t* sdO = base;
+  std::uint8_t* stages = base + kDqOffStages;
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(base + kDqOffBar);
+  std::uint64_t* empty = full + kDqStages;
+  std::uint64_t* dobar = empty + kDqStages;
+  const int nt = S / kBlk;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kDqStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
+    }
+    mbar_init(dobar, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (threadIdx.x < kWgThreads) {  // producer warpgroup: one thread issues every copy
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      const int row0 = bh * S;
+      mbar_arrive_expect_tx(dobar, 2 * kTile);
+#pragma unroll
+      for (int w = 0; w < 2; ++w)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int q = q0 + kBlk * w;
+          const int c0 = do_view ? static_cast<int>(bh * p.do_head) + 64 * h : 64 * h;
+          const int c1 = do_view ? q : row0 + q;
+          tma_load_2d(sdO + w * kTile + h * kSub, &mdO, dobar, c0, c1);
+        }
+      int s = 0;
+      std::uint32_t phase = 0;
+      for (int kt = 0; kt < nt; ++kt) {
+        mbar_wait(&empty[s], phase ^ 1);
+        std::uint8_t* st = stages + s * kDqStage;
+        mbar_arrive_expect_tx(&full[s], kDqStage);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          tma_load_2d(st + h * kSub, &mV, &full[s], 64 * h, row0 + kBlk * kt);
+          tma_load_2d(st + kTile + h * kSub, &mK, &full[s], 64 * h, row0 + kBlk * kt);
+          tma_load_2d(st + 2 * kTile + h * kSub, &mP, &full[s], kBlk * kt, row0 + q0 + kBlk * h);
+        }
+        if (++s == kDqStages) s = 0, phase ^= 1;
+      }
+    }
+  } else {  // consumer warpgroups
+    setmaxnreg_inc<232>();
+    const int wgi = static_cast<int>(threadIdx.x) / kWgThreads - 1, ct = static_cast<int>(threadIdx.x) % kWgThreads;
+    const int w = ct >> 5, lane = ct & 31, g = lane >> 2, t = lane & 3;
+    const std::uint64_t dOk = kmajor(sdO + wgi * kTile, 0), dVk = kmajor(stages, 0), dKn = nmajor(stages + kTile, 0);
+    // this lane's P pairs in a stage: rows 16w + g + 8h of the warpgroup's box, columns 8j + 2t (+1): 16-byte chunk j
+    // stored at j ^ (row % 8) = j ^ g
+    const std::uint8_t* p_lane = stages + 2 * kTile + wgi * kSub + (16 * w + g) * 128 + 4 * t;
+    float xq[2][8][4], yq[2][8][4];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) mma16::zero(xq[hf]), mma16::zero(yq[hf]);
+    float r[2] = {0.0f, 0.0f};
+    mbar_wait(dobar, 0);
+    int s = 0;
+    std::uint32_t phase = 0;
+    for (int kt = 0; kt < nt; ++kt) {
+      mbar_wait(&full[s], phase);
+      const std::uint64_t so = static_cast<std::uint64_t>(s) * (kDqStage >> 4);
+      float acc[8][4];
+      mma16::zero(acc);
+      fence_acc(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 8; ++kk) {
+        const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
+        wgmma_m64n64k16_ss<Mma16::BF16, 0>(acc, dOk + off, dVk + so + off, kk);
+      }
+      wgmma_commit();
+      std::uint32_t pp[2][8];
+      const std::uint8_t* pl = p_lane + s * kDqStage;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) pp[h][j] = *reinterpret_cast<const std::uint32_t*>(pl + h * 8 * 128 + ((j ^ g) << 4));
+      wgmma_wait<0>();
+      fence_acc(acc);
+      std::uint32_t ax[4][4], ap[4][4];
+#pragma unroll
+      for (int kc = 0; kc < 4; ++kc)
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+          const int j = 2 * kc + jj;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const std::uint32_t pv = pp[h][j];
+            const std::uint32_t dp = pack(acc[j][2 * h], acc[j][2 * h + 1]);  // bf16 dP
+            r[h] += lo16(pv) * lo16(dp);
+            r[h] += hi16(pv) * hi16(dp);
+            ax[kc][2 * jj + h] = pack(lo16(pv) * lo16(dp), hi16(pv) * hi16(dp));
+            ap[kc][2 * jj + h] = pv;
+          }
+        }
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) fence_acc(xq[hf]), fence_acc(yq[hf]);
+      wgmma_fence();
+      rs_n128(xq, ax, dKn + so);
+      rs_n128(yq, ap, dKn + so);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_frag(ax);
+      fence_frag(ap);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) fence_acc(xq[hf]), fence_acc(yq[hf]);
+      named_barrier(1 + wgi, kWgThreads);  // every warp of this warpgroup is done with stage s
+      if (ct == 0) mbar_arrive(&empty[s]);
+      if (++s == kDqStages) s = 0, phase ^= 1;
+    }
+    const float scaling = p.scaling;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      r[h] += __shfl_xor_sync(0xffffffffu, r[h], 1);
+      r[h] += __shfl_xor_sync(0xffffffffu, r[h], 2);
+      const int q = q0 + kBlk * wgi + 16 * w + g + 8 * h;
+      if (t == 0) p.r_out[bh * p.S + q] = r[h];
+      bf* out = p.dQ + (bh * p.S + q) * kD + 2 * t;
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          *reinterpret_cast<std::uint32_t*>(out + 64 * hf + 8 * j) =
+              pack(scaling * (xq[hf][j][2 * h] - r[h] * yq[hf][j][2 * h]),
+                   scaling * (xq[hf][j][2 * h + 1] - r[h] * yq[hf][j][2 * h + 1]));
+    }
+  }
+}
+
 #else  // other passes of the fatbin: never launched there (the caller runs this on sm_90 devices only)
 
 __global__ void gqa_kv_attn_kernel(const GqaKvAttn) { __trap(); }
+__global__ void gqa_dq_ws_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                                 const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
+                                 const __grid_constant__ GqaDpSoftmax, const int) {
+  __trap();
+}
 template <int WG, int CTAS, bool RO = false, bool DQ = false>
 __global__ void gqa_dp_softmax_kernel(const GqaDpSoftmax) { __trap(); }
 template <bool kDs>
@@ -850,6 +1008,13 @@ std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc) {
     if (p.Pp != nullptr || p.O != nullptr || !p.wide) return "the dQ pass is the wide form, with no P copy and no O";
     if (p.K == nullptr || p.r_out == nullptr || !aligned16(p.K) || !aligned16(p.dQ) || !aligned16(p.r_out))
       return "K, dQ or r missing or not 16-byte aligned";
+    if (p.dq_ws) {
+      if (p.S % (2 * kBlk) != 0) return "the warp-specialised dQ pass takes S a multiple of 128";
+      if (p.BH * p.S > INT32_MAX) return "too many rows for 32-bit TMA coordinates";
+      const bool split = p.do_ld == kD && p.do_head == p.S * kD;
+      const bool view = p.BH * p.do_head <= p.do_ld && p.do_head % 8 == 0;
+      if (!split && !view) return "dO is neither head-split nor a view of dA";
+    }
   }
   return {};
 }
@@ -871,6 +1036,21 @@ bool gqa_dp_softmax_one_wave(const GqaDpSoftmax& p, int sms) {
 }
 
 void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream) {
+  if (p.dQ != nullptr && p.dq_ws) {  // the dQ pass, warp-specialised (S % 128 == 0)
+    const bool split = p.do_ld == kD && p.do_head == p.S * kD;
+    const auto map2 = [](const void* b, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+      return sm90::tensor_map(b, rows, cols, ld, 64, 64);
+    };
+    const CUtensorMap mV = map2(p.V, p.BH * p.S, kD, kD), mK = map2(p.K, p.BH * p.S, kD, kD);
+    const CUtensorMap mdO = split ? map2(p.dO, p.BH * p.S, kD, kD) : map2(p.dO, p.S, p.do_ld, p.do_ld);
+    const CUtensorMap mP = map2(p.P, p.BH * p.S, p.S, p.S);
+    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(gqa_dq_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(kDqSmem)));
+    const dim3 grid(static_cast<unsigned>(p.S / (2 * kBlk)), static_cast<unsigned>(p.BH));
+    gqa_dq_ws_kernel<<<grid, kWsThreads, kDqSmem, stream>>>(mV, mK, mdO, mP, p, split ? 0 : 1);
+    ATTNBWD_CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (p.dQ != nullptr) {  // the dQ pass: wide form only
     using L = DpsmLayout<2, 1, true>;
     static_assert(L::kCtasPerSm == 1, "one CTA per SM");
