@@ -24,7 +24,9 @@
 //  3-5 instead, key-major on sm_90 (ATTNBWD_CUDA_GQA_ATTN; auto where S ≥ 1024 and T ≤ 4096): O = bf16(P·V)
 //     (cuBLASLt) and r = Σ dO⊙O, then one wgmma kernel (gqa_rope_backward_attn_sm90.cu; warp-specialised with a
 //     TMA producer where S % 128 == 0) that reads P once, keeps dP in registers, writes dSᵀ once and accumulates
-//     dK₃₂ and dV₃₂, then dQ = (dSᵀ)ᵀ·K (cuBLASLt).
+//     dK₃₂ and dV₃₂, then dQ = (dSᵀ)ᵀ·K (cuBLASLt). In the warp-specialised form (S % 128 == 0) by default
+//     (ATTNBWD_CUDA_GQA_KVDQ): r and dQ first, by one query-major pass over P (dQ = scaling·((P⊙dP)·K − r·(P·K)),
+//     no O, no dS), then the kernel without its dSᵀ and no dQ GEMM.
 //  6. GQA sums (fp32 over the group's bf16 dK₃₂/dV₃₂, one rounding), RoPE backward (each product
 //     rounded, then the sum), head merge into one [T, Hq·D + 2·Hkv·D] buffer dQKVp: one pass, or on the small
 //     attention path the two kernels' epilogues (ATTNBWD_CUDA_GQA_MERGE; the same bits).
@@ -724,13 +726,15 @@ int dx_sum_switch() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3
 // it; so auto stays off. on where the form does not run is an Error.
 bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "on"}) == 2; }
 
-// ATTNBWD_CUDA_GQA_KVDQ=auto|off|on: on the key-major path's warp-specialised form (S % 128 == 0), r and dQ from one
-// query-major pass over P (gqa_dp_softmax's dQ form: dQ = scaling·((P⊙dP)·K − r·(P·K)), the identity that needs no
-// dS) in place of O = P·V, the row kernel and the dQ GEMM over dSᵀ; the key-major kernel then writes no dSᵀ. P is
-// read twice instead of twice plus dS written and read (at #6 1.07 GB → 0.54 GB) for +34 GFLOP (perf/NOTES.md,
-// fifty-eighth session). dQ rounded once from an fp32 sum (the reference rounds dS twice first); r = Σ P·dP in the
-// reference's order (the path's default takes r = Σ dO⊙O). auto = off until measured; on elsewhere has no effect.
-// ws: the same pass warp-specialised (a TMA producer, two consumer warpgroups on mbarriers; the same bits).
+// ATTNBWD_CUDA_GQA_KVDQ=auto|off|on|ws: on the key-major path's warp-specialised form (S % 128 == 0), r and dQ from one
+// query-major pass over P (dQ = scaling·((P⊙dP)·K − r·(P·K)), the identity that needs no dS) in place of O = P·V, the
+// row kernel and the dQ GEMM over dSᵀ; the key-major kernel then writes no dSᵀ. P is read twice instead of twice plus
+// dS written and read (at #6 1.07 GB → 0.54 GB) for +34 GFLOP (perf/NOTES.md, fifty-eighth session). dQ rounded once
+// from an fp32 sum (the reference rounds dS twice first); r = Σ P·dP in the reference's order (off takes r = Σ dO⊙O).
+// on: the pass as the dP + softmax kernel's wide form (cp.async, a CTA barrier per tile); ws: warp-specialised (a TMA
+// producer thread, two consumer warpgroups on mbarriers), the same bits as on. auto = ws: measured on an H100 (three
+// interleaved rounds against off) 1.061× at #4, 1.098× at #6, 1.063× at #9, 1.075× at #14; on alone 1.00-1.02×.
+// No effect off that path.
 int kvdq_switch() { return env_switch("ATTNBWD_CUDA_GQA_KVDQ", {"auto", "off", "on", "ws"}); }
 
 // ATTNBWD_CUDA_GQA_DKDV=auto|apart|batch, the padded GEMM attention path (S % 8 != 0; dK32 and dV32 on one stream):
@@ -848,8 +852,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool kvw_early = kvw_under();
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
-  const int kvdq_form = kvdq_switch();
-  const bool kvdq_on = kvdq_form >= 2;
+  const int kvdq_form = kvdq_switch();  // 0 auto (= ws), 1 off, 2 on, 3 ws
+  const bool kvdq_on = kvdq_form != 1;
   const int dkdv = dkdv_switch();  // 0 auto, 1 apart, 2 batch
   const int small_pdl_mode = small_pdl_switch();
   const int small_pdl = small_pdl_mode == 2 ? 0 : small_pdl_mode == 3 ? 2 : 1;  // GqaSmallAttn::pdl
@@ -1297,7 +1301,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       GqaDpSoftmax dq;
       dq.dO = kv.dO, dq.do_ld = kv.do_ld, dq.do_head = kv.do_head, dq.V = kv.V, dq.P = kv.P;
       dq.BH = BH, dq.S = S, dq.Sp = S, dq.D = D, dq.ld_ds = S, dq.scaling = scaling, dq.wide = true;
-      dq.K = K, dq.dQ = dQ32, dq.r_out = rbuf, dq.dq_ws = kvdq_form == 3;
+      dq.K = K, dq.dQ = dQ32, dq.r_out = rbuf, dq.dq_ws = kvdq_form != 2;
       if (const std::string why = gqa_dp_softmax_unsupported(dq, ctx.cc()); !why.empty())
         throw Error("ATTNBWD_CUDA_GQA_KVDQ", "the dQ pass cannot take this call: " + why);
       gqa_dp_softmax_launch(dq, stream);
