@@ -1,2 +1,2 @@
-# Next call: perf/device/s58-c11.sh (its header says what it runs and why).
-exec bash perf/device/s58-c11.sh "$@"
+# Next call: perf/device/s58-c12.sh (its header says what it runs and why).
+exec bash perf/device/s58-c12.sh "$@"
