@@ -343,7 +343,8 @@ template <bool kDs>  // false: no dSᵀ (p.dS_t null: ATTNBWD_CUDA_GQA_KVDQ's dQ
 __global__ void __launch_bounds__(kWsThreads, 1)
     gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
                           const __grid_constant__ CUtensorMap mdO, const __grid_constant__ CUtensorMap mP,
-                          const __grid_constant__ GqaKvAttn p, const int do_view) {
+                          const __grid_constant__ CUtensorMap mR, const __grid_constant__ GqaKvAttn p,
+                          const int do_view) {
   const int64_t S = p.S;
   const int bh = static_cast<int>(blockIdx.y), kc0 = static_cast<int>(blockIdx.x) * 2 * kBlk;
   extern __shared__ float4 smem4[];
@@ -389,7 +390,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           tma_load_2d(st + kTile + h * kSub, &mdO, &full[s], c0, c1);
           tma_load_2d(st + 2 * kTile + h * kSub, &mP, &full[s], kc0 + kBlk * h, row0 + q0);
         }
-        bulk_load(sR + s * kBlk, p.r + static_cast<int64_t>(row0) + q0, kBlk * 4, &full[s]);
+        // r's 64 values by a tensor copy (rows of 64 floats), not a plain bulk copy: compute-sanitizer's racecheck
+        // reports a bulk copy into shared memory against the reads its mbarrier orders (README, Reliability)
+        tma_load_2d(sR + s * kBlk, &mR, &full[s], 0, (row0 + q0) / kBlk);
         if (++s == kWsStages) s = 0, phase ^= 1;
       }
     }
@@ -932,7 +935,8 @@ __global__ void gqa_dp_softmax_kernel(const GqaDpSoftmax) { __trap(); }
 template <bool kDs>
 __global__ void gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
                                       const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
-                                      const __grid_constant__ GqaKvAttn, const int) {
+                                      const __grid_constant__ CUtensorMap, const __grid_constant__ GqaKvAttn,
+                                      const int) {
   __trap();
 }
 
@@ -983,11 +987,13 @@ void gqa_kv_attn_ws_launch(const GqaKvAttn& p, cudaStream_t stream) {
   const CUtensorMap mQ = map2(p.Q, p.BH * p.S, kD, kD), mV = map2(p.V, p.BH * p.S, kD, kD);
   const CUtensorMap mdO = split ? map2(p.dO, p.BH * p.S, kD, kD) : map2(p.dO, p.S, p.do_ld, p.do_ld);
   const CUtensorMap mP = map2(p.P, p.BH * p.S, p.S, p.S);
+  // r [BH·S] fp32 as rows of 64 (one box per 64-query block)
+  const CUtensorMap mR = sm90::tensor_map_2d_f32(p.r, kBlk, p.BH * p.S / kBlk, kBlk, kBlk, 1);
   const auto kern = p.dS_t != nullptr ? gqa_kv_attn_ws_kernel<true> : gqa_kv_attn_ws_kernel<false>;
   ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kern),
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWsSmem)));
   const dim3 grid(static_cast<unsigned>(p.S / (2 * kBlk)), static_cast<unsigned>(p.BH));
-  kern<<<grid, kWsThreads, kWsSmem, stream>>>(mQ, mV, mdO, mP, p, split ? 0 : 1);
+  kern<<<grid, kWsThreads, kWsSmem, stream>>>(mQ, mV, mdO, mP, mR, p, split ? 0 : 1);
   ATTNBWD_CUDA_CHECK_LAUNCH();
 }
 
