@@ -726,16 +726,14 @@ int dx_sum_switch() { return env_switch("ATTNBWD_CUDA_GQA_DXSUM", {"auto", "add3
 // it; so auto stays off. on where the form does not run is an Error.
 bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "on"}) == 2; }
 
-// ATTNBWD_CUDA_GQA_KVDQ=auto|off|on|ws: on the key-major path's warp-specialised form (S % 128 == 0), r and dQ from one
-// query-major pass over P (dQ = scaling·((P⊙dP)·K − r·(P·K)), the identity that needs no dS) in place of O = P·V, the
-// row kernel and the dQ GEMM over dSᵀ; the key-major kernel then writes no dSᵀ. P is read twice instead of twice plus
-// dS written and read (at #6 1.07 GB → 0.54 GB) for +34 GFLOP (perf/NOTES.md, fifty-eighth session). dQ rounded once
-// from an fp32 sum (the reference rounds dS twice first); r = Σ P·dP in the reference's order (off takes r = Σ dO⊙O).
-// on: the pass as the dP + softmax kernel's wide form (cp.async, a CTA barrier per tile); ws: warp-specialised (a TMA
-// producer thread, two consumer warpgroups on mbarriers), the same bits as on. auto = ws: measured on an H100 (three
-// interleaved rounds against off) 1.061× at #4, 1.098× at #6, 1.063× at #9, 1.075× at #14; on alone 1.00-1.02×.
-// No effect off that path.
-int kvdq_switch() { return env_switch("ATTNBWD_CUDA_GQA_KVDQ", {"auto", "off", "on", "ws"}); }
+// ATTNBWD_CUDA_GQA_KVDQ=auto|off|on: on the key-major path's warp-specialised form (S % 128 == 0), r and dQ from one
+// query-major pass over P (gqa_rope_backward_attn_sm90.cu's dQ pass: dQ = scaling·((P⊙dP)·K − r·(P·K)), the identity
+// that needs no dS) in place of O = P·V, the row kernel and the dQ GEMM over dSᵀ; the key-major kernel then writes no
+// dSᵀ. P is read twice instead of twice plus dS written and read (at #6 1.07 GB → 0.54 GB) for +34 GFLOP
+// (perf/NOTES.md, fifty-eighth session). dQ rounded once from an fp32 sum (the reference rounds dS twice first);
+// r = Σ P·dP in the reference's order (off takes r = Σ dO⊙O). auto = on: measured on an H100 (three interleaved rounds
+// against off) 1.061× at #4, 1.098× at #6, 1.063× at #9, 1.075× at #14. No effect off that path.
+bool kvdq_switch() { return env_switch("ATTNBWD_CUDA_GQA_KVDQ", {"auto", "off", "on"}) != 1; }
 
 // ATTNBWD_CUDA_GQA_DKDV=auto|apart|batch, the padded GEMM attention path (S % 8 != 0; dK32 and dV32 on one stream):
 // dK32 = dSᵀ·Q and dV32 = Pᵀ·dO (P's padded copy, dO's padded head split) are the same problem (Sp x D from Sp x Sp
@@ -852,8 +850,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool kvw_early = kvw_under();
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
-  const int kvdq_form = kvdq_switch();  // 0 auto (= ws), 1 off, 2 on, 3 ws
-  const bool kvdq_on = kvdq_form != 1;
+  const bool kvdq_on = kvdq_switch();
   const int dkdv = dkdv_switch();  // 0 auto, 1 apart, 2 batch
   const int small_pdl_mode = small_pdl_switch();
   const int small_pdl = small_pdl_mode == 2 ? 0 : small_pdl_mode == 3 ? 2 : 1;  // GqaSmallAttn::pdl
@@ -1300,8 +1297,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     if (kvdq) {
       GqaDpSoftmax dq;
       dq.dO = kv.dO, dq.do_ld = kv.do_ld, dq.do_head = kv.do_head, dq.V = kv.V, dq.P = kv.P;
-      dq.BH = BH, dq.S = S, dq.Sp = S, dq.D = D, dq.ld_ds = S, dq.scaling = scaling, dq.wide = true;
-      dq.K = K, dq.dQ = dQ32, dq.r_out = rbuf, dq.dq_ws = kvdq_form != 2;
+      dq.BH = BH, dq.S = S, dq.Sp = S, dq.D = D, dq.ld_ds = S, dq.scaling = scaling;
+      dq.K = K, dq.dQ = dQ32, dq.r_out = rbuf;
       if (const std::string why = gqa_dp_softmax_unsupported(dq, ctx.cc()); !why.empty())
         throw Error("ATTNBWD_CUDA_GQA_KVDQ", "the dQ pass cannot take this call: " + why);
       gqa_dp_softmax_launch(dq, stream);

@@ -59,15 +59,13 @@ struct GqaDpSoftmax {
   // With O = bf16(P·V) [BH, S, 128] given (ATTNBWD_CUDA_GQA_PV=side: the op computes it beside its dA GEMM), r = Σ_d dO·O
   // (Σ_k P·dP reassociated, as the key-major path's) instead of pass 1: the kernel runs pass 2 alone.
   const __nv_bfloat16* O = nullptr;
-  // The dQ pass (ATTNBWD_CUDA_GQA_KVDQ, the key-major path's r and dQ; wide, S % 64 == 0, no padding, dS, Pp and O
-  // unused): pass 1 alone, accumulating (P⊙dP)·K and P·K beside r; writes r [BH, S] into r_out and
+  // With dQ given, the launch is the dQ pass instead (ATTNBWD_CUDA_GQA_KVDQ: the key-major path's r and dQ; its own
+  // warp-specialised kernel; S % 128 == 0, no padding, dO head-split or a view of dA; dS, Pp, O and the forms above
+  // unused): one pass over P accumulating (P⊙dP)·K and P·K beside r = Σ P·bf16(dP); writes r [BH, S] into r_out and
   // dQ = bf16(scaling·((P⊙dP)·K − r·P·K)) [BH, S, 128] into dQ (one rounding). K [BH, S, 128].
   const __nv_bfloat16* K = nullptr;
   __nv_bfloat16* dQ = nullptr;
   float* r_out = nullptr;
-  // The dQ pass's warp-specialised form (ATTNBWD_CUDA_GQA_KVDQ=ws: a TMA producer thread, two consumer warpgroups on
-  // mbarriers; S % 128 == 0, dO head-split or a view of dA): the same bits.
-  bool dq_ws = false;
 };
 // Why the kernel cannot take the call ("" when it can): an sm_90 device, head_dim 128, Sp = S rounded up to 8 and
 // ld_ds = Sp, at most 65535 (batch, head) pairs, 16-byte aligned tensors and dO rows (and O, where given).

@@ -70,7 +70,7 @@ constexpr std::size_t kDqSmem = kDqOffBar + (2 * kDqStages + 1) * 8 + 1024;
 // chunks, no padding; the pair reads of a warp's 8 rows fall in 8 distinct bank quads where S % 8 == 0, and are 2-way
 // conflicted otherwise, as with 160-byte rows), staging rows of 64 elements with their 16-byte chunks XOR-swizzled by
 // the row (conflict-free writes of a column pair per lane and reads of a row's chunks).
-template <int WG, int CTAS = 2 / WG, bool DQ = false>
+template <int WG, int CTAS = 2 / WG>
 struct DpsmLayout {
   static_assert((WG == 1 && (CTAS == 2 || CTAS == 3)) || (WG == 2 && CTAS == 1), "the kernel's forms");
   static constexpr int kRows = kBlk * WG, kThreads = kWgThreads * WG, kCtasPerSm = CTAS;  // as launch_bounds
@@ -82,15 +82,12 @@ struct DpsmLayout {
   static constexpr int kOffV = WG * kTile;  // after dO
   static constexpr int kOffP = kOffV + kStages * kTile;
   static constexpr int kOffDs = kOffP + kStages * kPStage;  // 4·WG warps × 16 rows × kDsRow
-  // DQ (ATTNBWD_CUDA_GQA_KVDQ: wide only): K's tiles, kStages of them, after the staging rows
-  static constexpr int kOffK = kOffDs + 4 * WG * 16 * kDsRow * 2;
-  static constexpr std::size_t kSmem = kOffK + (DQ ? kStages * kTile : 0) + 1024;
+  static constexpr std::size_t kSmem = kOffDs + 4 * WG * 16 * kDsRow * 2 + 1024;
   // element offset of (row, 16-byte chunk c) in a warp's staging rows
   __host__ __device__ static constexpr int ds_at(int row, int c) {
     return row * kDsRow + (kSwizzledDs ? (c ^ (row & 7)) : c) * 8;
   }
   static_assert(CTAS * (kSmem + 1024) <= 228 * 1024, "CTAS CTAs per SM (1 KB reserved per CTA)");
-  static_assert(!DQ || (WG == 2 && kOffK % 1024 == 0), "the dQ pass: wide form, K's tiles 1024-byte aligned");
 };
 
 #if defined(ATTNBWD_SM90_DEVICE)
@@ -339,6 +336,22 @@ __device__ __forceinline__ void do_coords(const GqaKvAttn& p, bool view, int bh,
   c1 = view ? q0 : static_cast<int>(bh * p.S) + q0;
 }
 
+// The warp-specialised kernels' barriers (thread 0 initialises them, then the CTA meets): per stage a full barrier (one
+// arrival, the producer's, with the stage's bytes) and an empty one (one arrival per consumer warpgroup), and `once`
+// for the tiles loaded once.
+template <int kStagesN>
+__device__ __forceinline__ void init_ws_barriers(std::uint64_t* full, std::uint64_t* empty, std::uint64_t* once) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStagesN; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 2);
+    }
+    mbar_init(once, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+}
+
 template <bool kDs>  // false: no dSᵀ (p.dS_t null: ATTNBWD_CUDA_GQA_KVDQ's dQ pass made dQ)
 __global__ void __launch_bounds__(kWsThreads, 1)
     gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap mQ, const __grid_constant__ CUtensorMap mV,
@@ -356,15 +369,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   std::uint64_t* empty = full + kWsStages;
   std::uint64_t* vbar = empty + kWsStages;
   const int nblk = static_cast<int>(S / kBlk);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kWsStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
-    }
-    mbar_init(vbar, 1);
-    mbar_init_fence();
-  }
-  __syncthreads();
+  init_ws_barriers<kWsStages>(full, empty, vbar);
 
   if (threadIdx.x < kWgThreads) {  // producer warpgroup: one thread issues every copy
     setmaxnreg_dec<40>();
@@ -454,11 +459,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 // P comes from DRAM once (pass 2's tiles are L2 hits while the CTA's rows are in flight); dP is never written.
 // RO (p.O given, ATTNBWD_CUDA_GQA_PV=side): r = Σ_d dO·O from O = bf16(P·V), which the op computes beside its dA GEMM,
 // before the stream; pass 2 alone (half the products and one read of P).
-// DQ (p.dQ given, ATTNBWD_CUDA_GQA_KVDQ; wide form, the key-major path's unpadded buffers): pass 1 alone, and beside
-// r it accumulates X = (P⊙dP)·K and Y = P·K (wgmma, A = bf16(P⊙dP) and P from registers, B = the key tile of K), so that
-// dQ = bf16(scaling·(X − r·Y)) = bf16(Σ_k scaling·P(dP − r)·K) comes out at the end with r (into r_out, for the
-// key-major kernel), without dS: one read of P for r and dQ instead of P·V, r and the dQ GEMM over dSᵀ. dQ's rounding:
-// one, of an fp32 sum (the reference rounds dS twice, then dQ).
 
 // Per pair of columns (8j + 2t, +1) of a row: the two bf16 of P (lo, hi) from the staged row, whose elements start at
 // byte `off` (even): words w = (off + 4t) / 4 + 4j and w + 1, bytes chosen by sel = pair_sel(off); the kernel masks pad
@@ -468,9 +468,9 @@ struct PRow {
   std::uint32_t sel;
 };
 
-template <int WG, int CTAS, bool RO = false, bool DQ = false>
+template <int WG, int CTAS, bool RO = false>
 __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(const GqaDpSoftmax p) {
-  using L = DpsmLayout<WG, CTAS, DQ>;
+  using L = DpsmLayout<WG, CTAS>;
   constexpr int kRows = L::kRows, kThreads = L::kThreads, kPStage = L::kPStage, kPRow = L::kPRow;
   const int S = static_cast<int>(p.S), Sp = static_cast<int>(p.Sp);
   const int64_t bh = blockIdx.y;
@@ -525,16 +525,6 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
   const int v_row = tid >> 4, v_c = tid & 15;
   const bf* v_src = vsrc + v_row * kD + v_c * 8;
   const std::uint32_t v_dst = smem_addr(sV) + (v_c >> 3) * kSub + v_row * 128 + (((v_c & 7) ^ (v_row & 7)) << 4);
-  // DQ: K's tiles as V's (the same chunks of the same rows), into their own stages
-  std::uint8_t* sK = sdO + L::kOffK;
-  const bf* ksrc = DQ ? p.K + bh * static_cast<int64_t>(Sp) * kD : nullptr;
-  const bf* k_src = DQ ? ksrc + v_row * kD + v_c * 8 : nullptr;
-  const std::uint32_t k_dst = smem_addr(sK) + (v_c >> 3) * kSub + v_row * 128 + (((v_c & 7) ^ (v_row & 7)) << 4);
-  float xq[2][8][4], yq[2][8][4];  // DQ: (P⊙dP)·K and P·K of the warpgroup's 64 rows
-  if constexpr (DQ) {
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) mma16::zero(xq[hf]), mma16::zero(yq[hf]);
-  }
   const std::uint64_t dOk = kmajor(sdO + wg * kTile, 0), dVk = kmajor(sV, 0);
   // the accumulator rows row_a + 8h (the warpgroup's m64 layout: warp w % 4 holds its rows 16(w % 4)..): staged P
   // words and byte selectors, valid-row flags
@@ -593,7 +583,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
   const float scaling = p.scaling;
   int step = RO ? nt : 0;
   mma16::stream_blocks_deep<kBlk, L::kStages, true>(
-      RO ? static_cast<int64_t>(nt) * kBlk : 0, (DQ ? 1 : 2) * static_cast<int64_t>(nt) * kBlk,
+      RO ? static_cast<int64_t>(nt) * kBlk : 0, 2 * static_cast<int64_t>(nt) * kBlk,
       [&](int64_t s0, int, int buf) {
         const int st = static_cast<int>(s0 / kBlk);  // the step (< 2·nt): tile st, then st − nt
         const int k0 = (st < nt ? st : st - nt) * kBlk;
@@ -603,15 +593,6 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
         for (int u = 0; u < kBlk / kVRowStep; ++u) {
           const bool ok = k0 + v_row + kVRowStep * u < Sp;
           mma16::cp_async16(vd + kVRowStep * 128 * u, ok ? vs + kVRowStep * kD * u : vsrc, ok);
-        }
-        if constexpr (DQ) {
-          const bf* ks = k_src + static_cast<int64_t>(k0) * kD;
-          const std::uint32_t kd = k_dst + buf * kTile;
-#pragma unroll
-          for (int u = 0; u < kBlk / kVRowStep; ++u) {
-            const bool ok = k0 + v_row + kVRowStep * u < Sp;
-            mma16::cp_async16(kd + kVRowStep * 128 * u, ok ? ks + kVRowStep * kD * u : ksrc, ok);
-          }
         }
         const int n2 = 2 * (S - k0 < kBlk ? S - k0 : kBlk);  // the tile's bytes per row (n ≥ 1: k0 < S, Sp − S < 8)
 #pragma unroll
@@ -666,39 +647,6 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
         }
         wgmma_wait<0>();
         fence_acc(acc);
-        if constexpr (DQ) {
-          // r as pass 1 (the same order), and the A fragments of bf16(P⊙dP) and of P: register 2·jj + h of k step kc
-          // holds columns 8(2kc + jj) + 2t, +1 of rows g + 8h (the accumulator's pairs)
-          std::uint32_t ax[4][4], ap[4][4];
-#pragma unroll
-          for (int kc = 0; kc < 4; ++kc)
-#pragma unroll
-            for (int jj = 0; jj < 2; ++jj) {
-              const int j = 2 * kc + jj;
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const std::uint32_t pv = pp[h][j];
-                const std::uint32_t dp = pack(acc[j][2 * h], acc[j][2 * h + 1]);  // bf16 dP
-                r[h] += lo16(pv) * lo16(dp);
-                r[h] += hi16(pv) * hi16(dp);
-                ax[kc][2 * jj + h] = pack(lo16(pv) * lo16(dp), hi16(pv) * hi16(dp));
-                ap[kc][2 * jj + h] = pv;
-              }
-            }
-          const std::uint64_t kn = nmajor(sK, 0) + static_cast<std::uint64_t>(buf) * (kTile >> 4);
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) fence_acc(xq[hf]), fence_acc(yq[hf]);
-          wgmma_fence();
-          rs_n128(xq, ax, kn);
-          rs_n128(yq, ap, kn);
-          wgmma_commit();
-          wgmma_wait<0>();
-          fence_frag(ax);
-          fence_frag(ap);
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf) fence_acc(xq[hf]), fence_acc(yq[hf]);
-          return;
-        }
         if (!RO && !second) {
 #pragma unroll
           for (int h = 0; h < 2; ++h)
@@ -755,33 +703,19 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
         }
         __syncwarp();  // read before the next tile's staging writes
       });
-  if constexpr (DQ) {  // r over the row's quad, then dQ's rows and r
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      r[h] += __shfl_xor_sync(0xffffffffu, r[h], 1);
-      r[h] += __shfl_xor_sync(0xffffffffu, r[h], 2);
-      const int q = q0 + row_a + 8 * h;
-      if (q >= S) continue;
-      if (t == 0) p.r_out[bh * p.S + q] = r[h];
-      bf* out = p.dQ + (bh * p.S + q) * kD + 2 * t;
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-          *reinterpret_cast<std::uint32_t*>(out + 64 * hf + 8 * j) =
-              pack(scaling * (xq[hf][j][2 * h] - r[h] * yq[hf][j][2 * h]),
-                   scaling * (xq[hf][j][2 * h + 1] - r[h] * yq[hf][j][2 * h + 1]));
-    }
-  }
 }
 
-// ---- the dQ pass, warp-specialised (ATTNBWD_CUDA_GQA_KVDQ=ws; S % 128 == 0, no padding) ----------------------------
-// The DQ form of gqa_dp_softmax_kernel's math (r = Σ P·bf16(dP) in the same order, X = (P⊙dP)·K, Y = P·K, dQ =
-// bf16(scaling·(X − r·Y))) in the key-major ws kernel's structure: a producer thread streams each 64-key tile's V, K
-// (two 64-column halves each) and the CTA's 128 rows of P (one {64 keys, 64 rows} box per warpgroup, 128-byte swizzled)
-// by TMA through kDqStages stages on mbarriers; two consumer warpgroups of 64 query rows each take them at their own
-// pace (no CTA barrier per tile), each with its dO rows resident. The same products in the same order as the DQ form:
-// the same bits.
+// ---- the dQ pass (ATTNBWD_CUDA_GQA_KVDQ; S % 128 == 0, no padding) ------------------------------------------------
+// Per (b·h, 128 query rows), one pass over the head's 64-key tiles: dP = bf16(dO·Vᵀ) by wgmma (SS, as the dP +
+// softmax kernel's), r = Σ P·dP in that kernel's pass-1 order, and X += (P⊙dP)·K, Y += P·K by wgmma with A =
+// bf16(P⊙dP) and P straight from the accumulator's pairs (RS) and B = K's tile (N-major); at the end
+// dQ = bf16(scaling·(X − r·Y)) = bf16(Σ_k scaling·P(dP − r)·K), one rounding of an fp32 sum (the reference rounds dS
+// twice, then dQ), and r for the key-major kernel, which then needs no dSᵀ. A producer thread streams each tile's V,
+// K (two 64-column halves each) and the CTA's 128 rows of P (one {64 keys, 64 rows} box per warpgroup, 128-byte
+// swizzled) by TMA through kDqStages stages on mbarriers; two consumer warpgroups of 64 query rows each take them at
+// their own pace (no CTA barrier per tile), each with its dO rows resident. A first form as a mode of the dP +
+// softmax kernel (cp.async, a CTA barrier per tile) ran 1.00-1.02x against the dQ GEMM path, this one 1.06-1.10x
+// (perf/NOTES.md, fifty-eighth session).
 
 __global__ void __launch_bounds__(kWsThreads, 1)
     gqa_dq_ws_kernel(const __grid_constant__ CUtensorMap mV, const __grid_constant__ CUtensorMap mK,
@@ -797,15 +731,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   std::uint64_t* empty = full + kDqStages;
   std::uint64_t* dobar = empty + kDqStages;
   const int nt = S / kBlk;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kDqStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
-    }
-    mbar_init(dobar, 1);
-    mbar_init_fence();
-  }
-  __syncthreads();
+  init_ws_barriers<kDqStages>(full, empty, dobar);
 
   if (threadIdx.x < kWgThreads) {  // producer warpgroup: one thread issues every copy
     setmaxnreg_dec<40>();
@@ -930,7 +856,7 @@ __global__ void gqa_dq_ws_kernel(const __grid_constant__ CUtensorMap, const __gr
                                  const __grid_constant__ GqaDpSoftmax, const int) {
   __trap();
 }
-template <int WG, int CTAS, bool RO = false, bool DQ = false>
+template <int WG, int CTAS, bool RO = false>
 __global__ void gqa_dp_softmax_kernel(const GqaDpSoftmax) { __trap(); }
 template <bool kDs>
 __global__ void gqa_kv_attn_ws_kernel(const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap,
@@ -1010,17 +936,14 @@ std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc) {
       p.do_head % 8 != 0)
     return "tensors or dO rows not 16-byte aligned";
   if (p.dQ != nullptr) {  // the dQ pass (ATTNBWD_CUDA_GQA_KVDQ)
-    if (p.Sp != p.S || p.S % kBlk != 0) return "the dQ pass takes S a multiple of 64 (no padding)";
-    if (p.Pp != nullptr || p.O != nullptr || !p.wide) return "the dQ pass is the wide form, with no P copy and no O";
+    if (p.Sp != p.S || p.S % (2 * kBlk) != 0) return "the dQ pass takes S a multiple of 128 (no padding)";
+    if (p.Pp != nullptr || p.O != nullptr) return "the dQ pass takes no P copy and no O";
     if (p.K == nullptr || p.r_out == nullptr || !aligned16(p.K) || !aligned16(p.dQ) || !aligned16(p.r_out))
       return "K, dQ or r missing or not 16-byte aligned";
-    if (p.dq_ws) {
-      if (p.S % (2 * kBlk) != 0) return "the warp-specialised dQ pass takes S a multiple of 128";
-      if (p.BH * p.S > INT32_MAX) return "too many rows for 32-bit TMA coordinates";
-      const bool split = p.do_ld == kD && p.do_head == p.S * kD;
-      const bool view = p.BH * p.do_head <= p.do_ld && p.do_head % 8 == 0;
-      if (!split && !view) return "dO is neither head-split nor a view of dA";
-    }
+    if (p.BH * p.S > INT32_MAX) return "too many rows for 32-bit TMA coordinates";
+    const bool split = p.do_ld == kD && p.do_head == p.S * kD;
+    const bool view = p.BH * p.do_head <= p.do_ld && p.do_head % 8 == 0;
+    if (!split && !view) return "dO is neither head-split nor a view of dA";
   }
   return {};
 }
@@ -1042,7 +965,7 @@ bool gqa_dp_softmax_one_wave(const GqaDpSoftmax& p, int sms) {
 }
 
 void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream) {
-  if (p.dQ != nullptr && p.dq_ws) {  // the dQ pass, warp-specialised (S % 128 == 0)
+  if (p.dQ != nullptr) {  // the dQ pass (ATTNBWD_CUDA_GQA_KVDQ), its own warp-specialised kernel
     const bool split = p.do_ld == kD && p.do_head == p.S * kD;
     const auto map2 = [](const void* b, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
       return sm90::tensor_map(b, rows, cols, ld, 64, 64);
@@ -1054,17 +977,6 @@ void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream) {
                                             static_cast<int>(kDqSmem)));
     const dim3 grid(static_cast<unsigned>(p.S / (2 * kBlk)), static_cast<unsigned>(p.BH));
     gqa_dq_ws_kernel<<<grid, kWsThreads, kDqSmem, stream>>>(mV, mK, mdO, mP, p, split ? 0 : 1);
-    ATTNBWD_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  if (p.dQ != nullptr) {  // the dQ pass: wide form only
-    using L = DpsmLayout<2, 1, true>;
-    static_assert(L::kCtasPerSm == 1, "one CTA per SM");
-    const auto kern = gqa_dp_softmax_kernel<2, 1, false, true>;
-    ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(kern),
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L::kSmem)));
-    const dim3 grid(static_cast<unsigned>(dpsm_row_blocks<2>(p)), static_cast<unsigned>(p.BH));
-    kern<<<grid, L::kThreads, L::kSmem, stream>>>(p);
     ATTNBWD_CUDA_CHECK_LAUNCH();
     return;
   }
