@@ -1,2 +1,3 @@
-# Next call: perf/device/s58-c16.sh (its header says what it runs and why).
-exec bash perf/device/s58-c16.sh "$@"
+# Next call: perf/device/s59-c1.sh (its header says what it runs and why); rebundle first:
+#   bash perf/device/bundle.sh
+exec bash perf/device/s59-c1.sh "$@"

@@ -1,0 +1,14 @@
+# Written in the fifty-eighth session for the next session's first call (rebundle first: bash perf/device/bundle.sh).
+# 240e83d (gqa's dQ pass as one warp-specialised form, KVDQ auto = on) compiled and passed CI but never ran on a GPU:
+# (1) every CUDA test in three shards; (2) on an H200 the four suites twice (gqa's first issue figure with the dQ pass;
+#     the H100s gave 0.511-0.514 against 0.502 before it), elsewhere the gqa suite once.
+source perf/device/common.sh
+LIMIT=${LIMIT:-540}
+P=$M/attnbwd_perf
+shards 'Cuda*:*Cuda*' 240
+grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
+case $GPU in
+  *H200*) suites 2 ;;
+  *) ok && PB suite-gqa_rope_backward-1 "$P" gqa_rope_backward all; suite_e "$R"/suite-*.json ;;
+esac
+fin
