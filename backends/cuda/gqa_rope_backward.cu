@@ -732,8 +732,9 @@ bool dk_side() { return env_switch("ATTNBWD_CUDA_GQA_DKSIDE", {"auto", "off", "o
 // dSᵀ. P is read twice instead of twice plus dS written and read (at #6 1.07 GB → 0.54 GB) for +34 GFLOP
 // (perf/NOTES.md, fifty-eighth session). dQ rounded once from an fp32 sum (the reference rounds dS twice first);
 // r = Σ P·dP in the reference's order (off takes r = Σ dO⊙O). auto = on: measured on an H100 (three interleaved rounds
-// against off) 1.061× at #4, 1.098× at #6, 1.063× at #9, 1.075× at #14. No effect off that path.
-bool kvdq_switch() { return env_switch("ATTNBWD_CUDA_GQA_KVDQ", {"auto", "off", "on"}) != 1; }
+// against off) 1.061× at #4, 1.098× at #6, 1.063× at #9, 1.075× at #14. No effect off that path; where the pass cannot
+// take a call of that path (K not 16-byte aligned, say) auto keeps the dQ GEMM and on is an Error naming the switch.
+int kvdq_switch() { return env_switch("ATTNBWD_CUDA_GQA_KVDQ", {"auto", "off", "on"}); }
 
 // ATTNBWD_CUDA_GQA_DKDV=auto|apart|batch, the padded GEMM attention path (S % 8 != 0; dK32 and dV32 on one stream):
 // dK32 = dSᵀ·Q and dV32 = Pᵀ·dO (P's padded copy, dO's padded head split) are the same problem (Sp x D from Sp x Sp
@@ -850,7 +851,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool kvw_early = kvw_under();
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
-  const bool kvdq_on = kvdq_switch();
+  const int kvdq_mode = kvdq_switch();  // 0 auto (= on where the pass can take the call), 1 off, 2 on
   const int dkdv = dkdv_switch();  // 0 auto, 1 apart, 2 batch
   const int small_pdl_mode = small_pdl_switch();
   const int small_pdl = small_pdl_mode == 2 ? 0 : small_pdl_mode == 3 ? 2 : 1;  // GqaSmallAttn::pdl
@@ -1065,6 +1066,18 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       if (!why.empty()) throw Error("ATTNBWD_CUDA_GQA_ATTN", "kv kernel cannot take this call: " + why);
       use_kv = true;
     }
+  }
+  // r and dQ by the dQ pass (ATTNBWD_CUDA_GQA_KVDQ, above) where the warp-specialised key-major kernel runs and the pass
+  // can take the call (auto keeps the dQ GEMM where it cannot; on is then an Error, raised here, before any work).
+  GqaDpSoftmax dqp;
+  bool kvdq = false;
+  if (use_ws && kvdq_mode != 1) {
+    dqp.dO = kv.dO, dqp.do_ld = kv.do_ld, dqp.do_head = kv.do_head, dqp.V = kv.V, dqp.P = kv.P;
+    dqp.BH = BH, dqp.S = S, dqp.Sp = S, dqp.D = D, dqp.ld_ds = S, dqp.scaling = static_cast<float>(a.scaling);
+    dqp.K = K, dqp.dQ = dQ32, dqp.r_out = rbuf;
+    const std::string why = gqa_dp_softmax_unsupported(dqp, ctx.cc());
+    if (!why.empty() && kvdq_mode == 2) throw Error("ATTNBWD_CUDA_GQA_KVDQ", "the dQ pass cannot take this call: " + why);
+    kvdq = why.empty();
   }
   // Steps 3-4 of the GEMM attention path as one query-major sm_90a kernel (ATTNBWD_CUDA_GQA_DPSM, above).
   GqaDpSoftmax dq;
@@ -1287,21 +1300,14 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   } else if (use_kv) {
     // 3-5 key-major: O = bf16(P·V) (into dK32, free until the kernel writes it), r = Σ dO⊙O, then the kernel
     // (dSᵀ into dS, dK32, dV32), then dQ = dS·K = (dSᵀ)ᵀ·K.
-    // ATTNBWD_CUDA_GQA_KVDQ (ws form only): r and dQ by one query-major pass, no dSᵀ, no dQ GEMM below.
-    const bool kvdq = kvdq_on && use_ws;
+    // ATTNBWD_CUDA_GQA_KVDQ (kvdq, planned above): r and dQ by one query-major pass, no dSᵀ, no dQ GEMM below.
     if (pv_on_side)
       stages.wait_side_mark(ctx);  // O, queued on the side stream at the op's start
     else if (!kvdq)
       pv_gemm(0, stream, 0);
     GqaKvAttn kvw = kv;
     if (kvdq) {
-      GqaDpSoftmax dq;
-      dq.dO = kv.dO, dq.do_ld = kv.do_ld, dq.do_head = kv.do_head, dq.V = kv.V, dq.P = kv.P;
-      dq.BH = BH, dq.S = S, dq.Sp = S, dq.D = D, dq.ld_ds = S, dq.scaling = scaling;
-      dq.K = K, dq.dQ = dQ32, dq.r_out = rbuf;
-      if (const std::string why = gqa_dp_softmax_unsupported(dq, ctx.cc()); !why.empty())
-        throw Error("ATTNBWD_CUDA_GQA_KVDQ", "the dQ pass cannot take this call: " + why);
-      gqa_dp_softmax_launch(dq, stream);
+      gqa_dp_softmax_launch(dqp, stream);
       stages.mark("r_dQ");
       kvw.dS_t = nullptr;
     } else {
