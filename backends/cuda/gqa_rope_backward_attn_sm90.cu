@@ -157,6 +157,16 @@ __device__ __forceinline__ void store_kv(bf* dK, bf* dV, const float (&dk)[2][8]
   }
 }
 
+// acc (64 × 64) += A·Bᵀ over k = head_dim 128, as 8 wgmma k steps (both operands K-major [64][128] tiles given by their
+// half-0 descriptors: k step kk at half kk / 4, 32 bytes per step); acc is zeroed by its first step's scale-d = 0.
+__device__ __forceinline__ void ss_k128(float (&acc)[8][4], std::uint64_t a, std::uint64_t b) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
+    wgmma_m64n64k16_ss<Mma16::BF16, 0>(acc, a + off, b + off, kk);
+  }
+}
+
 // acc (64 rows × 128 as two 64-column halves) += A·B over k = 64: A this warp's fragments (registers), B an N-major
 // [64][128] tile given by its half-0 descriptor (k step: 16 rows = 2,048 bytes; half: kSub bytes).
 __device__ __forceinline__ void rs_n128(float (&acc)[2][8][4], const std::uint32_t (&a)[4][4], std::uint64_t desc) {
@@ -185,11 +195,7 @@ __device__ __forceinline__ void kv_block(std::uint32_t (&ap)[4][4], const float2
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) fence_acc(dv[hf]);
   wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
-    const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
-    wgmma_m64n64k16_ss<Mma16::BF16, 0>(dpt, dV + off, dOk + off, kk);
-  }
+  ss_k128(dpt, dV, dOk);
   wgmma_commit();
   rs_n128(dv, ap, dOn);
   wgmma_commit();
@@ -331,9 +337,10 @@ __global__ void __launch_bounds__(kWgThreads, 2) gqa_kv_attn_kernel(const GqaKvA
 
 // Where dO's 64 × 64 box of (bh, q0, head_dim half h) starts in its tensor map: rows of [BH·S, 128] (split) or
 // of [S, do_ld] with the head's columns at bh·do_head (the view of dA, B = 1).
-__device__ __forceinline__ void do_coords(const GqaKvAttn& p, bool view, int bh, int q0, int h, int& c0, int& c1) {
-  c0 = view ? static_cast<int>(bh * p.do_head) + 64 * h : 64 * h;
-  c1 = view ? q0 : static_cast<int>(bh * p.S) + q0;
+__device__ __forceinline__ void do_coords(int64_t do_head, int64_t S, bool view, int bh, int q0, int h, int& c0,
+                                          int& c1) {
+  c0 = view ? static_cast<int>(bh * do_head) + 64 * h : 64 * h;
+  c1 = view ? q0 : static_cast<int>(bh * S) + q0;
 }
 
 // The warp-specialised kernels' barriers (thread 0 initialises them, then the CTA meets): per stage a full barrier (one
@@ -391,7 +398,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         for (int h = 0; h < 2; ++h) {
           tma_load_2d(st + h * kSub, &mQ, &full[s], 64 * h, row0 + q0);
           int c0, c1;
-          do_coords(p, do_view != 0, bh, q0, h, c0, c1);
+          do_coords(p.do_head, p.S, do_view != 0, bh, q0, h, c0, c1);
           tma_load_2d(st + kTile + h * kSub, &mdO, &full[s], c0, c1);
           tma_load_2d(st + 2 * kTile + h * kSub, &mP, &full[s], kc0 + kBlk * h, row0 + q0);
         }
@@ -621,12 +628,7 @@ __global__ void __launch_bounds__(kWgThreads * WG, CTAS) gqa_dp_softmax_kernel(c
         mma16::zero(acc);
         fence_acc(acc);
         wgmma_fence();
-        const std::uint64_t bv = static_cast<std::uint64_t>(buf) * (kTile >> 4);
-#pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
-          const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
-          wgmma_m64n64k16_ss<Mma16::BF16, 0>(acc, dOk + off, dVk + bv + off, kk);
-        }
+        ss_k128(acc, dOk, dVk + static_cast<std::uint64_t>(buf) * (kTile >> 4));
         wgmma_commit();
         // P pairs while the products run, and their masks where the tile is partial or a row is padding
         std::uint32_t pp[2][8];
@@ -742,9 +744,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       for (int w = 0; w < 2; ++w)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int q = q0 + kBlk * w;
-          const int c0 = do_view ? static_cast<int>(bh * p.do_head) + 64 * h : 64 * h;
-          const int c1 = do_view ? q : row0 + q;
+          int c0, c1;
+          do_coords(p.do_head, p.S, do_view != 0, bh, q0 + kBlk * w, h, c0, c1);
           tma_load_2d(sdO + w * kTile + h * kSub, &mdO, dobar, c0, c1);
         }
       int s = 0;
@@ -784,18 +785,15 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       mma16::zero(acc);
       fence_acc(acc);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 8; ++kk) {
-        const std::uint64_t off = (kk >> 2) * (kSub >> 4) + (kk & 3) * 2;
-        wgmma_m64n64k16_ss<Mma16::BF16, 0>(acc, dOk + off, dVk + so + off, kk);
-      }
+      ss_k128(acc, dOk, dVk + so);
       wgmma_commit();
       std::uint32_t pp[2][8];
       const std::uint8_t* pl = p_lane + s * kDqStage;
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) pp[h][j] = *reinterpret_cast<const std::uint32_t*>(pl + h * 8 * 128 + ((j ^ g) << 4));
+        for (int j = 0; j < 8; ++j)
+          pp[h][j] = *reinterpret_cast<const std::uint32_t*>(pl + h * 8 * 128 + ((j ^ g) << 4));
       wgmma_wait<0>();
       fence_acc(acc);
       std::uint32_t ax[4][4], ap[4][4];
@@ -892,7 +890,15 @@ void gqa_kv_attn_launch(const GqaKvAttn& p, cudaStream_t stream) {
 
 namespace {
 // dO as a head-split [BH·S, 128] tensor (otherwise the view of dA: rows of do_ld per query, heads side by side).
-bool do_is_split(const GqaKvAttn& p) { return p.do_ld == kD && p.do_head == p.S * kD; }
+bool do_is_split(std::int64_t do_ld, std::int64_t do_head, std::int64_t S) { return do_ld == kD && do_head == S * kD; }
+// dO as the view of dA: BH heads of do_head columns side by side in rows of do_ld.
+bool do_is_view(std::int64_t BH, std::int64_t do_ld, std::int64_t do_head) {
+  return BH * do_head <= do_ld && do_head % 8 == 0;
+}
+// The ws kernels' 128-byte-swizzled boxes of 64 × 64 bf16 over a row-major [rows][cols] tensor.
+CUtensorMap map64(const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  return sm90::tensor_map(base, rows, cols, ld, 64, 64);
+}
 }  // namespace
 
 std::string gqa_kv_attn_ws_unsupported(const GqaKvAttn& p, int cc) {
@@ -900,19 +906,16 @@ std::string gqa_kv_attn_ws_unsupported(const GqaKvAttn& p, int cc) {
   if (!why.empty()) return why;
   if (p.S % (2 * kBlk) != 0) return "seq_len is not a multiple of 128";
   if (p.BH * p.S > INT32_MAX) return "too many rows for 32-bit TMA coordinates";
-  const bool view = p.BH * p.do_head <= p.do_ld && p.do_head % 8 == 0;
-  if (!do_is_split(p) && !view) return "dO is neither head-split nor a view of dA";
+  if (!do_is_split(p.do_ld, p.do_head, p.S) && !do_is_view(p.BH, p.do_ld, p.do_head))
+    return "dO is neither head-split nor a view of dA";
   return {};
 }
 
 void gqa_kv_attn_ws_launch(const GqaKvAttn& p, cudaStream_t stream) {
-  const bool split = do_is_split(p);
-  const auto map2 = [](const void* base, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
-    return sm90::tensor_map(base, rows, cols, ld, 64, 64);
-  };
-  const CUtensorMap mQ = map2(p.Q, p.BH * p.S, kD, kD), mV = map2(p.V, p.BH * p.S, kD, kD);
-  const CUtensorMap mdO = split ? map2(p.dO, p.BH * p.S, kD, kD) : map2(p.dO, p.S, p.do_ld, p.do_ld);
-  const CUtensorMap mP = map2(p.P, p.BH * p.S, p.S, p.S);
+  const bool split = do_is_split(p.do_ld, p.do_head, p.S);
+  const CUtensorMap mQ = map64(p.Q, p.BH * p.S, kD, kD), mV = map64(p.V, p.BH * p.S, kD, kD);
+  const CUtensorMap mdO = split ? map64(p.dO, p.BH * p.S, kD, kD) : map64(p.dO, p.S, p.do_ld, p.do_ld);
+  const CUtensorMap mP = map64(p.P, p.BH * p.S, p.S, p.S);
   // r [BH·S] fp32 as rows of 64 (one box per 64-query block)
   const CUtensorMap mR = sm90::tensor_map_2d_f32(p.r, kBlk, p.BH * p.S / kBlk, kBlk, kBlk, 1);
   const auto kern = p.dS_t != nullptr ? gqa_kv_attn_ws_kernel<true> : gqa_kv_attn_ws_kernel<false>;
@@ -941,9 +944,8 @@ std::string gqa_dp_softmax_unsupported(const GqaDpSoftmax& p, int cc) {
     if (p.K == nullptr || p.r_out == nullptr || !aligned16(p.K) || !aligned16(p.dQ) || !aligned16(p.r_out))
       return "K, dQ or r missing or not 16-byte aligned";
     if (p.BH * p.S > INT32_MAX) return "too many rows for 32-bit TMA coordinates";
-    const bool split = p.do_ld == kD && p.do_head == p.S * kD;
-    const bool view = p.BH * p.do_head <= p.do_ld && p.do_head % 8 == 0;
-    if (!split && !view) return "dO is neither head-split nor a view of dA";
+    if (!do_is_split(p.do_ld, p.do_head, p.S) && !do_is_view(p.BH, p.do_ld, p.do_head))
+      return "dO is neither head-split nor a view of dA";
   }
   return {};
 }
@@ -966,13 +968,10 @@ bool gqa_dp_softmax_one_wave(const GqaDpSoftmax& p, int sms) {
 
 void gqa_dp_softmax_launch(const GqaDpSoftmax& p, cudaStream_t stream) {
   if (p.dQ != nullptr) {  // the dQ pass (ATTNBWD_CUDA_GQA_KVDQ), its own warp-specialised kernel
-    const bool split = p.do_ld == kD && p.do_head == p.S * kD;
-    const auto map2 = [](const void* b, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
-      return sm90::tensor_map(b, rows, cols, ld, 64, 64);
-    };
-    const CUtensorMap mV = map2(p.V, p.BH * p.S, kD, kD), mK = map2(p.K, p.BH * p.S, kD, kD);
-    const CUtensorMap mdO = split ? map2(p.dO, p.BH * p.S, kD, kD) : map2(p.dO, p.S, p.do_ld, p.do_ld);
-    const CUtensorMap mP = map2(p.P, p.BH * p.S, p.S, p.S);
+    const bool split = do_is_split(p.do_ld, p.do_head, p.S);
+    const CUtensorMap mV = map64(p.V, p.BH * p.S, kD, kD), mK = map64(p.K, p.BH * p.S, kD, kD);
+    const CUtensorMap mdO = split ? map64(p.dO, p.BH * p.S, kD, kD) : map64(p.dO, p.S, p.do_ld, p.do_ld);
+    const CUtensorMap mP = map64(p.P, p.BH * p.S, p.S, p.S);
     ATTNBWD_CUDA_CHECK(cudaFuncSetAttribute(gqa_dq_ws_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(kDqSmem)));
     const dim3 grid(static_cast<unsigned>(p.S / (2 * kBlk)), static_cast<unsigned>(p.BH));
