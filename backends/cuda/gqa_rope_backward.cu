@@ -1069,9 +1069,14 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   }
   // r and dQ by the dQ pass (ATTNBWD_CUDA_GQA_KVDQ, above) where the warp-specialised key-major kernel runs and the pass
   // can take the call (auto keeps the dQ GEMM where it cannot; on is then an Error, raised here, before any work).
+  // ATTNBWD_CUDA_GQA_PV=side asks for r from O, which the pass does not read: auto then keeps the dQ GEMM (the switch
+  // set by name wins over auto's choice) and on is an Error.
+  if (use_ws && pv_on_side && kvdq_mode == 2)
+    throw Error("ATTNBWD_CUDA_GQA_KVDQ", "on: the dQ pass forms r itself, from P and dP, and ATTNBWD_CUDA_GQA_PV=side "
+                                        "asks for r from O (set one of them)");
   GqaDpSoftmax dqp;
   bool kvdq = false;
-  if (use_ws && kvdq_mode != 1) {
+  if (use_ws && kvdq_mode != 1 && !pv_on_side) {
     dqp.dO = kv.dO, dqp.do_ld = kv.do_ld, dqp.do_head = kv.do_head, dqp.V = kv.V, dqp.P = kv.P;
     dqp.BH = BH, dqp.S = S, dqp.Sp = S, dqp.D = D, dqp.ld_ds = S, dqp.scaling = static_cast<float>(a.scaling);
     dqp.K = K, dqp.dQ = dQ32, dqp.r_out = rbuf;

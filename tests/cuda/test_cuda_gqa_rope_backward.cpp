@@ -1028,7 +1028,8 @@ TEST(CudaGqaRope, DkDvBatchMatchesTheOracle) {
 // same algorithm key in both), so that the test can tell the forms ran, and the stage split must show O's stage. The
 // stream orders of early dWo without the attention overlap, and of one stream, at S = 131 and 293. Scratch poisoned at
 // every call. side on the GEMM path with the row kernel (forced at S = 131 and auto's at S = 293, the dP + softmax
-// kernel off) and malformed values are Errors naming the switch, before any output is written.
+// kernel off) and malformed values are Errors naming the switch, before any output is written. On the key-major ws path
+// side's r comes from O, so KVDQ's auto keeps the dQ GEMM there (off's bits) and KVDQ=on is an Error naming KVDQ.
 TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
@@ -1090,6 +1091,16 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
     }
     expect_refused(axes_of(1, 293, 8, 2, 128, 64), fresh_seed(451), "ATTNBWD_CUDA_GQA_PV",
                    "ATTNBWD_CUDA_GQA_PV=side at S = 293 (auto's GEMM attention path, the row kernel)");
+  }
+  if (is_sm90()) {  // side on the key-major ws path: r from O, so auto keeps the dQ GEMM (off's bits) and on is an Error
+    const tools::Axes axes = axes_of(1, 1024, 8, 2, 128, 64);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(454), tools::default_scalars(kOp));
+    const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "side");
+    expect_same_outputs(outputs_with(in, axes, kKvWs, "ATTNBWD_CUDA_GQA_KVDQ", "off"), outputs_in(in, axes, kKvWs),
+                        "PV=side: KVDQ=auto against off");
+    UseMode mode(kKvWs);
+    const ScopedEnv on("ATTNBWD_CUDA_GQA_KVDQ", "on");
+    expect_refused(axes, fresh_seed(455), "ATTNBWD_CUDA_GQA_KVDQ", "ATTNBWD_CUDA_GQA_KVDQ=on with PV=side");
   }
   for (const char* bad : {"0", "many", "100000"}) {
     const ScopedEnv target("ATTNBWD_CUDA_GQA_PV_SMS", bad);
