@@ -1092,7 +1092,7 @@ TEST(CudaGqaRope, PvOnTheSideStreamMatchesTheOracle) {
     expect_refused(axes_of(1, 293, 8, 2, 128, 64), fresh_seed(451), "ATTNBWD_CUDA_GQA_PV",
                    "ATTNBWD_CUDA_GQA_PV=side at S = 293 (auto's GEMM attention path, the row kernel)");
   }
-  if (is_sm90()) {  // side on the key-major ws path: r from O, so auto keeps the dQ GEMM (off's bits) and on is an Error
+  if (is_sm90()) {  // side on the key-major ws path: r from O, so auto keeps the dQ GEMM (off's bits), on is an Error
     const tools::Axes axes = axes_of(1, 1024, 8, 2, 128, 64);
     const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(454), tools::default_scalars(kOp));
     const ScopedEnv pv("ATTNBWD_CUDA_GQA_PV", "side");
