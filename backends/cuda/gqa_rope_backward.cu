@@ -494,8 +494,12 @@ QkvPath qkv_path() {
 // (gemm: P read twice, dP written and read back, dS written once and read twice), or key-major on sm_90a
 // (kv, gqa_rope_backward_attn_sm90.cu: O = bf16(P·V) by cuBLASLt and r = Σ dO⊙O, then one kernel that
 // reads P once more, keeps dP in registers and writes dSᵀ once for the dQ GEMM; head_dim 128, S % 64 == 0,
-// sm_90). auto = kvws (below) where it applies with S ≥ 1024 and T ≤ 4096 tokens, else kv there; small (below)
-// where S ≤ 160 and T ≤ 256; else gemm.
+// sm_90). auto = kvws (below) where it applies with S ≥ 1024 and T ≤ 4096 tokens, else kv there; kvws also where
+// S ≥ 256 and 512 ≤ T ≤ 4096 with the dQ pass (ATTNBWD_CUDA_GQA_KVDQ not off; else gemm there); small (below)
+// where S ≤ 160 and T ≤ 256; else gemm. The middle rule (fifty-ninth session): with the dQ pass kvws measured
+// 1.017x at B = 16, S = 256 (#3), 1.008x at B = 8, S = 384 (#10), 1.031x at S = 512 (#12), 1.043x at B = 4, S = 512
+// (#15) and 0.990x at B = 1, S = 256 (#13, T = 256) over gemm on an H100 (fifty-eighth session, three rounds); without
+// the pass 0.96-1.00x there.
 // Measured on an H200 (2026-12-01,
 // ninth session, the twelve workloads with S % 64 == 0, two runs each; perf/NOTES.md): kv 1.13x at B = 1,
 // S = 2048 (#6), 1.02-1.04x at S = 1024 with B ≤ 2 (#4, #14), 0.96-1.01x at B = 4, S = 1024 (#9) and
@@ -517,6 +521,7 @@ QkvPath qkv_path() {
 // before where the inputs do not suit them).
 enum class AttnPath { Auto, Gemm, Kv, KvWs, Small };
 constexpr int64_t kKvMinSeq = 1024, kKvMaxTokens = 4096, kSmallMaxSeq = 160, kSmallMaxTokens = 256;
+constexpr int64_t kKvMidMinSeq = 256, kKvMidMinTokens = 512;
 AttnPath attn_path() {
   return static_cast<AttnPath>(env_switch("ATTNBWD_CUDA_GQA_ATTN", {"auto", "gemm", "kv", "kvws", "small"}));
 }
@@ -1028,6 +1033,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   GqaKvAttn kv;
   GqaSmallAttn sm;
   bool use_kv = false, use_ws = false, use_small = false;
+  bool kv_mid = false;  // auto's key-major choice below S = kKvMinSeq: taken only with the dQ pass
   if (attn == AttnPath::Small) {
     sm.dO = dOp, sm.do_ld = ld_do, sm.do_head = head_do;
     sm.Q = Q, sm.K = K, sm.V = V, sm.P = P, sm.dS = dS, sm.ld = ld, sm.dQ = dQ32, sm.dK = dK32, sm.dV = dV32;
@@ -1059,6 +1065,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
       if (S >= kKvMinSeq && T <= kKvMaxTokens) {
         use_ws = unsupported(true).empty();
         use_kv = use_ws || unsupported(false).empty();
+      } else if (S >= kKvMidMinSeq && T >= kKvMidMinTokens && T <= kKvMaxTokens && kvdq_mode != 1 && !pv_on_side) {
+        kv_mid = use_ws = use_kv = unsupported(true).empty();  // and only with the dQ pass (below)
       }
     } else {
       use_ws = attn == AttnPath::KvWs;
@@ -1081,9 +1089,11 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     dqp.BH = BH, dqp.S = S, dqp.Sp = S, dqp.D = D, dqp.ld_ds = S, dqp.scaling = static_cast<float>(a.scaling);
     dqp.K = K, dqp.dQ = dQ32, dqp.r_out = rbuf;
     const std::string why = gqa_dp_softmax_unsupported(dqp, ctx.cc());
-    if (!why.empty() && kvdq_mode == 2) throw Error("ATTNBWD_CUDA_GQA_KVDQ", "the dQ pass cannot take this call: " + why);
+    if (!why.empty() && kvdq_mode == 2 && !kv_mid)
+      throw Error("ATTNBWD_CUDA_GQA_KVDQ", "the dQ pass cannot take this call: " + why);
     kvdq = why.empty();
   }
+  if (kv_mid && !kvdq) use_kv = use_ws = false;  // auto's GEMM path there (the key-major path wins only with the pass)
   // Steps 3-4 of the GEMM attention path as one query-major sm_90a kernel (ATTNBWD_CUDA_GQA_DPSM, above).
   GqaDpSoftmax dq;
   const int dpsm = dpsm_switch();
