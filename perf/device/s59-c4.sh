@@ -1,0 +1,23 @@
+# Fifty-ninth session, call 4 (bundle 6d894a6 = main's code: the dQ pass, auto's key-major rule from S = 256 where
+# 512 <= T <= 4096). Issue 6's remaining items on the new auto path: (1) on an H200 the four suites (gqa twice; issue
+# figures), else the gqa suite twice; (2) float64 PyTorch over all 16 gqa workloads; (3) the gqa sanitizer matrix.
+source perf/device/common.sh
+LIMIT=${LIMIT:-500}
+P=$M/attnbwd_perf
+for k in 1 2; do ok && PB "suite-gqa_rope_backward-$k" "$P" gqa_rope_backward all; done
+case $GPU in
+  *H200*) for op in out_proj_backward vision_mha_norm_backward vision_varlen_rope_backward; do
+            ok && PB "suite-$op-1" "$P" "$op" all; done ;;
+esac
+suite_e "$R"/suite-*.json
+ok && timeout "$(tmo 200)" python3 tests/torch/check_workloads.py --cli "$M/attnbwd" --ops gqa_rope_backward \
+  --workloads all --backend cuda --solexec .carry/solexec --no-emulated --json "$R/torch-gqa.json" > "$R/torch-gqa.txt" 2>&1
+echo "torch gqa rc=$? t=$SECONDS"; tail -4 "$R/torch-gqa.txt"
+ok && ATTNBWD_SANITIZE_VENDOR=auto timeout "$(tmo 200)" bash cmake/device-check.sh --bin "$M" \
+  --out "$R/dc" --sanitize-workloads gqa_rope_backward \
+  --skip tests,concurrency-soak,initcheck-probe,plain-gemm,memcheck,racecheck,initcheck,synccheck,torch,perf \
+  > "$R/device-check.log" 2>&1
+echo "device-check rc=$? t=$SECONDS"
+cat "$R/dc/steps.txt" 2>/dev/null
+grep -cE "^ok" "$R/dc/sanitize-workloads.txt" 2>/dev/null; grep -E "^FAIL" "$R/dc/sanitize-workloads.txt" 2>/dev/null | cut -c1-100
+fin
