@@ -1,6 +1,7 @@
 # Fifty-ninth session, call 4 (bundle 6d894a6 = main's code: the dQ pass, auto's key-major rule from S = 256 where
 # 512 <= T <= 4096). Issue 6's remaining items on the new auto path: (1) on an H200 the four suites (gqa twice; issue
-# figures), else the gqa suite twice; (2) float64 PyTorch over all 16 gqa workloads; (3) the gqa sanitizer matrix.
+# figures), else the gqa suite twice; (2) float64 PyTorch over all 16 gqa workloads; (3) the gqa sanitizer matrix;
+# (4) a lead: ATTN=kvws (with the dQ pass) at S = 128, #8 (B = 16, T = 2048: auto's gemm) and #2 (B = 2: small).
 source perf/device/common.sh
 LIMIT=${LIMIT:-500}
 P=$M/attnbwd_perf
@@ -20,4 +21,5 @@ ok && ATTNBWD_SANITIZE_VENDOR=auto timeout "$(tmo 200)" bash cmake/device-check.
 echo "device-check rc=$? t=$SECONDS"
 cat "$R/dc/steps.txt" 2>/dev/null
 grep -cE "^ok" "$R/dc/sanitize-workloads.txt" 2>/dev/null; grep -E "^FAIL" "$R/dc/sanitize-workloads.txt" 2>/dev/null | cut -c1-100
+abrun gqa_rope_backward 8,2 3 kvws128 60 auto="$P" kvws="$P,ATTNBWD_CUDA_GQA_ATTN=kvws"
 fin
