@@ -613,6 +613,36 @@ bool has_stage(const std::string& line, const char* name) {
   return line.find(std::string(" ") + name + " ") != std::string::npos;
 }
 
+// Auto's key-major rule below S = 1024 (fifty-ninth session): the warp-specialised key-major kernel with the dQ pass
+// where S % 128 == 0, S >= 256 and 512 <= T <= 4096, on sm_90. The stage split tells the path: kv and r_dQ there
+// (B = 2 and 16 at S = 256, B = 2 at S = 384, B = 1 at S = 512), neither at T = 256 (B = 1, S = 256), at S = 320
+// (S % 128 != 0), nor with ATTNBWD_CUDA_GQA_KVDQ=off (the key-major path wins there only with the pass); each against
+// the oracle, scratch poisoned.
+TEST(CudaGqaRope, AutoTakesTheKeyMajorPathWithTheDqPassFromS256) {
+  ATTNBWD_SEED_TRACE();
+  if (!is_sm90()) GTEST_SKIP() << "the key-major kernels run on sm_90 only";
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  struct Shape {
+    int64_t B, S;
+    const char* kvdq;
+    bool key_major;
+  };
+  const Shape shapes[] = {{2, 256, "auto", true},  {16, 256, "auto", true}, {2, 384, "auto", true},
+                          {1, 512, "auto", true},  {1, 256, "auto", false}, {2, 320, "auto", false},
+                          {2, 256, "off", false}};
+  int k = 0;
+  for (const Shape& sh : shapes) {
+    const tools::Axes axes = axes_of(sh.B, sh.S, 8, 2, 128, 64);
+    SCOPED_TRACE(tools::axes_to_string(axes) + " ATTNBWD_CUDA_GQA_KVDQ=" + sh.kvdq);
+    const ScopedEnv kvdq("ATTNBWD_CUDA_GQA_KVDQ", sh.kvdq);
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(5840 + k++), tools::default_scalars(kOp));
+    const std::string line = stage_line(in, axes, kDefault);
+    EXPECT_EQ(has_stage(line, "kv"), sh.key_major) << line;
+    EXPECT_EQ(has_stage(line, "r_dQ"), sh.key_major) << line;
+    check(in, axes, smallest_atol(kOp), {kDefault});
+  }
+}
+
 // The small path's second kernel as a plain launch after the first (ATTNBWD_CUDA_GQA_SMALL_PDL=off) and as a
 // programmatic dependent the first kernel lets queue only after its first sweep (late) against the dependent queued at
 // the first kernel's start (auto, on): the same kernels, so the same bits, and each against the oracle with the scratch
