@@ -1,7 +1,8 @@
 # Fifty-ninth session, call 4 (bundle f69465b = main's code: the dQ pass, auto's key-major rule from S = 256 where
 # 512 <= T <= 4096). Issue 6's remaining items on the new auto path: (1) on an H200 the four suites (gqa twice; issue
 # figures), else the gqa suite twice; (2) float64 PyTorch over all 16 gqa workloads; (3) the gqa sanitizer matrix;
-# (0) the new test of auto's rule (f69465b); (4) a lead: ATTN=kvws (with the dQ pass) at S = 128, #8 (B = 16, T = 2048: auto's gemm) and #2 (B = 2: small).
+# (0) the new test of auto's rule (f69465b); (4) a lead: ATTN=kvws (with the dQ pass) at S = 128, #8 (B = 16,
+# T = 2048: auto's gemm) and #2 (B = 2: small).
 source perf/device/common.sh
 LIMIT=${LIMIT:-500}
 P=$M/attnbwd_perf
