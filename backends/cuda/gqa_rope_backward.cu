@@ -709,6 +709,16 @@ int pv_sm_target(const Context& ctx, bool kv_attn, int64_t S, int64_t hidden) {
 // run, or with the sm_90a q/k/v launches, is an Error.
 bool kvw_under() { return env_switch("ATTNBWD_CUDA_GQA_KVW", {"auto", "after", "under"}) == 2; }
 
+// ATTNBWD_CUDA_GQA_DWQKV=auto|apart|batch, the q/k/v weight gradients by cuBLASLt on the side stream (the separate and
+// groupeddx q/k/v paths): apart, three GEMMs (grad_q_weight, grad_k_weight, grad_v_weight); batch, one cuBLASLt
+// pointer-array batch of G + 2 GEMMs of Hkv·D rows each (grad_q_weight as its G = Hq/Hkv row blocks; gemm_listed),
+// one launch instead of three. Why (fifty-ninth session, H100 timelines of #3 and #15): the call ends with the three on
+// the side stream, the main stream idle (dW_q, then dW_k and dW_v: 55 + 56 µs at #3, 32 + 30 at #15), each launch with
+// its own ramp and tail. Each element the same fp32 sum over T with one rounding; cuBLASLt's kernel (and its split of
+// T) may differ, so not apart's bits. auto = apart until measured. batch where those GEMMs do not run (the grouped, thin
+// or sm90 q/k/v launches), with ATTNBWD_CUDA_GQA_KVW=under, or with G + 2 > kMaxListed is an Error.
+int dwqkv_switch() { return env_switch("ATTNBWD_CUDA_GQA_DWQKV", {"auto", "apart", "batch"}); }
+
 // ATTNBWD_CUDA_GQA_DXSUM=auto|add3|acc, the separate cuBLASLt q/k/v path (three dX GEMMs): how grad_hidden_states =
 // dXq + dXk + dXv is formed. add3: dXk and dXv into scratch, then bf16(bf16(dXq + dXk) + dXv) by one element-wise pass,
 // the reference's two rounded additions. acc: the dXk and dXv GEMMs add into grad_hidden_states through cuBLASLt's C
@@ -854,6 +864,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool overlap = gqa_overlap();
   const bool pv_on_side = pv_side();
   const bool kvw_early = kvw_under();
+  const bool dw_batch = dwqkv_switch() == 2;
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
   const int kvdq_mode = kvdq_switch();  // 0 auto (= on where the pass can take the call), 1 off, 2 on
@@ -897,7 +908,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int64_t n_r = round_up(2 * BH * S, 8);  // fp32 r of the kv path (two bf16 slots per float)
   // ATTNBWD_CUDA_GQA_DA=heads (or auto's): the pointer-array batch's 3·BH matrix addresses (four bf16 slots per pointer)
   const int64_t n_ptr = da_switch == DaPath::Heads || da_switch == DaPath::Auto ? round_up(3 * BH * 4, 8) : 0;
-  const int64_t total = n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r + n_ptr;
+  // ATTNBWD_CUDA_GQA_DWQKV=batch: the listed batch's 3·(G + 2) addresses (four bf16 slots per pointer)
+  const int64_t n_wptr = dw_batch ? round_up(3 * kMaxListed * 4, 8) : 0;
+  const int64_t total =
+      n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r + n_ptr + n_wptr;
   bf* base = static_cast<bf*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(bf), stream));
   const int64_t n_qp = pad ? n_hp : 0;
   bf* dA = base;
@@ -913,8 +927,9 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bf* dXv = dXk + n_x;
   bf* Kp = dXv + n_x;
   bf* Vp = Kp + n_hp;
-  float* rbuf = reinterpret_cast<float*>(base + total - n_r - n_ptr);  // after Vp where it exists
-  void** da_ptrs = reinterpret_cast<void**>(base + total - n_ptr);     // after r (heads only)
+  float* rbuf = reinterpret_cast<float*>(base + total - n_r - n_ptr - n_wptr);  // after Vp where it exists
+  void** da_ptrs = reinterpret_cast<void**>(base + total - n_ptr - n_wptr);     // after r (heads only)
+  void** dw_ptrs = reinterpret_cast<void**>(base + total - n_wptr);             // after those (DWQKV=batch only)
 
   // The projection paths, decided here, before anything is enqueued (a forced path that cannot take the call
   // is an Error): step 9's pairs (dX{q,k,v} = dXp·W, grad_{q,k,v}_weight = dXpᵀ·Xh) as one grouped sm_90a
@@ -1125,6 +1140,10 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     throw Error("ATTNBWD_CUDA_GQA_KVW", "under: needs the key-major attention kernel and cuBLASLt weight gradients (the "
                                         "separate or groupeddx q/k/v path), not taken here");
   const int dq_sms = kvw_early ? sms_beside(ctx.sm_count(), kvw_target) : 0;
+  if (dw_batch && (all_sm90 || grouped || thin || kvw_early || QP % KP != 0 || QP / KP + 2 > kMaxListed))
+    throw Error("ATTNBWD_CUDA_GQA_DWQKV", "batch: needs the cuBLASLt q/k/v weight gradients (the separate or groupeddx "
+                                          "q/k/v path), not ATTNBWD_CUDA_GQA_KVW=under, and at most " +
+                                              std::to_string(kMaxListed - 2) + " query heads per KV head");
   const bool separate_lt = !all_sm90 && !grouped && !thin && !grouped_dx;  // step 9 by three cuBLASLt dX GEMMs
   if (dxsum == 2 && !separate_lt)
     throw Error("ATTNBWD_CUDA_GQA_DXSUM", "acc: the separate cuBLASLt q/k/v path forms the sum, not taken here (the "
@@ -1465,12 +1484,26 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   } else {
     stages.fork(ctx);
     forked = true;
-    dw_gemm(0, QP, a.grad_q_weight.data, 0);
-    if (!kvw_early) {  // (else queued after the key-major kernel)
-      dw_gemm(QP, KP, a.grad_k_weight.data, 0);
-      dw_gemm(QP + KP, KP, a.grad_v_weight.data, 0);
+    if (dw_batch) {  // one pointer-array batch: grad_q_weight's G row blocks, grad_k_weight, grad_v_weight
+      ListedGemm l;
+      l.g.trans_a = true;
+      l.g.M = KP, l.g.N = HS, l.g.K = T, l.g.lda = QKV, l.g.ldb = HS, l.g.ldc = HS;
+      l.g.count = static_cast<int>(QP / KP + 2);
+      for (int i = 0; i < l.g.count; ++i) {
+        l.a[i] = dQKVp + i * KP, l.b[i] = a.hidden_states.data;
+        l.c[i] = i < l.g.count - 2 ? static_cast<void*>(m(a.grad_q_weight.data) + i * KP * HS)
+                                   : i == l.g.count - 2 ? a.grad_k_weight.data : a.grad_v_weight.data;
+      }
+      gemm_listed(ctx, 1, side, l, dw_ptrs);
+      stages.mark("dW_qkv_batch");
+    } else {
+      dw_gemm(0, QP, a.grad_q_weight.data, 0);
+      if (!kvw_early) {  // (else queued after the key-major kernel)
+        dw_gemm(QP, KP, a.grad_k_weight.data, 0);
+        dw_gemm(QP + KP, KP, a.grad_v_weight.data, 0);
+      }
+      stages.mark("dW_qkv");
     }
-    stages.mark("dW_qkv");
     if (grouped_dx) {
       sm90_launch(ctx, gdx, stream);
       stages.mark("dX_qkv_grouped");

@@ -389,6 +389,38 @@ void gemm(Context& ctx, int slot, cudaStream_t stream, const Gemm& g, const void
       (LtCall{&ctx, slot, stream, desc.h, first.h, second.h, out.h, A, B, C, alpha, beta}.run(it->second.algo)));
 }
 
+namespace {
+struct PointerList {
+  const void* p[3 * kMaxListed];
+  int n;
+};
+__global__ void listed_pointers(PointerList l, void** out) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < l.n) out[i] = const_cast<void*>(l.p[i]);
+}
+}  // namespace
+
+void gemm_listed(Context& ctx, int slot, cudaStream_t stream, const ListedGemm& l, void** ptrs) {
+  const int n = l.g.count;
+  if (n < 1 || n > kMaxListed)
+    throw Error("cuda backend: a listed GEMM batch takes 1 to " + std::to_string(kMaxListed) + " GEMMs, not " +
+                std::to_string(n));
+  PointerList p{};
+  p.n = 3 * n;
+  std::uint64_t x = 16;  // every matrix start is a multiple of this many bytes
+  for (int i = 0; i < n; ++i) {
+    p.p[i] = l.a[i], p.p[n + i] = l.b[i], p.p[2 * n + i] = l.c[i];
+    x |= reinterpret_cast<std::uintptr_t>(l.a[i]) | reinterpret_cast<std::uintptr_t>(l.b[i]) |
+         reinterpret_cast<std::uintptr_t>(l.c[i]);
+  }
+  static_assert(3 * kMaxListed <= 64, "one thread per listed address");
+  listed_pointers<<<1, 64, 0, stream>>>(p, ptrs);
+  ATTNBWD_CUDA_CHECK_LAUNCH();
+  Gemm g = l.g;
+  g.pointer_array = true, g.ptr_align = static_cast<int>(x & (~x + 1));
+  gemm(ctx, slot, stream, g, ptrs, ptrs + n, ptrs + 2 * n);
+}
+
 void gemm_into_heads(Context& ctx, int slot, cudaStream_t stream, const HeadsGemm& h, void** ptrs) {
   const std::int64_t n = h.B * h.H;
   const HeadOperand ops[3] = {{h.dy, h.S * h.K, 0}, {h.w, 0, h.D}, {h.out, h.H * h.S * h.D, h.S * h.D}};

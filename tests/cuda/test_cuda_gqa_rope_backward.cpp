@@ -999,6 +999,64 @@ TEST(CudaGqaRope, DaAutoWritesTheHeadsFromS256OnSm90) {
   }
 }
 
+// ATTNBWD_CUDA_GQA_DWQKV=batch: the q/k/v weight gradients as one cuBLASLt pointer-array batch of G + 2 GEMMs
+// (gemm_listed: grad_q_weight's G row blocks, grad_k_weight, grad_v_weight) against the oracle, scratch poisoned: groups
+// of 4, 1 and 8 query heads per KV head on the separate cuBLASLt q/k/v path (any architecture; the small and GEMM
+// attention paths), and on sm_90 auto's groupeddx launch at B = 2, S = 1024 (T = 2048: the key-major path with the dQ
+// pass) and groupeddx forced at T = 300. The stage split shows dW_qkv_batch, not dW_qkv; one pointer-array GEMM more
+// than apart's call (DA's heads batch may add one to both); a rerun gives the same bits. Errors naming the switch,
+// before any output is written: batch with the grouped sm_90a launch, with ATTNBWD_CUDA_GQA_KVW=under, with 32 query
+// heads per KV head (G + 2 > 18 listed GEMMs), and a malformed value.
+TEST(CudaGqaRope, WeightGradientBatchMatchesTheOracle) {
+  ATTNBWD_SEED_TRACE();
+  const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  struct Shape {
+    int64_t B, S, Hq, Hkv, hidden;
+    const Mode* mode;
+    bool sm90;
+  };
+  const Shape shapes[] = {{1, 131, 8, 2, 64, &kSeparateQkv, false},   {2, 100, 4, 4, 128, &kSeparateQkv, false},
+                          {1, 64, 8, 1, 64, &kSeparateQkv, false},    {2, 1024, 8, 2, 64, &kDefault, true},
+                          {1, 300, 8, 2, 256, &kGroupedDxQkv, true}};
+  int k = 0;
+  for (const Shape& sh : shapes) {
+    if (sh.sm90 && !is_sm90()) continue;
+    const tools::Axes axes = axes_of(sh.B, sh.S, sh.Hq, sh.Hkv, 128, sh.hidden);
+    SCOPED_TRACE(tools::axes_to_string(axes) + " " + sh.mode->name());
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(5850 + k++), tools::default_scalars(kOp));
+    long apart = 0;
+    {
+      const ScopedEnv form("ATTNBWD_CUDA_GQA_DWQKV", "apart");
+      const long before = cuda::lt_pointer_array_gemms();
+      EXPECT_TRUE(has_stage(stage_line(in, axes, *sh.mode), "dW_qkv"));
+      apart = cuda::lt_pointer_array_gemms() - before;
+    }
+    const ScopedEnv form("ATTNBWD_CUDA_GQA_DWQKV", "batch");
+    const long before = cuda::lt_pointer_array_gemms();
+    const std::string line = stage_line(in, axes, *sh.mode);
+    EXPECT_EQ(cuda::lt_pointer_array_gemms() - before, apart + 1) << "pointer-array GEMMs of one call with batch";
+    EXPECT_TRUE(has_stage(line, "dW_qkv_batch")) << line;
+    EXPECT_FALSE(has_stage(line, "dW_qkv")) << line;
+    check(in, axes, smallest_atol(kOp), {*sh.mode});
+    expect_same_outputs(outputs_in(in, axes, *sh.mode), outputs_in(in, axes, *sh.mode), "DWQKV=batch rerun");
+  }
+  const ScopedEnv form("ATTNBWD_CUDA_GQA_DWQKV", "batch");
+  if (is_sm90()) {
+    {
+      UseMode mode(kGroupedQkv);
+      expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(5860), "ATTNBWD_CUDA_GQA_DWQKV", "batch with grouped");
+    }
+    const ScopedEnv under("ATTNBWD_CUDA_GQA_KVW", "under");
+    expect_refused(axes_of(1, 1024, 8, 2, 128, 64), fresh_seed(5861), "ATTNBWD_CUDA_GQA_DWQKV", "batch with KVW=under");
+  }
+  {
+    UseMode mode(kSeparateQkv);
+    expect_refused(axes_of(1, 16, 32, 1, 128, 64), fresh_seed(5862), "ATTNBWD_CUDA_GQA_DWQKV", "batch with G = 32");
+  }
+  const ScopedEnv bad("ATTNBWD_CUDA_GQA_DWQKV", "maybe");
+  expect_refused(axes_of(1, 64, 4, 1, 128, 64), fresh_seed(5863), "ATTNBWD_CUDA_GQA_DWQKV", "DWQKV=maybe");
+}
+
 // ATTNBWD_CUDA_GQA_DKDV: dK32 and dV32 as one strided cuBLASLt batch over the adjacent [dS | Pp], [Qp | dO] and
 // [dK32 | dV32] of the padded GEMM attention path (batch; auto's there), or as two launches (apart), each against the
 // oracle with the scratch poisoned (a wrong stride or offset reads poison or leaves an unwritten dV32): the stage split
