@@ -62,7 +62,7 @@ struct HeadsGemm {
 void gemm_into_heads(Context& ctx, int slot, cudaStream_t stream, const HeadsGemm& h, void** ptrs);
 
 // A pointer-array batch (Gemm::pointer_array) of g.count <= kMaxListed GEMMs of one shape whose matrices are listed
-// here by address (not one stride apart, and not affine in a (b, h) grid as gemm_into_heads's): the 3·count addresses go
+// here by address (not one stride apart, and not affine in a (b, h) grid as in gemm_into_heads): 3·count addresses go
 // to `ptrs` (the caller's device memory, 8-byte aligned, untouched by other work until the GEMMs ran), written on
 // `stream` first, so that a captured graph rewrites them at every replay; ptr_align from the listed addresses. gqa's
 // q/k/v weight gradients as one launch (ATTNBWD_CUDA_GQA_DWQKV=batch).

@@ -1000,8 +1000,8 @@ TEST(CudaGqaRope, DaAutoWritesTheHeadsFromS256OnSm90) {
 }
 
 // ATTNBWD_CUDA_GQA_DWQKV=batch: the q/k/v weight gradients as one cuBLASLt pointer-array batch of G + 2 GEMMs
-// (gemm_listed: grad_q_weight's G row blocks, grad_k_weight, grad_v_weight) against the oracle, scratch poisoned: groups
-// of 4, 1 and 8 query heads per KV head on the separate cuBLASLt q/k/v path (any architecture; the small and GEMM
+// (gemm_listed: grad_q_weight's G row blocks, grad_k_weight, grad_v_weight) against the oracle, scratch poisoned:
+// groups of 4, 1 and 8 query heads per KV head on the separate cuBLASLt q/k/v path (any architecture; the small and GEMM
 // attention paths), and on sm_90 auto's groupeddx launch at B = 2, S = 1024 (T = 2048: the key-major path with the dQ
 // pass) and groupeddx forced at T = 300. The stage split shows dW_qkv_batch, not dW_qkv; one pointer-array GEMM more
 // than apart's call (DA's heads batch may add one to both); a rerun gives the same bits. Errors naming the switch,
