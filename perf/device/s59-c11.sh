@@ -1,4 +1,4 @@
-# Fifty-ninth session, the last call (bundle ea4293b: ATTNBWD_CUDA_GQA_DWQKV=batch, auto = apart). (1) The batch's
+# Fifty-ninth session, the last call (bundle feff285: ATTNBWD_CUDA_GQA_DWQKV=batch, auto = apart). (1) The batch's
 # test; (2) A/B apart / batch at #3, #6, #9, #10, #14, #15 (the call ends with the q/k/v weight gradients there),
 # three rounds; (3) on an H200 the four suites twice (issue figures; auto = apart, so batch does not touch them).
 source perf/device/common.sh
