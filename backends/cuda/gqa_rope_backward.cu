@@ -715,8 +715,8 @@ bool kvw_under() { return env_switch("ATTNBWD_CUDA_GQA_KVW", {"auto", "after", "
 // one launch instead of three. Why (fifty-ninth session, H100 timelines of #3 and #15): the call ends with the three on
 // the side stream, the main stream idle (dW_q, then dW_k and dW_v: 55 + 56 µs at #3, 32 + 30 at #15), each launch with
 // its own ramp and tail. Each element the same fp32 sum over T with one rounding; cuBLASLt's kernel (and its split of
-// T) may differ, so not apart's bits. Measured (H100, two calls of three rounds): 0.995-1.011x per call where it applies,
-// 0.995-0.997x at #3 (B = 16, S = 256): auto = apart. batch where those GEMMs do not run (the grouped, thin
+// T) may differ, so not apart's bits. Measured (H100, two calls of three rounds): 0.995-1.011x per call where it
+// applies, 0.995-0.997x at #3 (B = 16, S = 256): auto = apart. batch where those GEMMs do not run (the grouped, thin
 // or sm90 q/k/v launches), with ATTNBWD_CUDA_GQA_KVW=under, or with G + 2 > kMaxListed is an Error.
 int dwqkv_switch() { return env_switch("ATTNBWD_CUDA_GQA_DWQKV", {"auto", "apart", "batch"}); }
 
