@@ -1228,11 +1228,16 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     gemm(ctx, slot, st, g, P, V, dK32);
   };
   // One weight gradient of step 9 on the side stream, grad_w = dXp[:, off, +rows]ᵀ·Xh: the same description wherever it
-  // is queued (step 9, or grad_k/v_weight right after the key-major kernel with ATTNBWD_CUDA_GQA_KVW=under).
-  const auto dw_gemm = [&](int64_t off, int64_t rows, void* grad_w, int sms) {
+  // is queued (step 9, or grad_k/v_weight right after the key-major kernel with ATTNBWD_CUDA_GQA_KVW=under), and per
+  // GEMM of ATTNBWD_CUDA_GQA_DWQKV=batch's listed batch.
+  const auto dw_desc = [&](int64_t rows) {
     Gemm g;
     g.trans_a = true;
     g.M = rows, g.N = HS, g.K = T, g.lda = QKV, g.ldb = HS, g.ldc = HS;
+    return g;
+  };
+  const auto dw_gemm = [&](int64_t off, int64_t rows, void* grad_w, int sms) {
+    Gemm g = dw_desc(rows);
     g.sm_target = sms;
     gemm(ctx, 1, side, g, dQKVp + off, a.hidden_states.data, grad_w);
   };
@@ -1487,8 +1492,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     forked = true;
     if (dw_batch) {  // one pointer-array batch: grad_q_weight's G row blocks, grad_k_weight, grad_v_weight
       ListedGemm l;
-      l.g.trans_a = true;
-      l.g.M = KP, l.g.N = HS, l.g.K = T, l.g.lda = QKV, l.g.ldb = HS, l.g.ldc = HS;
+      l.g = dw_desc(KP);
       l.g.count = static_cast<int>(QP / KP + 2);
       for (int i = 0; i < l.g.count; ++i) {
         l.a[i] = dQKVp + i * KP, l.b[i] = a.hidden_states.data;
