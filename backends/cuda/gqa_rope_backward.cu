@@ -715,9 +715,11 @@ bool kvw_under() { return env_switch("ATTNBWD_CUDA_GQA_KVW", {"auto", "after", "
 // one launch instead of three. Why (fifty-ninth session, H100 timelines of #3 and #15): the call ends with the three on
 // the side stream, the main stream idle (dW_q, then dW_k and dW_v: 55 + 56 µs at #3, 32 + 30 at #15), each launch with
 // its own ramp and tail. Each element the same fp32 sum over T with one rounding; cuBLASLt's kernel (and its split of
-// T) may differ, so not apart's bits. Measured (H100, two calls of three rounds): 0.995-1.011x per call where it
-// applies, 0.995-0.997x at #3 (B = 16, S = 256): auto = apart. batch where those GEMMs do not run (the grouped, thin
-// or sm90 q/k/v launches), with ATTNBWD_CUDA_GQA_KVW=under, or with G + 2 > kMaxListed is an Error.
+// T) may differ, so not apart's bits. Measured (H100): 0.995-1.011x per call in two calls of three rounds; in five
+// rounds over the eleven workloads where it applies (sixtieth session) batch won each round's geomean (+0.4 %),
+// 0.998-1.012x per workload (#3 and #8, B = 16, 0.998x): auto = batch where it fits. batch forced where those GEMMs
+// do not run (the grouped, thin or sm90 q/k/v launches), with ATTNBWD_CUDA_GQA_KVW=under, or with G + 2 > kMaxListed
+// is an Error; auto takes apart there.
 int dwqkv_switch() { return env_switch("ATTNBWD_CUDA_GQA_DWQKV", {"auto", "apart", "batch"}); }
 
 // ATTNBWD_CUDA_GQA_DXSUM=auto|add3|acc, the separate cuBLASLt q/k/v path (three dX GEMMs): how grad_hidden_states =
@@ -865,7 +867,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const bool overlap = gqa_overlap();
   const bool pv_on_side = pv_side();
   const bool kvw_early = kvw_under();
-  const bool dw_batch = dwqkv_switch() == 2;
+  const int dwqkv = dwqkv_switch();  // 0 auto (= batch where it applies), 1 apart, 2 batch
   const int dxsum = dx_sum_switch();
   const bool dk_on_side = dk_side();
   const int kvdq_mode = kvdq_switch();  // 0 auto (= on where the pass can take the call), 1 off, 2 on
@@ -909,8 +911,8 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   const int64_t n_r = round_up(2 * BH * S, 8);  // fp32 r of the kv path (two bf16 slots per float)
   // ATTNBWD_CUDA_GQA_DA=heads (or auto's): the pointer-array batch's 3·BH matrix addresses (four bf16 slots per pointer)
   const int64_t n_ptr = da_switch == DaPath::Heads || da_switch == DaPath::Auto ? round_up(3 * BH * 4, 8) : 0;
-  // ATTNBWD_CUDA_GQA_DWQKV=batch: the listed batch's 3·(G + 2) addresses (four bf16 slots per pointer)
-  const int64_t n_wptr = dw_batch ? round_up(3 * kMaxListed * 4, 8) : 0;
+  // ATTNBWD_CUDA_GQA_DWQKV=batch (or auto's): the listed batch's 3·(G + 2) addresses (four bf16 slots per pointer)
+  const int64_t n_wptr = dwqkv != 1 ? round_up(3 * kMaxListed * 4, 8) : 0;
   const int64_t total =
       n_head + 4 * n_hp + n_ds + n_qkv + 2 * n_x + (pad ? n_pp + 3 * n_hp : 0) + n_r + n_ptr + n_wptr;
   bf* base = static_cast<bf*>(ctx.scratch(0, static_cast<std::size_t>(total) * sizeof(bf), stream));
@@ -930,7 +932,7 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
   bf* Vp = Kp + n_hp;
   float* rbuf = reinterpret_cast<float*>(base + total - n_r - n_ptr - n_wptr);  // after Vp where it exists
   void** da_ptrs = reinterpret_cast<void**>(base + total - n_ptr - n_wptr);     // after r (heads only)
-  void** dw_ptrs = reinterpret_cast<void**>(base + total - n_wptr);             // after those (DWQKV=batch only)
+  void** dw_ptrs = reinterpret_cast<void**>(base + total - n_wptr);             // after those (DWQKV auto, batch)
 
   // The projection paths, decided here, before anything is enqueued (a forced path that cannot take the call
   // is an Error): step 9's pairs (dX{q,k,v} = dXp·W, grad_{q,k,v}_weight = dXpᵀ·Xh) as one grouped sm_90a
@@ -1141,10 +1143,12 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
     throw Error("ATTNBWD_CUDA_GQA_KVW", "under: needs the key-major attention kernel and cuBLASLt weight gradients (the "
                                         "separate or groupeddx q/k/v path), not taken here");
   const int dq_sms = kvw_early ? sms_beside(ctx.sm_count(), kvw_target) : 0;
-  if (dw_batch && (all_sm90 || grouped || thin || kvw_early || QP % KP != 0 || QP / KP + 2 > kMaxListed))
+  const bool dw_batch_fits = !all_sm90 && !grouped && !thin && !kvw_early && QP % KP == 0 && QP / KP + 2 <= kMaxListed;
+  if (dwqkv == 2 && !dw_batch_fits)
     throw Error("ATTNBWD_CUDA_GQA_DWQKV", "batch: needs the cuBLASLt q/k/v weight gradients (the separate or groupeddx "
                                           "q/k/v path), not ATTNBWD_CUDA_GQA_KVW=under, and at most " +
                                               std::to_string(kMaxListed - 2) + " query heads per KV head");
+  const bool dw_batch = dwqkv != 1 && dw_batch_fits;  // auto = batch where it fits (sixtieth session's A/B)
   const bool separate_lt = !all_sm90 && !grouped && !thin && !grouped_dx;  // step 9 by three cuBLASLt dX GEMMs
   if (dxsum == 2 && !separate_lt)
     throw Error("ATTNBWD_CUDA_GQA_DXSUM", "acc: the separate cuBLASLt q/k/v path forms the sum, not taken here (the "

@@ -978,6 +978,7 @@ TEST(CudaGqaRope, DaHeadsPointerArrayMatchesTheOracle) {
 TEST(CudaGqaRope, DaAutoWritesTheHeadsFromS256OnSm90) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
+  const ScopedEnv dw("ATTNBWD_CUDA_GQA_DWQKV", "apart");  // (auto's q/k/v weight-gradient batch is one more such GEMM)
   struct Shape {
     int64_t B, S;
     long batches;  // pointer-array GEMMs one call enqueues on sm_90 (0 elsewhere)
@@ -1006,7 +1007,8 @@ TEST(CudaGqaRope, DaAutoWritesTheHeadsFromS256OnSm90) {
 // pass) and groupeddx forced at T = 300. The stage split shows dW_qkv_batch, not dW_qkv; one pointer-array GEMM more
 // than apart's call (DA's heads batch may add one to both); a rerun gives the same bits. Errors naming the switch,
 // before any output is written: batch with the grouped sm_90a launch, with ATTNBWD_CUDA_GQA_KVW=under, with 32 query
-// heads per KV head (G + 2 > 18 listed GEMMs), and a malformed value.
+// heads per KV head (G + 2 > 18 listed GEMMs), and a malformed value. auto takes the batch on each shape above, and
+// apart's three GEMMs (no Error, checked against the oracle) with G = 32 and, on sm_90, with KVW=under.
 TEST(CudaGqaRope, WeightGradientBatchMatchesTheOracle) {
   ATTNBWD_SEED_TRACE();
   const ScopedEnv poison("ATTNBWD_CUDA_SCRATCH", "poison");
@@ -1031,6 +1033,10 @@ TEST(CudaGqaRope, WeightGradientBatchMatchesTheOracle) {
       EXPECT_TRUE(has_stage(stage_line(in, axes, *sh.mode), "dW_qkv"));
       apart = cuda::lt_pointer_array_gemms() - before;
     }
+    {
+      const ScopedEnv form("ATTNBWD_CUDA_GQA_DWQKV", "auto");
+      EXPECT_TRUE(has_stage(stage_line(in, axes, *sh.mode), "dW_qkv_batch")) << "auto takes the batch where it fits";
+    }
     const ScopedEnv form("ATTNBWD_CUDA_GQA_DWQKV", "batch");
     const long before = cuda::lt_pointer_array_gemms();
     const std::string line = stage_line(in, axes, *sh.mode);
@@ -1039,6 +1045,22 @@ TEST(CudaGqaRope, WeightGradientBatchMatchesTheOracle) {
     EXPECT_FALSE(has_stage(line, "dW_qkv")) << line;
     check(in, axes, smallest_atol(kOp), {*sh.mode});
     expect_same_outputs(outputs_in(in, axes, *sh.mode), outputs_in(in, axes, *sh.mode), "DWQKV=batch rerun");
+  }
+  {  // auto where the batch does not fit: the three GEMMs, no Error
+    const ScopedEnv form("ATTNBWD_CUDA_GQA_DWQKV", "auto");
+    const tools::Axes axes = axes_of(1, 16, 32, 1, 128, 64);  // G = 32: G + 2 > 18 listed GEMMs
+    const tools::TensorSet in = tools::generate_inputs(kOp, axes, fresh_seed(5864), tools::default_scalars(kOp));
+    const std::string line = stage_line(in, axes, kSeparateQkv);
+    EXPECT_TRUE(has_stage(line, "dW_qkv")) << line;
+    EXPECT_FALSE(has_stage(line, "dW_qkv_batch")) << line;
+    check(in, axes, smallest_atol(kOp), {kSeparateQkv});
+    if (is_sm90()) {
+      const ScopedEnv under("ATTNBWD_CUDA_GQA_KVW", "under");
+      const tools::Axes ax2 = axes_of(1, 1024, 8, 2, 128, 64);
+      const tools::TensorSet in2 = tools::generate_inputs(kOp, ax2, fresh_seed(5865), tools::default_scalars(kOp));
+      EXPECT_FALSE(has_stage(stage_line(in2, ax2, kDefault), "dW_qkv_batch")) << "auto with KVW=under";
+      check(in2, ax2, smallest_atol(kOp), {kDefault});
+    }
   }
   const ScopedEnv form("ATTNBWD_CUDA_GQA_DWQKV", "batch");
   if (is_sm90()) {
