@@ -95,6 +95,14 @@ timeline() {
   python3 perf/scripts/timeline.py "$R/tl/$name.txt" > "$R/tl/$name-print.txt" 2>&1
   head -16 "$R/tl/$name-print.txt"
 }
+# stage_split OP WORKLOADS NAME: one perf run of $P under ATTNBWD_CUDA_STAGES=1 (stages serialised on the caller's
+# stream), its stage lines into $R/stages-NAME-raw.txt, perf/scripts/stage_split.py's medians into $R/stages-NAME.txt.
+stage_split() {
+  ok && ATTNBWD_CUDA_STAGES=1 timeout "$(tmo 90)" "$P" --backend=cuda --ops="$1" --workloads="$2" \
+    > "$R/stages-$3.log" 2> "$R/stages-$3-raw.txt"
+  echo "stages $3 rc=$? t=$SECONDS"
+  python3 perf/scripts/stage_split.py "$R/stages-$3-raw.txt" > "$R/stages-$3.txt" 2>&1; cut -c1-160 "$R/stages-$3.txt"
+}
 # torch_check OPS WORKLOAD [VAR=value...]: tests/torch/check_workloads.py (float64 PyTorch) on the CLI of the bundle, one
 # workload, into $R/torch-WORKLOAD.txt, then its verdict line.
 torch_check() {

@@ -1,0 +1,32 @@
+# Written in the sixtieth session for the next session's first call (rebundle first: bash perf/device/bundle.sh).
+# No H200 came in the fifty-eighth to sixtieth sessions; main's gqa (the dQ pass, auto's key-major rule from S = 256,
+# DWQKV auto = batch) passed every check on H100s and predicts ~0.558 on an H200 (target 0.55). On an H200, issue 6's
+# whole list in one call: (1) the four suites twice (issue figures); (2) gqa's 16 workloads against the oracle;
+# (3) float64 PyTorch over them; (4) the gqa sanitizer matrix; (5) the gqa stage split; (6) every CUDA test in three
+# shards with what is left. Elsewhere (an H100) only the gqa suite and the stage split (short: device time).
+source perf/device/common.sh
+LIMIT=${LIMIT:-540}
+P=$M/attnbwd_perf
+case $GPU in
+  *H200*)
+    suites 2
+    ok && timeout "$(tmo 150)" "$M/attnbwd_tests" --gtest_filter='CudaGqaRope.RealWorkloadsMatchTheOracle' \
+      > "$R/tests-gqa-workloads.txt" 2>&1
+    echo "workload test rc=$? t=$SECONDS"; grep -E "^\[ +(PASSED|FAILED)|Failure" -A6 "$R/tests-gqa-workloads.txt" | head
+    ok && timeout "$(tmo 200)" python3 tests/torch/check_workloads.py --cli "$M/attnbwd" --ops gqa_rope_backward \
+      --workloads all --backend cuda --solexec .carry/solexec --no-emulated --json "$R/torch-gqa.json" \
+      > "$R/torch-gqa.txt" 2>&1
+    echo "torch gqa rc=$? t=$SECONDS"; tail -2 "$R/torch-gqa.txt"
+    ok && ATTNBWD_SANITIZE_VENDOR=auto timeout "$(tmo 200)" bash cmake/device-check.sh --bin "$M" \
+      --out "$R/dc" --sanitize-workloads gqa_rope_backward \
+      --skip tests,concurrency-soak,initcheck-probe,plain-gemm,memcheck,racecheck,initcheck,synccheck,torch,perf \
+      > "$R/device-check.log" 2>&1
+    echo "device-check rc=$? t=$SECONDS"
+    grep -cE "^ok" "$R/dc/sanitize-workloads.txt" 2>/dev/null; grep -E "^FAIL" "$R/dc/sanitize-workloads.txt" | cut -c1-100
+    stage_split gqa_rope_backward all gqa
+    [ $((LIMIT - SECONDS)) -gt 200 ] && shards 'Cuda*:*Cuda*' $((LIMIT - SECONDS - 10))
+    ;;
+  *) ok && PB suite-gqa_rope_backward-1 "$P" gqa_rope_backward all; suite_e "$R"/suite-*.json
+     stage_split gqa_rope_backward all gqa ;;
+esac
+fin
