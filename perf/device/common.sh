@@ -95,6 +95,23 @@ timeline() {
   python3 perf/scripts/timeline.py "$R/tl/$name.txt" > "$R/tl/$name-print.txt" 2>&1
   head -16 "$R/tl/$name-print.txt"
 }
+# torch_all OP NAME: tests/torch/check_workloads.py (float64 PyTorch) over all of OP's workloads on the bundle's CLI into
+# $R/torch-NAME.json (+ .txt), then its verdict lines.
+torch_all() {
+  ok && timeout "$(tmo 200)" python3 tests/torch/check_workloads.py --cli "$M/attnbwd" --ops "$1" --workloads all \
+    --backend cuda --solexec .carry/solexec --no-emulated --json "$R/torch-$2.json" > "$R/torch-$2.txt" 2>&1
+  echo "torch $2 rc=$? t=$SECONDS"; tail -2 "$R/torch-$2.txt"
+}
+# san_matrix OP: cmake/device-check.sh's sanitizer matrix over OP's workloads (memcheck and synccheck on all, racecheck
+# and initcheck on the smallest) into $R/dc, then how many passed and the failures.
+san_matrix() {
+  ok && ATTNBWD_SANITIZE_VENDOR=auto timeout "$(tmo 200)" bash cmake/device-check.sh --bin "$M" --out "$R/dc" \
+    --sanitize-workloads "$1" \
+    --skip tests,concurrency-soak,initcheck-probe,plain-gemm,memcheck,racecheck,initcheck,synccheck,torch,perf \
+    > "$R/device-check.log" 2>&1
+  echo "device-check rc=$? t=$SECONDS"
+  grep -cE "^ok" "$R/dc/sanitize-workloads.txt" 2>/dev/null; grep -E "^FAIL" "$R/dc/sanitize-workloads.txt" | cut -c1-100
+}
 # stage_split OP WORKLOADS NAME: one perf run of $P under ATTNBWD_CUDA_STAGES=1 (stages serialised on the caller's
 # stream), its stage lines into $R/stages-NAME-raw.txt, perf/scripts/stage_split.py's medians into $R/stages-NAME.txt.
 stage_split() {

@@ -12,14 +12,6 @@ case $GPU in
   *) abrun gqa_rope_backward all 3 dwqkv-auto 150 auto="$P" apart="$P,ATTNBWD_CUDA_GQA_DWQKV=apart"
      ok && PB suite-gqa_rope_backward-1 "$P" gqa_rope_backward all; suite_e "$R"/suite-*.json ;;
 esac
-ok && timeout "$(tmo 200)" python3 tests/torch/check_workloads.py --cli "$M/attnbwd" --ops gqa_rope_backward \
-  --workloads all --backend cuda --solexec .carry/solexec --no-emulated --json "$R/torch-gqa.json" > "$R/torch-gqa.txt" 2>&1
-echo "torch gqa rc=$? t=$SECONDS"; tail -4 "$R/torch-gqa.txt"
-ok && ATTNBWD_SANITIZE_VENDOR=auto timeout "$(tmo 200)" bash cmake/device-check.sh --bin "$M" \
-  --out "$R/dc" --sanitize-workloads gqa_rope_backward \
-  --skip tests,concurrency-soak,initcheck-probe,plain-gemm,memcheck,racecheck,initcheck,synccheck,torch,perf \
-  > "$R/device-check.log" 2>&1
-echo "device-check rc=$? t=$SECONDS"
-cat "$R/dc/steps.txt" 2>/dev/null
-grep -cE "^ok" "$R/dc/sanitize-workloads.txt" 2>/dev/null; grep -E "^FAIL" "$R/dc/sanitize-workloads.txt" 2>/dev/null | cut -c1-100
+torch_all gqa_rope_backward gqa
+san_matrix gqa_rope_backward
 fin

@@ -13,16 +13,8 @@ case $GPU in
     ok && timeout "$(tmo 150)" "$M/attnbwd_tests" --gtest_filter='CudaGqaRope.RealWorkloadsMatchTheOracle' \
       > "$R/tests-gqa-workloads.txt" 2>&1
     echo "workload test rc=$? t=$SECONDS"; grep -E "^\[ +(PASSED|FAILED)|Failure" -A6 "$R/tests-gqa-workloads.txt" | head
-    ok && timeout "$(tmo 200)" python3 tests/torch/check_workloads.py --cli "$M/attnbwd" --ops gqa_rope_backward \
-      --workloads all --backend cuda --solexec .carry/solexec --no-emulated --json "$R/torch-gqa.json" \
-      > "$R/torch-gqa.txt" 2>&1
-    echo "torch gqa rc=$? t=$SECONDS"; tail -2 "$R/torch-gqa.txt"
-    ok && ATTNBWD_SANITIZE_VENDOR=auto timeout "$(tmo 200)" bash cmake/device-check.sh --bin "$M" \
-      --out "$R/dc" --sanitize-workloads gqa_rope_backward \
-      --skip tests,concurrency-soak,initcheck-probe,plain-gemm,memcheck,racecheck,initcheck,synccheck,torch,perf \
-      > "$R/device-check.log" 2>&1
-    echo "device-check rc=$? t=$SECONDS"
-    grep -cE "^ok" "$R/dc/sanitize-workloads.txt" 2>/dev/null; grep -E "^FAIL" "$R/dc/sanitize-workloads.txt" | cut -c1-100
+    torch_all gqa_rope_backward gqa
+    san_matrix gqa_rope_backward
     stage_split gqa_rope_backward all gqa
     [ $((LIMIT - SECONDS)) -gt 200 ] && shards 'Cuda*:*Cuda*' $((LIMIT - SECONDS - 10))
     ;;
