@@ -716,7 +716,7 @@ bool kvw_under() { return env_switch("ATTNBWD_CUDA_GQA_KVW", {"auto", "after", "
 // the side stream, the main stream idle (dW_q, then dW_k and dW_v: 55 + 56 µs at #3, 32 + 30 at #15), each launch with
 // its own ramp and tail. Each element the same fp32 sum over T with one rounding; cuBLASLt's kernel (and its split of
 // T) may differ, so not apart's bits. Measured (H100): 0.995-1.011x per call in two calls of three rounds; in five
-// rounds over the eleven workloads where it applies (sixtieth session) batch won each round's geomean (+0.4 %),
+// rounds over the eleven workloads where it applies (sixtieth session) batch won each round's geomean (+0.2-0.5 %),
 // 0.998-1.012x per workload (#3 and #8, B = 16, 0.998x): auto = batch where it fits. batch forced where those GEMMs
 // do not run (the grouped, thin or sm90 q/k/v launches), with ATTNBWD_CUDA_GQA_KVW=under, or with G + 2 > kMaxListed
 // is an Error; auto takes apart there.
