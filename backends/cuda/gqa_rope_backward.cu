@@ -1139,17 +1139,19 @@ void enqueue_op(Context& ctx, const GqaRopeShape& s, const GqaRopeArgs& a, cudaS
                                        "kernels refuse; side needs the key-major kernel, the small kernels or "
                                        "ATTNBWD_CUDA_GQA_DPSM's kernel)");
   const int kvw_target = kvw_sm_target(ctx);  // (a malformed value is an Error on any path)
-  if (kvw_early && (!use_kv || all_sm90 || grouped || thin))
+  // step 9's weight gradients by cuBLASLt on the side stream (the separate or groupeddx q/k/v path)
+  const bool lt_dw = !all_sm90 && !grouped && !thin;
+  if (kvw_early && (!use_kv || !lt_dw))
     throw Error("ATTNBWD_CUDA_GQA_KVW", "under: needs the key-major attention kernel and cuBLASLt weight gradients (the "
                                         "separate or groupeddx q/k/v path), not taken here");
   const int dq_sms = kvw_early ? sms_beside(ctx.sm_count(), kvw_target) : 0;
-  const bool dw_batch_fits = !all_sm90 && !grouped && !thin && !kvw_early && QP % KP == 0 && QP / KP + 2 <= kMaxListed;
+  const bool dw_batch_fits = lt_dw && !kvw_early && QP % KP == 0 && QP / KP + 2 <= kMaxListed;
   if (dwqkv == 2 && !dw_batch_fits)
     throw Error("ATTNBWD_CUDA_GQA_DWQKV", "batch: needs the cuBLASLt q/k/v weight gradients (the separate or groupeddx "
                                           "q/k/v path), not ATTNBWD_CUDA_GQA_KVW=under, and at most " +
                                               std::to_string(kMaxListed - 2) + " query heads per KV head");
   const bool dw_batch = dwqkv != 1 && dw_batch_fits;  // auto = batch where it fits (sixtieth session's A/B)
-  const bool separate_lt = !all_sm90 && !grouped && !thin && !grouped_dx;  // step 9 by three cuBLASLt dX GEMMs
+  const bool separate_lt = lt_dw && !grouped_dx;  // step 9 by three cuBLASLt dX GEMMs
   if (dxsum == 2 && !separate_lt)
     throw Error("ATTNBWD_CUDA_GQA_DXSUM", "acc: the separate cuBLASLt q/k/v path forms the sum, not taken here (the "
                                            "grouped, thin or groupeddx launches sum dX themselves; or "

@@ -65,7 +65,7 @@ void gemm_into_heads(Context& ctx, int slot, cudaStream_t stream, const HeadsGem
 // here by address (not one stride apart, and not affine in a (b, h) grid as in gemm_into_heads): 3·count addresses go
 // to `ptrs` (the caller's device memory, 8-byte aligned, untouched by other work until the GEMMs ran), written on
 // `stream` first, so that a captured graph rewrites them at every replay; ptr_align from the listed addresses. gqa's
-// q/k/v weight gradients as one launch (ATTNBWD_CUDA_GQA_DWQKV=batch).
+// q/k/v weight gradients as one launch (ATTNBWD_CUDA_GQA_DWQKV's batch, auto's where it fits).
 constexpr int kMaxListed = 18;
 struct ListedGemm {
   Gemm g;  // shape, leading dimensions, count; pointer_array and ptr_align are gemm_listed's
