@@ -44,6 +44,18 @@ shards() {
   wait
   echo "tests t=$SECONDS"; grep -hE '^\[ +(PASSED|FAILED) +\]|FAILED  \]' "$R"/tests-*.txt
 }
+# all_tests: every CUDA test ('Cuda*:*Cuda*') in three shards of up to 240 s, then the first failures' context.
+all_tests() {
+  shards 'Cuda*:*Cuda*' 240
+  grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
+}
+# suites_or OP: on an H200 the four suites twice (the issue figures); elsewhere OP's suite once, and its geomean E.
+suites_or() {
+  case $GPU in
+    *H200*) suites 2 ;;
+    *) ok && PB "suite-$1-1" "$P" "$1" all; suite_e "$R"/suite-*.json ;;
+  esac
+}
 # soak OP WORKLOAD N: N perf runs of $P on one workload, each under an 8 s cap (a hang shows as a run cut there), logs
 # in $R/soak-OP-WORKLOAD-i.log; then how many did not finish. Stops early once past $LIMIT (the count says how many ran).
 soak() {

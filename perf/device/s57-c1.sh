@@ -6,13 +6,9 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-540}
 P=$M/attnbwd_perf
-shards 'Cuda*:*Cuda*' 240
-grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
+all_tests
 soak vision_mha_norm_backward 4 10
 race_cli vision_mha_norm_backward 10 40
 race_cli vision_mha_norm_backward 4 40
-case $GPU in
-  *H200*) suites 2 ;;
-  *) ok && PB suite-vision_mha_norm_backward-1 "$P" vision_mha_norm_backward all; suite_e "$R"/suite-*.json ;;
-esac
+suites_or vision_mha_norm_backward
 fin

@@ -6,10 +6,6 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-540}
 P=$M/attnbwd_perf
-shards 'Cuda*:*Cuda*' 240
-grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
-case $GPU in
-  *H200*) suites 2 ;;
-  *) ok && PB suite-gqa_rope_backward-1 "$P" gqa_rope_backward all; suite_e "$R"/suite-*.json ;;
-esac
+all_tests
+suites_or gqa_rope_backward
 fin

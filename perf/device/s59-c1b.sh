@@ -7,11 +7,7 @@
 source perf/device/common.sh
 LIMIT=${LIMIT:-540}
 P=$M/attnbwd_perf
-shards 'Cuda*:*Cuda*' 240
-grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
+all_tests
 abrun gqa_rope_backward 3,10,12,13,15 5 kvmid 150 auto="$P" gemm="$P,ATTNBWD_CUDA_GQA_ATTN=gemm"
-case $GPU in
-  *H200*) suites 2 ;;
-  *) ok && PB suite-gqa_rope_backward-1 "$P" gqa_rope_backward all; suite_e "$R"/suite-*.json ;;
-esac
+suites_or gqa_rope_backward
 fin

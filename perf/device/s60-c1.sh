@@ -3,13 +3,4 @@
 # pass and auto's key-major rule from S = 256 is still to measure. (1) Every CUDA test in three shards (main since
 # feff285: DWQKV=batch's code, auto = apart, ran only its own test on a GPU); (2) on an H200 the four suites twice,
 # elsewhere the gqa suite once.
-source perf/device/common.sh
-LIMIT=${LIMIT:-540}
-P=$M/attnbwd_perf
-shards 'Cuda*:*Cuda*' 240
-grep -h -B2 -A12 "Failure" "$R"/tests-*.txt | head -40
-case $GPU in
-  *H200*) suites 2 ;;
-  *) ok && PB suite-gqa_rope_backward-1 "$P" gqa_rope_backward all; suite_e "$R"/suite-*.json ;;
-esac
-fin
+exec bash perf/device/s59-c1.sh "$@"  # the same steps (every CUDA test, then suites_or gqa)
