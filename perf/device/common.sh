@@ -132,6 +132,16 @@ stage_split() {
   echo "stages $3 rc=$? t=$SECONDS"
   python3 perf/scripts/stage_split.py "$R/stages-$3-raw.txt" > "$R/stages-$3.txt" 2>&1; cut -c1-160 "$R/stages-$3.txt"
 }
+# gqa_checks: issue 6's checks after its figure, on the bundle: gqa's 16 workloads against the oracle (the gtest),
+# float64 PyTorch over them, the sanitizer matrix and the stage split (s61-c1.sh, s61-c8.sh).
+gqa_checks() {
+  ok && timeout "$(tmo 150)" "$M/attnbwd_tests" --gtest_filter='CudaGqaRope.RealWorkloadsMatchTheOracle' \
+    > "$R/tests-gqa-workloads.txt" 2>&1
+  echo "workload test rc=$? t=$SECONDS"; grep -E "^\[ +(PASSED|FAILED)|Failure" -A6 "$R/tests-gqa-workloads.txt" | head
+  torch_all gqa_rope_backward gqa
+  san_matrix gqa_rope_backward
+  stage_split gqa_rope_backward all gqa
+}
 # torch_check OPS WORKLOAD [VAR=value...]: tests/torch/check_workloads.py (float64 PyTorch) on the CLI of the bundle, one
 # workload, into $R/torch-WORKLOAD.txt, then its verdict line.
 torch_check() {

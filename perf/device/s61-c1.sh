@@ -10,12 +10,7 @@ P=$M/attnbwd_perf
 case $GPU in
   *H200*)
     suites 2
-    ok && timeout "$(tmo 150)" "$M/attnbwd_tests" --gtest_filter='CudaGqaRope.RealWorkloadsMatchTheOracle' \
-      > "$R/tests-gqa-workloads.txt" 2>&1
-    echo "workload test rc=$? t=$SECONDS"; grep -E "^\[ +(PASSED|FAILED)|Failure" -A6 "$R/tests-gqa-workloads.txt" | head
-    torch_all gqa_rope_backward gqa
-    san_matrix gqa_rope_backward
-    stage_split gqa_rope_backward all gqa
+    gqa_checks
     [ $((LIMIT - SECONDS)) -gt 200 ] && shards 'Cuda*:*Cuda*' $((LIMIT - SECONDS - 10))
     ;;
   *) ok && PB suite-gqa_rope_backward-1 "$P" gqa_rope_backward all; suite_e "$R"/suite-*.json

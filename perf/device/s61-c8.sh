@@ -8,12 +8,7 @@ case $GPU in
   *H200*)
     for k in 1 2; do ok && PB "suite-gqa_rope_backward-$k" "$P" gqa_rope_backward all; done
     suite_e "$R"/suite-*.json
-    ok && timeout "$(tmo 150)" "$M/attnbwd_tests" --gtest_filter='CudaGqaRope.RealWorkloadsMatchTheOracle' \
-      > "$R/tests-gqa-workloads.txt" 2>&1
-    echo "workload test rc=$? t=$SECONDS"; grep -E "^\[ +(PASSED|FAILED)|Failure" -A6 "$R/tests-gqa-workloads.txt" | head
-    torch_all gqa_rope_backward gqa
-    san_matrix gqa_rope_backward
-    stage_split gqa_rope_backward all gqa
+    gqa_checks
     for op in out_proj_backward vision_mha_norm_backward vision_varlen_rope_backward; do
       ok && PB "suite-$op-1" "$P" "$op" all
     done
