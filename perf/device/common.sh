@@ -53,7 +53,7 @@ all_tests() {
 suites_or() {
   case $GPU in
     *H200*) suites 2 ;;
-    *) ok && PB "suite-$1-1" "$P" "$1" all; suite_e "$R"/suite-*.json ;;
+    *) suites 1 "$1" ;;
   esac
 }
 # soak OP WORKLOAD N: N perf runs of $P on one workload, each under an 8 s cap (a hang shows as a run cut there), logs
@@ -78,11 +78,14 @@ e = [x["E"] for x in b if "E" in x]
 print(sys.argv[1].split("/")[-1], len(e), "workloads, geomean E", round(math.exp(sum(map(math.log, e)) / len(e)), 4), "min", round(min(e), 3))' "$f" 2>&1 | tail -1
   done
 }
-# suites N: the four ops' suites on $P (gqa first), N runs each into $R/suite-OP-K.json, then suite_e over them all
+# suites N [OP...]: the ops' suites on $P (default the four, gqa first), N runs each into $R/suite-OP-K.json, then
+# suite_e over every suite of the call
 suites() {
-  local op k
-  for op in gqa_rope_backward out_proj_backward vision_mha_norm_backward vision_varlen_rope_backward; do
-    for ((k = 1; k <= $1; ++k)); do ok && PB "suite-$op-$k" "$P" "$op" all; done
+  local n=$1 op k
+  shift
+  [ $# -gt 0 ] || set -- gqa_rope_backward out_proj_backward vision_mha_norm_backward vision_varlen_rope_backward
+  for op in "$@"; do
+    for ((k = 1; k <= n; ++k)); do ok && PB "suite-$op-$k" "$P" "$op" all; done
   done
   suite_e "$R"/suite-*.json
 }

@@ -13,7 +13,7 @@ case $GPU in
     gqa_checks
     [ $((LIMIT - SECONDS)) -gt 200 ] && shards 'Cuda*:*Cuda*' $((LIMIT - SECONDS - 10))
     ;;
-  *) ok && PB suite-gqa_rope_backward-1 "$P" gqa_rope_backward all; suite_e "$R"/suite-*.json
+  *) suites 1 gqa_rope_backward
      stage_split gqa_rope_backward all gqa ;;
 esac
 fin

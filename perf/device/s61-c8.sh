@@ -6,13 +6,9 @@ source perf/device/common.sh
 P=$M/attnbwd_perf
 case $GPU in
   *H200*)
-    for k in 1 2; do ok && PB "suite-gqa_rope_backward-$k" "$P" gqa_rope_backward all; done
-    suite_e "$R"/suite-*.json
+    suites 2 gqa_rope_backward
     gqa_checks
-    for op in out_proj_backward vision_mha_norm_backward vision_varlen_rope_backward; do
-      ok && PB "suite-$op-1" "$P" "$op" all
-    done
-    suite_e "$R"/suite-*.json
+    suites 1 out_proj_backward vision_mha_norm_backward vision_varlen_rope_backward
     [ $((LIMIT - SECONDS)) -gt 150 ] && shards 'Cuda*:*Cuda*' $((LIMIT - SECONDS - 10))
     ;;
 esac
